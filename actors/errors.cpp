@@ -1,0 +1,29 @@
+#include "actors/errors.hpp"
+
+#include <caf/make_message.hpp>
+
+namespace gwtf::actors {
+
+std::string to_string(ec code) {
+  switch (code) {
+    case ec::invalid_config: return "invalid_config";
+    case ec::malformed_message: return "malformed_message";
+    case ec::protocol_mismatch: return "protocol_mismatch";
+    case ec::over_capacity: return "over_capacity";
+    case ec::unknown_peer: return "unknown_peer";
+    case ec::peer_unreachable: return "peer_unreachable";
+    case ec::restart_limit: return "restart_limit";
+  }
+  return "unknown_error_" + std::to_string(static_cast<int>(code));
+}
+
+caf::error make_error(ec code) {
+  return caf::error{static_cast<std::uint8_t>(code), error_category};
+}
+
+caf::error make_error(ec code, std::string context) {
+  return caf::error{static_cast<std::uint8_t>(code), error_category,
+                    caf::make_message(std::move(context))};
+}
+
+} // namespace gwtf::actors

@@ -1,0 +1,145 @@
+#include "actors/node_config.hpp"
+
+#include <cctype>
+#include <cmath>
+
+namespace gwtf::actors {
+
+namespace {
+
+void check_int(const issue_sink& report, const std::string& key, long long v, long long lo,
+               long long hi, const char* what) {
+  if (v < lo || v > hi)
+    report(key, std::string{what} + " in [" + std::to_string(lo) + ", " + std::to_string(hi)
+                  + "], got " + std::to_string(v));
+}
+
+bool valid_name(const std::string& s) {
+  if (s.empty() || s.size() > 64)
+    return false;
+  for (unsigned char c : s)
+    if (!std::isalnum(c) && c != '.' && c != '_' && c != '-')
+      return false;
+  return true;
+}
+
+void check_endpoint(const issue_sink& report, const std::string& key, const std::string& text,
+                    bool port_zero_ok) {
+  auto ep = parse_endpoint(text);
+  if (!ep)
+    report(key, "an address 'host:port' with a port in 0..65535, got '" + text + "'");
+  else if (!port_zero_ok && ep->port == 0)
+    report(key, "a peer address with a non-zero port, got '" + text + "'");
+}
+
+} // namespace
+
+std::optional<endpoint> parse_endpoint(const std::string& text) {
+  std::string host;
+  std::string port;
+  if (!text.empty() && text.front() == '[') { // [v6]:port
+    auto close = text.find(']');
+    if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':')
+      return std::nullopt;
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    auto colon = text.rfind(':');
+    if (colon == std::string::npos || text.find(':') != colon)
+      return std::nullopt;
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+  }
+  if (host.empty() || port.empty() || port.size() > 5)
+    return std::nullopt;
+  for (char c : host)
+    if (std::isspace(static_cast<unsigned char>(c)))
+      return std::nullopt;
+  unsigned long value = 0;
+  for (char c : port) {
+    if (!std::isdigit(static_cast<unsigned char>(c)))
+      return std::nullopt;
+    value = value * 10 + static_cast<unsigned long>(c - '0');
+  }
+  if (value > 65535)
+    return std::nullopt;
+  return endpoint{host, static_cast<std::uint16_t>(value)};
+}
+
+void node_config::validate(const issue_sink& report) const {
+  check_endpoint(report, "listen", listen, true);
+  check_endpoint(report, "inspect", inspect, true);
+  for (std::size_t i = 0; i < bootstrap.size(); ++i)
+    check_endpoint(report, "bootstrap[" + std::to_string(i) + "]", bootstrap[i], false);
+  check_int(report, "scheduler_threads", scheduler_threads, 1, 256, "a number of threads");
+  check_int(report, "max_message_bytes", max_message_bytes, 4096, std::int64_t{1} << 34,
+            "a message size limit in bytes");
+}
+
+void host_config::validate(int stages, const issue_sink& report) const {
+  if (!valid_name(name))
+    report("name", "a host name of 1-64 characters from [A-Za-z0-9._-], got '" + name + "'");
+  if (role == host_role::data_holder) {
+    if (stage != -1 && stage != 0)
+      report("stage", "0 or no stage for a data_holder (data holders run stage 0), got "
+                        + std::to_string(stage));
+  } else if (stage != -1 && (stage < 1 || stage >= stages)) {
+    report("stage", "a relay stage in [1, " + std::to_string(stages - 1)
+                      + "] (model.stages = " + std::to_string(stages)
+                      + "), or -1 to join the bottleneck stage, got " + std::to_string(stage));
+  }
+  check_int(report, "capacity", capacity, 1, 1'000'000, "a number of microbatches");
+  if (!std::isfinite(compute_scale) || compute_scale <= 0 || compute_scale > 1e6)
+    report("compute_scale", "a slowdown factor in (0, 1e6], got " + std::to_string(compute_scale));
+}
+
+void fault_event::validate(const issue_sink& report) const {
+  check_int(report, "at_iteration", at_iteration, 0, 100'000'000, "an iteration");
+  if (host.empty())
+    report("host", "the name of the host the fault happens to");
+  if (action != fault_action::crash && phase != fault_phase::any)
+    report("phase", "'any' (phase applies to crash only)");
+  if (action == fault_action::slow_link) {
+    if (peer.empty())
+      report("peer", "the host at the other end of the slow link");
+    else if (peer == host)
+      report("peer", "a host other than '" + host + "'");
+    if (!std::isfinite(slowdown) || slowdown < 1 || slowdown > 1e6)
+      report("slowdown", "a factor in [1, 1e6], got " + std::to_string(slowdown));
+  } else {
+    if (!peer.empty())
+      report("peer", "no peer (peer applies to slow_link only)");
+    if (slowdown != 1.0)
+      report("slowdown", "no slowdown (slowdown applies to slow_link only)");
+  }
+}
+
+void fault_config::validate(const issue_sink& report) const {
+  check_int(report, "heartbeat_interval_ms", heartbeat_interval_ms, 1, 3'600'000,
+            "a heartbeat period in milliseconds");
+  check_int(report, "connection_timeout_ms", connection_timeout_ms, 1, 3'600'000,
+            "a timeout in milliseconds");
+  if (connection_timeout_ms <= heartbeat_interval_ms)
+    report("connection_timeout_ms", "more than heartbeat_interval_ms ("
+                                      + std::to_string(heartbeat_interval_ms) + "), got "
+                                      + std::to_string(connection_timeout_ms));
+  check_int(report, "hop_timeout_ms", hop_timeout_ms, 1, 3'600'000, "a timeout in milliseconds");
+  check_int(report, "max_restarts", max_restarts, 0, 1'000'000, "a number of restarts");
+  check_int(report, "restart_window_ms", restart_window_ms, 1, 86'400'000,
+            "a window in milliseconds");
+  if (!std::isfinite(crash_rate) || crash_rate < 0 || crash_rate > 1)
+    report("crash_rate", "a probability in [0, 1], got " + std::to_string(crash_rate));
+  for (std::size_t i = 0; i < script.size(); ++i)
+    script[i].validate([&](const std::string& k, const std::string& e) {
+      report("script[" + std::to_string(i) + "]." + k, e);
+    });
+}
+
+void emulation_config::validate(const issue_sink& report) const {
+  if (network.empty())
+    report("network", "the path of a network matrix file (see configs/networks/)");
+  if (!std::isfinite(time_scale) || time_scale <= 0 || time_scale > 1e6)
+    report("time_scale", "a factor in (0, 1e6], got " + std::to_string(time_scale));
+}
+
+} // namespace gwtf::actors

@@ -1,0 +1,176 @@
+// Plain configuration of the runtime of one process: network identity, the virtual hosts it
+// runs, fault handling and network emulation. No CAF here: deploy/ fills these from YAML
+// and the test suite checks them without starting an actor system.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace gwtf::actors {
+
+/// Reports one invalid field: key relative to the section, and what was expected.
+using issue_sink = std::function<void(const std::string& key, const std::string& expected)>;
+
+/// A parsed "host:port" address ("[::1]:4242" for IPv6).
+struct endpoint {
+  std::string host;        ///< name or address, without brackets
+  std::uint16_t port = 0;  ///< 0 lets the OS pick (listen addresses only)
+};
+
+/// Parses "host:port"; nullopt with no host, no port, or a port outside 0..65535.
+std::optional<endpoint> parse_endpoint(const std::string& text);
+
+/// Process-level network settings.
+struct node_config {
+  std::string listen = "127.0.0.1:0";      ///< address the middleman publishes on; port 0 = any
+  std::vector<std::string> bootstrap;      ///< "host:port" of peers to join through
+  std::string inspect = "127.0.0.1:0";     ///< address of the inspection shell server
+  int scheduler_threads = 2;               ///< CAF worker threads (more oversubscribes torch)
+  std::int64_t max_message_bytes = 64 << 20; ///< larger wire messages are rejected unread
+
+  /// Reports every invalid field.
+  void validate(const issue_sink& report) const;
+};
+
+/// What a virtual host does.
+enum class host_role {
+  data_holder, ///< owns data; runs stage 0 (embedding, head, loss)
+  relay,       ///< computes one relay stage 1..S-1
+};
+
+/// Names of `host_role` values as they appear in YAML.
+constexpr std::array<std::pair<host_role, const char*>, 2> enum_names(host_role) {
+  return {{{host_role::data_holder, "data_holder"}, {host_role::relay, "relay"}}};
+}
+
+/// One virtual host run by this process (exactly one on a real cluster machine).
+struct host_config {
+  std::string name;                   ///< unique host id, [A-Za-z0-9._-]
+  std::string region;                 ///< region in the emulated network matrix
+  host_role role = host_role::relay;  ///< data holder or relay
+  int stage = -1;                     ///< relay stage 1..S-1; -1 = join the bottleneck stage
+  int capacity = 4;                   ///< microbatches the host can hold at once
+  double compute_scale = 1.0;         ///< emulated slowdown of its compute (2 = half as fast)
+
+  /// Reports invalid fields; `stages` is the model's number of pipeline stages.
+  void validate(int stages, const issue_sink& report) const;
+};
+
+/// Kinds of scripted faults.
+enum class fault_action {
+  crash,     ///< the host dies without notice
+  join,      ///< the host (declared in hosts) comes online
+  leave,     ///< the host announces its departure and leaves cleanly
+  slow_link, ///< the link host -> peer gets `slowdown` times slower
+};
+
+/// Names of `fault_action` values as they appear in YAML.
+constexpr std::array<std::pair<fault_action, const char*>, 4> enum_names(fault_action) {
+  return {{{fault_action::crash, "crash"},
+           {fault_action::join, "join"},
+           {fault_action::leave, "leave"},
+           {fault_action::slow_link, "slow_link"}}};
+}
+
+/// When inside an iteration a crash strikes.
+enum class fault_phase {
+  any,      ///< at the start of the iteration
+  forward,  ///< while the host computes a forward pass
+  backward, ///< while the host computes a backward pass
+};
+
+/// Names of `fault_phase` values as they appear in YAML.
+constexpr std::array<std::pair<fault_phase, const char*>, 3> enum_names(fault_phase) {
+  return {{{fault_phase::any, "any"},
+           {fault_phase::forward, "forward"},
+           {fault_phase::backward, "backward"}}};
+}
+
+/// One scripted fault.
+struct fault_event {
+  int at_iteration = 0;                    ///< iteration in which it happens
+  fault_action action = fault_action::crash; ///< what happens
+  std::string host;                        ///< host it happens to
+  fault_phase phase = fault_phase::any;    ///< crash only: when inside the iteration
+  std::string peer;                        ///< slow_link only: the other end of the link
+  double slowdown = 1.0;                   ///< slow_link only: latency and 1/bandwidth factor
+
+  /// Reports invalid fields (host names are checked against the host list by the loader).
+  void validate(const issue_sink& report) const;
+};
+
+/// Failure detection, timeouts, supervision and injected churn.
+struct fault_config {
+  int heartbeat_interval_ms = 200;  ///< middleman heartbeat; detects hung peers
+  int connection_timeout_ms = 800;  ///< a peer silent this long is considered down
+  int hop_timeout_ms = 10000;       ///< a forward/backward hop without answer is re-routed
+  int max_restarts = 3;             ///< restarts of a failing local actor within the window
+  int restart_window_ms = 60000;    ///< window for max_restarts; beyond, the host leaves
+  double crash_rate = 0.0;          ///< chance per host and iteration of a random crash
+  std::vector<fault_event> script;  ///< scripted faults, in any order
+
+  /// Reports every invalid field.
+  void validate(const issue_sink& report) const;
+};
+
+/// Emulated geo network between the virtual hosts of this process.
+struct emulation_config {
+  std::string network;       ///< network matrix file; relative paths start at the config file
+  double time_scale = 1.0;   ///< emulated delays are multiplied by this (0.1 = 10x faster)
+
+  /// Reports every invalid field.
+  void validate(const issue_sink& report) const;
+};
+
+template <class F>
+void visit_fields(F& f, node_config& x) {
+  f("listen", x.listen);
+  f("bootstrap", x.bootstrap);
+  f("inspect", x.inspect);
+  f("scheduler_threads", x.scheduler_threads);
+  f("max_message_bytes", x.max_message_bytes);
+}
+
+template <class F>
+void visit_fields(F& f, host_config& x) {
+  f("name", x.name);
+  f("region", x.region);
+  f("role", x.role);
+  f("stage", x.stage);
+  f("capacity", x.capacity);
+  f("compute_scale", x.compute_scale);
+}
+
+template <class F>
+void visit_fields(F& f, fault_event& x) {
+  f("at_iteration", x.at_iteration);
+  f("action", x.action);
+  f("host", x.host);
+  f("phase", x.phase);
+  f("peer", x.peer);
+  f("slowdown", x.slowdown);
+}
+
+template <class F>
+void visit_fields(F& f, fault_config& x) {
+  f("heartbeat_interval_ms", x.heartbeat_interval_ms);
+  f("connection_timeout_ms", x.connection_timeout_ms);
+  f("hop_timeout_ms", x.hop_timeout_ms);
+  f("max_restarts", x.max_restarts);
+  f("restart_window_ms", x.restart_window_ms);
+  f("crash_rate", x.crash_rate);
+  f("script", x.script);
+}
+
+template <class F>
+void visit_fields(F& f, emulation_config& x) {
+  f("network", x.network);
+  f("time_scale", x.time_scale);
+}
+
+} // namespace gwtf::actors

@@ -1,0 +1,33 @@
+#include "actors/system_setup.hpp"
+
+#include <chrono>
+
+#include <caf/io/middleman.hpp>
+#include <caf/timespan.hpp>
+
+#include "actors/errors.hpp"
+
+namespace gwtf::actors {
+
+system_config::system_config(const node_config& node, const fault_config& faults,
+                             bool with_network) {
+  using std::chrono::milliseconds;
+  // Torch-heavy handlers: the default 4-thread pool doubled round trips on 2 cores.
+  set("scheduler.max-threads", static_cast<size_t>(node.scheduler_threads));
+  // Hung peers (SIGSTOP) are never detected unless both are set.
+  set("middleman.heartbeat-interval",
+      caf::timespan{milliseconds{faults.heartbeat_interval_ms}});
+  set("middleman.connection-timeout",
+      caf::timespan{milliseconds{faults.connection_timeout_ms}});
+  add_error_category(error_category, [](std::uint8_t code, caf::atom_value,
+                                        const caf::message& ctx) {
+    std::string out = "gwtf: " + to_string(static_cast<ec>(code));
+    if (!ctx.empty())
+      out += " (" + caf::to_string(ctx) + ")";
+    return out;
+  });
+  if (with_network)
+    load<caf::io::middleman>();
+}
+
+} // namespace gwtf::actors

@@ -1,0 +1,42 @@
+// Command-line parsing of caf-gwtf: pure, so every path is tested without spawning.
+#pragma once
+
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace gwtf::deploy {
+
+/// What the user asked for.
+enum class cli_action {
+  help,    ///< print usage, exit 0
+  version, ///< print versions of caf-gwtf and its libraries, exit 0
+  check,   ///< validate the config and print it resolved, exit 0 or 1
+  node,    ///< run the hosts the config declares
+};
+
+/// Parsed command line.
+struct cli_options {
+  cli_action action = cli_action::help; ///< what to do
+  std::string config;                   ///< --config FILE
+};
+
+/// A usage error: one line, exit code 2.
+struct cli_error {
+  std::string message;
+};
+
+/// Parses argv[1..]; never exits or prints.
+std::variant<cli_options, cli_error> parse_cli(const std::vector<std::string>& args);
+
+/// The --help text.
+std::string usage_text();
+
+/// Process exit codes.
+namespace exit_code {
+constexpr int ok = 0;         ///< success
+constexpr int failure = 1;    ///< the command ran and failed (e.g. invalid config)
+constexpr int usage = 2;      ///< bad command line or unreadable input file
+} // namespace exit_code
+
+} // namespace gwtf::deploy

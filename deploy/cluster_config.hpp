@@ -1,0 +1,84 @@
+// The whole configuration of one caf-gwtf process (cluster.yaml), and its loader.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/node_config.hpp"
+#include "model/model_config.hpp"
+#include "routing/network.hpp"
+#include "routing/routing_config.hpp"
+
+namespace gwtf::deploy {
+
+/// Every section of cluster.yaml. Sections other than `hosts` may be left out.
+struct cluster_config {
+  actors::node_config node;                     ///< network identity of this process
+  std::vector<actors::host_config> hosts;       ///< virtual hosts run by this process
+  model::model_config model;                    ///< model shape and stage count
+  model::data_config data;                      ///< corpus (needed when a data holder runs here)
+  model::training_config training;              ///< loop, optimizer, schedule
+  routing::routing_config routing;              ///< router and its constants
+  actors::fault_config faults;                  ///< failure detection, supervision, churn
+  std::optional<actors::emulation_config> emulation; ///< emulated geo network, if any
+
+  /// The network matrix named by `emulation.network`, loaded with the config.
+  std::optional<routing::network_matrix> network;
+};
+
+template <class F>
+void visit_fields(F& f, cluster_config& x) {
+  f("node", x.node);
+  f("hosts", x.hosts);
+  f("model", x.model);
+  f("data", x.data);
+  f("training", x.training);
+  f("routing", x.routing);
+  f("faults", x.faults);
+  f("emulation", x.emulation);
+}
+
+/// One rejected value: where it is and what was expected.
+struct config_error {
+  std::string file;  ///< file as given by the user
+  int line = 0;      ///< 1-based; 0 when unknown
+  int column = 0;    ///< 1-based; 0 when unknown
+  std::string key;   ///< key path, e.g. "hosts[2].stage"; empty for the whole file
+  std::string message;
+
+  /// "file:line:column: key: message".
+  std::string to_string() const;
+};
+
+/// Outcome of loading: the config, or every error found (never both).
+struct load_result {
+  std::optional<cluster_config> config;
+  std::vector<config_error> errors;
+};
+
+/// Reads, type-checks and validates a cluster.yaml, and the network matrix it names.
+/// Relative paths in it are resolved against the file's directory.
+load_result load_cluster_config(const std::filesystem::path& file);
+
+/// Same, from text; `file` labels errors, `base_dir` resolves relative paths.
+load_result parse_cluster_config(const std::string& text, const std::string& file,
+                                 const std::filesystem::path& base_dir);
+
+/// Outcome of loading a network matrix file.
+struct network_result {
+  std::optional<routing::network_matrix> network;
+  std::vector<config_error> errors;
+};
+
+/// Reads and validates a network matrix file (format of ../shared/scenarios/*.yaml).
+network_result load_network_matrix(const std::filesystem::path& file);
+
+/// The resolved config as YAML, every default written out (input to the loader again).
+std::string to_yaml(const cluster_config& cfg);
+
+/// Every key path the config accepts, e.g. "training.lr", "hosts[].stage".
+std::vector<std::string> config_key_paths();
+
+} // namespace gwtf::deploy

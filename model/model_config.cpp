@@ -1,0 +1,90 @@
+#include "model/model_config.hpp"
+
+#include <cmath>
+#include <string>
+
+namespace gwtf::model {
+
+namespace {
+
+// Keeps a tiny config from allocating gigabytes by a typo (an extra zero in `hidden`).
+constexpr int max_dimension = 1 << 16;
+constexpr int max_vocab = 1 << 20;
+
+void check_range(const issue_sink& report, const char* key, long long value, long long lo,
+                 long long hi, const char* what) {
+  if (value < lo || value > hi)
+    report(key, std::string{what} + " in [" + std::to_string(lo) + ", " + std::to_string(hi)
+                  + "], got " + std::to_string(value));
+}
+
+void check_real(const issue_sink& report, const char* key, double value, double lo, double hi,
+                bool lo_open, const char* what) {
+  bool ok = std::isfinite(value) && (lo_open ? value > lo : value >= lo) && value <= hi;
+  if (!ok)
+    report(key, std::string{what} + " in " + (lo_open ? "(" : "[") + std::to_string(lo) + ", "
+                  + std::to_string(hi) + "], got " + std::to_string(value));
+}
+
+} // namespace
+
+int model_config::resolved_ffn_hidden() const {
+  if (ffn_hidden > 0)
+    return ffn_hidden;
+  if (arch == architecture::gpt)
+    return 4 * hidden;
+  // LLaMA: 2/3 of 4d keeps SwiGLU's three matrices at the cost of GELU's two.
+  int f = (8 * hidden + 2) / 3;
+  return (f + 31) / 32 * 32;
+}
+
+void model_config::validate(const issue_sink& report) const {
+  check_range(report, "layers", layers, 1, 4096, "a number of transformer blocks");
+  check_range(report, "hidden", hidden, 8, max_dimension, "a model width");
+  check_range(report, "heads", heads, 1, 1024, "a number of attention heads");
+  if (heads >= 1 && hidden >= 8 && hidden % heads != 0)
+    report("heads", "a divisor of hidden (" + std::to_string(hidden) + "), got "
+                      + std::to_string(heads));
+  if (arch == architecture::llama && heads >= 1 && hidden % heads == 0 && (hidden / heads) % 2 != 0)
+    report("heads", "an even head size hidden/heads for RoPE, got " + std::to_string(hidden / heads));
+  check_range(report, "ffn_hidden", ffn_hidden, 0, 4 * max_dimension,
+              "an MLP width (0 = derive from hidden)");
+  check_range(report, "seq_len", seq_len, 1, max_dimension, "a sequence length");
+  check_range(report, "vocab", vocab, 2, max_vocab, "a vocabulary size");
+  check_range(report, "stages", stages, 2, 1024, "a number of pipeline stages (stage 0 + relays)");
+  if (stages >= 2 && layers >= 1 && layers < stages - 1)
+    report("stages", "at most layers + 1 = " + std::to_string(layers + 1)
+                       + " so that every relay stage holds a block, got " + std::to_string(stages));
+}
+
+void data_config::validate(int vocab, const issue_sink& report) const {
+  if (path.empty())
+    report("path", "the path of a corpus file");
+  if (format == data_format::text && vocab < 256)
+    report("format", "'tokens' when model.vocab < 256 (text uses all 256 byte values)");
+  if (format == data_format::tokens && vocab > 65536)
+    report("format", "'text' or model.vocab <= 65536 (tokens files hold uint16 ids)");
+}
+
+void training_config::validate(const issue_sink& report) const {
+  check_range(report, "iterations", iterations, 1, 100'000'000, "a number of iterations");
+  check_range(report, "microbatch_size", microbatch_size, 1, 65536, "sequences per microbatch");
+  check_range(report, "microbatches_per_holder", microbatches_per_holder, 1, 65536,
+              "microbatches per data holder and iteration");
+  check_real(report, "lr", lr, 0.0, 10.0, true, "a learning rate");
+  check_real(report, "min_lr", min_lr, 0.0, 10.0, false, "a learning rate");
+  if (std::isfinite(lr) && std::isfinite(min_lr) && min_lr > lr)
+    report("min_lr", "at most lr (" + std::to_string(lr) + "), got " + std::to_string(min_lr));
+  check_range(report, "warmup_iterations", warmup_iterations, 0, 100'000'000,
+              "a number of warm-up iterations");
+  check_real(report, "weight_decay", weight_decay, 0.0, 1.0, false, "a weight decay");
+  check_real(report, "beta1", beta1, 0.0, 1.0, false, "an Adam beta below 1");
+  check_real(report, "beta2", beta2, 0.0, 1.0, false, "an Adam beta below 1");
+  if (beta1 == 1.0)
+    report("beta1", "a value below 1 (1 never updates the moment)");
+  if (beta2 == 1.0)
+    report("beta2", "a value below 1 (1 never updates the moment)");
+  check_real(report, "grad_clip", grad_clip, 0.0, 1e9, false, "a gradient-norm clip (0 = off)");
+}
+
+} // namespace gwtf::model

@@ -1,0 +1,119 @@
+// Plain configuration of the model, the data and the training loop. No LibTorch, no CAF:
+// deploy/ fills these from YAML, everything else reads them.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+
+namespace gwtf::model {
+
+/// Reports one invalid field: key relative to the section, and what was expected.
+using issue_sink = std::function<void(const std::string& key, const std::string& expected)>;
+
+/// Decoder family.
+enum class architecture {
+  gpt,   ///< learned positions, LayerNorm, GELU MLP
+  llama, ///< RoPE, RMSNorm, SwiGLU, no biases
+};
+
+/// Names of `architecture` values as they appear in YAML.
+constexpr std::array<std::pair<architecture, const char*>, 2> enum_names(architecture) {
+  return {{{architecture::gpt, "gpt"}, {architecture::llama, "llama"}}};
+}
+
+/// Shape of the decoder-only model and its split into pipeline stages.
+struct model_config {
+  architecture arch = architecture::gpt; ///< decoder family
+  int layers = 4;                        ///< transformer blocks in the whole model
+  int hidden = 128;                      ///< model width d
+  int heads = 4;                         ///< attention heads; must divide hidden
+  int ffn_hidden = 0;                    ///< MLP width; 0 picks 4*d (gpt) or 8d/3 rounded up to 32 (llama)
+  int seq_len = 64;                      ///< tokens per sequence
+  int vocab = 256;                       ///< vocabulary size (256 = raw bytes)
+  int stages = 3;                        ///< pipeline stages S; stage 0 is held by the data holders
+
+  /// Reports every field that is out of range or inconsistent.
+  void validate(const issue_sink& report) const;
+
+  /// The MLP width after resolving ffn_hidden = 0.
+  int resolved_ffn_hidden() const;
+};
+
+/// Where training tokens come from.
+enum class data_format {
+  text,   ///< raw bytes are the tokens (vocab 256)
+  tokens, ///< nanoGPT .bin: flat little-endian uint16 token ids
+};
+
+/// Names of `data_format` values as they appear in YAML.
+constexpr std::array<std::pair<data_format, const char*>, 2> enum_names(data_format) {
+  return {{{data_format::text, "text"}, {data_format::tokens, "tokens"}}};
+}
+
+/// The training corpus of a data holder.
+struct data_config {
+  data_format format = data_format::text; ///< how the file is read
+  std::string path;                       ///< corpus file; relative paths start at the config file
+
+  /// Reports every invalid field; `vocab` is the model's vocabulary size.
+  void validate(int vocab, const issue_sink& report) const;
+};
+
+/// The synchronous training loop: global batch, optimizer and schedule.
+struct training_config {
+  std::uint64_t seed = 1;          ///< seeds sampling, initialisation and every random choice
+  int iterations = 100;            ///< optimizer steps to run
+  int microbatch_size = 4;         ///< sequences per microbatch
+  int microbatches_per_holder = 4; ///< microbatches each data holder pushes per iteration
+  double lr = 3e-3;                ///< peak learning rate (AdamW)
+  double min_lr = 3e-4;            ///< learning rate at the end of the cosine decay
+  int warmup_iterations = 10;      ///< linear warm-up length in iterations
+  double weight_decay = 0.1;       ///< AdamW decoupled weight decay
+  double beta1 = 0.9;              ///< AdamW first-moment decay
+  double beta2 = 0.95;             ///< AdamW second-moment decay
+  double grad_clip = 1.0;          ///< global gradient-norm clip; 0 disables clipping
+  std::string loss_out;            ///< file for the per-iteration loss series; empty = none
+
+  /// Reports every field that is out of range or inconsistent.
+  void validate(const issue_sink& report) const;
+};
+
+/// Field lists: drive the YAML reader, the printer and the docs check (deploy/).
+template <class F>
+void visit_fields(F& f, model_config& x) {
+  f("arch", x.arch);
+  f("layers", x.layers);
+  f("hidden", x.hidden);
+  f("heads", x.heads);
+  f("ffn_hidden", x.ffn_hidden);
+  f("seq_len", x.seq_len);
+  f("vocab", x.vocab);
+  f("stages", x.stages);
+}
+
+template <class F>
+void visit_fields(F& f, data_config& x) {
+  f("format", x.format);
+  f("path", x.path);
+}
+
+template <class F>
+void visit_fields(F& f, training_config& x) {
+  f("seed", x.seed);
+  f("iterations", x.iterations);
+  f("microbatch_size", x.microbatch_size);
+  f("microbatches_per_holder", x.microbatches_per_holder);
+  f("lr", x.lr);
+  f("min_lr", x.min_lr);
+  f("warmup_iterations", x.warmup_iterations);
+  f("weight_decay", x.weight_decay);
+  f("beta1", x.beta1);
+  f("beta2", x.beta2);
+  f("grad_clip", x.grad_clip);
+  f("loss_out", x.loss_out);
+}
+
+} // namespace gwtf::model

@@ -1,0 +1,86 @@
+// Plain configuration of the routers (GWTF flow balancer and the SWARM baseline). No CAF.
+#pragma once
+
+#include <array>
+#include <functional>
+#include <string>
+#include <utility>
+
+namespace gwtf::routing {
+
+/// Reports one invalid field: key relative to the section, and what was expected.
+using issue_sink = std::function<void(const std::string& key, const std::string& expected)>;
+
+/// Which algorithm routes microbatches.
+enum class router_kind {
+  gwtf,  ///< decentralized flow balancers (the paper)
+  swarm, ///< SWARM's earliest-projected-finish routing (baseline)
+};
+
+/// Names of `router_kind` values as they appear in YAML.
+constexpr std::array<std::pair<router_kind, const char*>, 2> enum_names(router_kind) {
+  return {{{router_kind::gwtf, "gwtf"}, {router_kind::swarm, "swarm"}}};
+}
+
+/// Constants of the GWTF flow protocol (../shared/design/gwtf.md).
+struct gwtf_config {
+  int tick_ms = 2000;                 ///< period of re-introductions, adverts and anti-entropy
+  double initial_temperature = 1.7;   ///< simulated-annealing start temperature
+  double cooling = 0.95;              ///< temperature factor after each executed move
+  double min_temperature = 0.01;      ///< temperature floor; below it only improving moves pass
+  double swap_probability = 0.5;      ///< chance that a move attempt is a SWAP (else REDIRECT)
+  int half_built_ttl_ticks = 5;       ///< ticks a half-built flow may wait before it is dropped
+  int anti_entropy_ticks = 3;         ///< ticks between CHECKs of the flows one holds
+  int request_timeout_ms = 1000;      ///< a FLOW_REQUEST without answer counts as rejected
+
+  /// Reports every field that is out of range or inconsistent.
+  void validate(const issue_sink& report) const;
+};
+
+/// Constants of the SWARM baseline, at its best settings.
+struct swarm_config {
+  int refresh_ms = 30000;          ///< period of the peer-list refresh
+  double ema_alpha = 0.1;          ///< weight of the newest sample in the throughput EMA
+  double backward_factor = 2.5;    ///< backward task size relative to forward
+
+  /// Reports every field that is out of range or inconsistent.
+  void validate(const issue_sink& report) const;
+};
+
+/// The routing section.
+struct routing_config {
+  router_kind router = router_kind::gwtf; ///< algorithm used by every host of the cluster
+  gwtf_config gwtf;                       ///< GWTF protocol constants
+  swarm_config swarm;                     ///< SWARM baseline constants
+
+  /// Reports every invalid field, with keys relative to the section.
+  void validate(const issue_sink& report) const;
+};
+
+template <class F>
+void visit_fields(F& f, gwtf_config& x) {
+  f("tick_ms", x.tick_ms);
+  f("initial_temperature", x.initial_temperature);
+  f("cooling", x.cooling);
+  f("min_temperature", x.min_temperature);
+  f("swap_probability", x.swap_probability);
+  f("half_built_ttl_ticks", x.half_built_ttl_ticks);
+  f("anti_entropy_ticks", x.anti_entropy_ticks);
+  f("request_timeout_ms", x.request_timeout_ms);
+}
+
+template <class F>
+void visit_fields(F& f, swarm_config& x) {
+  f("refresh_ms", x.refresh_ms);
+  f("ema_alpha", x.ema_alpha);
+  f("backward_factor", x.backward_factor);
+}
+
+template <class F>
+void visit_fields(F& f, routing_config& x) {
+  f("router", x.router);
+  f("gwtf", x.gwtf);
+  f("swarm", x.swarm);
+}
+
+} // namespace gwtf::routing
