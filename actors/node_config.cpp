@@ -7,13 +7,6 @@ namespace gwtf::actors {
 
 namespace {
 
-void check_int(const issue_sink& report, const std::string& key, long long v, long long lo,
-               long long hi, const char* what) {
-  if (v < lo || v > hi)
-    report(key, std::string{what} + " in [" + std::to_string(lo) + ", " + std::to_string(hi)
-                  + "], got " + std::to_string(v));
-}
-
 bool valid_name(const std::string& s) {
   if (s.empty() || s.size() > 64)
     return false;
@@ -89,8 +82,8 @@ void host_config::validate(int stages, const issue_sink& report) const {
                       + "), or -1 to join the bottleneck stage, got " + std::to_string(stage));
   }
   check_int(report, "capacity", capacity, 1, 1'000'000, "a number of microbatches");
-  if (!std::isfinite(compute_scale) || compute_scale <= 0 || compute_scale > 1e6)
-    report("compute_scale", "a slowdown factor in (0, 1e6], got " + std::to_string(compute_scale));
+  check_real(report, "compute_scale", compute_scale, 0, bound::open, 1e6, bound::closed,
+             "a slowdown factor");
 }
 
 void fault_event::validate(const issue_sink& report) const {
@@ -104,8 +97,7 @@ void fault_event::validate(const issue_sink& report) const {
       report("peer", "the host at the other end of the slow link");
     else if (peer == host)
       report("peer", "a host other than '" + host + "'");
-    if (!std::isfinite(slowdown) || slowdown < 1 || slowdown > 1e6)
-      report("slowdown", "a factor in [1, 1e6], got " + std::to_string(slowdown));
+    check_real(report, "slowdown", slowdown, 1, bound::closed, 1e6, bound::closed, "a factor");
   } else {
     if (!peer.empty())
       report("peer", "no peer (peer applies to slow_link only)");
@@ -127,8 +119,7 @@ void fault_config::validate(const issue_sink& report) const {
   check_int(report, "max_restarts", max_restarts, 0, 1'000'000, "a number of restarts");
   check_int(report, "restart_window_ms", restart_window_ms, 1, 86'400'000,
             "a window in milliseconds");
-  if (!std::isfinite(crash_rate) || crash_rate < 0 || crash_rate > 1)
-    report("crash_rate", "a probability in [0, 1], got " + std::to_string(crash_rate));
+  check_real(report, "crash_rate", crash_rate, 0, bound::closed, 1, bound::closed, "a probability");
   for (std::size_t i = 0; i < script.size(); ++i)
     script[i].validate([&](const std::string& k, const std::string& e) {
       report("script[" + std::to_string(i) + "]." + k, e);
@@ -138,8 +129,7 @@ void fault_config::validate(const issue_sink& report) const {
 void emulation_config::validate(const issue_sink& report) const {
   if (network.empty())
     report("network", "the path of a network matrix file (see configs/networks/)");
-  if (!std::isfinite(time_scale) || time_scale <= 0 || time_scale > 1e6)
-    report("time_scale", "a factor in (0, 1e6], got " + std::to_string(time_scale));
+  check_real(report, "time_scale", time_scale, 0, bound::open, 1e6, bound::closed, "a factor");
 }
 
 } // namespace gwtf::actors

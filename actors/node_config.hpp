@@ -3,6 +3,8 @@
 // and the test suite checks them without starting an actor system.
 #pragma once
 
+#include "common/validation.hpp"
+
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -12,9 +14,6 @@
 #include <vector>
 
 namespace gwtf::actors {
-
-/// Reports one invalid field: key relative to the section, and what was expected.
-using issue_sink = std::function<void(const std::string& key, const std::string& expected)>;
 
 /// A parsed "host:port" address ("[::1]:4242" for IPv6).
 struct endpoint {

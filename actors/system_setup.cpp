@@ -22,8 +22,10 @@ system_config::system_config(const node_config& node, const fault_config& faults
   add_error_category(error_category, [](std::uint8_t code, caf::atom_value,
                                         const caf::message& ctx) {
     std::string out = "gwtf: " + to_string(static_cast<ec>(code));
-    if (!ctx.empty())
-      out += " (" + caf::to_string(ctx) + ")";
+    if (ctx.match_elements<std::string>())
+      out += " (" + ctx.get_as<std::string>(0) + ")";
+    else if (!ctx.empty())
+      out += " " + caf::to_string(ctx);
     return out;
   });
   if (with_network)

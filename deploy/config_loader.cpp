@@ -67,6 +67,13 @@ void reader::error_at(const YAML::Mark& mark, const std::string& key, std::strin
                                  key, std::move(message)});
 }
 
+void reader::error_on(const YAML::Node& node, const std::string& path, std::string message) {
+  if (node.IsNull())
+    error_for(path, std::move(message));
+  else
+    error_at(node.Mark(), path, std::move(message));
+}
+
 void reader::error_for(const std::string& key, std::string message) {
   // Walk up "hosts[2].stage" -> "hosts[2]" -> "hosts" -> "" until a position is known.
   std::string path = key;
@@ -104,7 +111,7 @@ bool reader::scalar_or_error(const YAML::Node& node, const std::string& path, co
                              bool allow_quoted) {
   if (node.IsScalar() && (allow_quoted || node.Tag() != "!"))
     return true;
-  error_at(node.Mark(), path, std::string{"expected "} + what + ", got " + describe(node));
+  error_on(node, path, std::string{"expected "} + what + ", got " + describe(node));
   return false;
 }
 
@@ -161,17 +168,6 @@ void reader::read_double(const YAML::Node& node, const std::string& path, double
     return;
   }
   out = v;
-}
-
-void reader::read_bool(const YAML::Node& node, const std::string& path, bool& out) {
-  if (!scalar_or_error(node, path, "true or false", false))
-    return;
-  if (node.Scalar() == "true")
-    out = true;
-  else if (node.Scalar() == "false")
-    out = false;
-  else
-    error_at(node.Mark(), path, "expected true or false, got " + describe(node));
 }
 
 void reader::read_string(const YAML::Node& node, const std::string& path, std::string& out) {

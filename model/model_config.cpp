@@ -11,21 +11,6 @@ namespace {
 constexpr int max_dimension = 1 << 16;
 constexpr int max_vocab = 1 << 20;
 
-void check_range(const issue_sink& report, const char* key, long long value, long long lo,
-                 long long hi, const char* what) {
-  if (value < lo || value > hi)
-    report(key, std::string{what} + " in [" + std::to_string(lo) + ", " + std::to_string(hi)
-                  + "], got " + std::to_string(value));
-}
-
-void check_real(const issue_sink& report, const char* key, double value, double lo, double hi,
-                bool lo_open, const char* what) {
-  bool ok = std::isfinite(value) && (lo_open ? value > lo : value >= lo) && value <= hi;
-  if (!ok)
-    report(key, std::string{what} + " in " + (lo_open ? "(" : "[") + std::to_string(lo) + ", "
-                  + std::to_string(hi) + "], got " + std::to_string(value));
-}
-
 } // namespace
 
 int model_config::resolved_ffn_hidden() const {
@@ -39,19 +24,19 @@ int model_config::resolved_ffn_hidden() const {
 }
 
 void model_config::validate(const issue_sink& report) const {
-  check_range(report, "layers", layers, 1, 4096, "a number of transformer blocks");
-  check_range(report, "hidden", hidden, 8, max_dimension, "a model width");
-  check_range(report, "heads", heads, 1, 1024, "a number of attention heads");
+  check_int(report, "layers", layers, 1, 4096, "a number of transformer blocks");
+  check_int(report, "hidden", hidden, 8, max_dimension, "a model width");
+  check_int(report, "heads", heads, 1, 1024, "a number of attention heads");
   if (heads >= 1 && hidden >= 8 && hidden % heads != 0)
     report("heads", "a divisor of hidden (" + std::to_string(hidden) + "), got "
                       + std::to_string(heads));
   if (arch == architecture::llama && heads >= 1 && hidden % heads == 0 && (hidden / heads) % 2 != 0)
     report("heads", "an even head size hidden/heads for RoPE, got " + std::to_string(hidden / heads));
-  check_range(report, "ffn_hidden", ffn_hidden, 0, 4 * max_dimension,
+  check_int(report, "ffn_hidden", ffn_hidden, 0, 4 * max_dimension,
               "an MLP width (0 = derive from hidden)");
-  check_range(report, "seq_len", seq_len, 1, max_dimension, "a sequence length");
-  check_range(report, "vocab", vocab, 2, max_vocab, "a vocabulary size");
-  check_range(report, "stages", stages, 2, 1024, "a number of pipeline stages (stage 0 + relays)");
+  check_int(report, "seq_len", seq_len, 1, max_dimension, "a sequence length");
+  check_int(report, "vocab", vocab, 2, max_vocab, "a vocabulary size");
+  check_int(report, "stages", stages, 2, 1024, "a number of pipeline stages (stage 0 + relays)");
   if (stages >= 2 && layers >= 1 && layers < stages - 1)
     report("stages", "at most layers + 1 = " + std::to_string(layers + 1)
                        + " so that every relay stage holds a block, got " + std::to_string(stages));
@@ -67,24 +52,24 @@ void data_config::validate(int vocab, const issue_sink& report) const {
 }
 
 void training_config::validate(const issue_sink& report) const {
-  check_range(report, "iterations", iterations, 1, 100'000'000, "a number of iterations");
-  check_range(report, "microbatch_size", microbatch_size, 1, 65536, "sequences per microbatch");
-  check_range(report, "microbatches_per_holder", microbatches_per_holder, 1, 65536,
+  check_int(report, "iterations", iterations, 1, 100'000'000, "a number of iterations");
+  check_int(report, "microbatch_size", microbatch_size, 1, 65536, "sequences per microbatch");
+  check_int(report, "microbatches_per_holder", microbatches_per_holder, 1, 65536,
               "microbatches per data holder and iteration");
-  check_real(report, "lr", lr, 0.0, 10.0, true, "a learning rate");
-  check_real(report, "min_lr", min_lr, 0.0, 10.0, false, "a learning rate");
+  check_real(report, "lr", lr, 0.0, bound::open, 10.0, bound::closed, "a learning rate");
+  check_real(report, "min_lr", min_lr, 0.0, bound::closed, 10.0, bound::closed, "a learning rate");
   if (std::isfinite(lr) && std::isfinite(min_lr) && min_lr > lr)
-    report("min_lr", "at most lr (" + std::to_string(lr) + "), got " + std::to_string(min_lr));
-  check_range(report, "warmup_iterations", warmup_iterations, 0, 100'000'000,
+    report("min_lr", "at most lr (" + format_number(lr) + "), got " + format_number(min_lr));
+  check_int(report, "warmup_iterations", warmup_iterations, 0, 100'000'000,
               "a number of warm-up iterations");
-  check_real(report, "weight_decay", weight_decay, 0.0, 1.0, false, "a weight decay");
-  check_real(report, "beta1", beta1, 0.0, 1.0, false, "an Adam beta below 1");
-  check_real(report, "beta2", beta2, 0.0, 1.0, false, "an Adam beta below 1");
+  check_real(report, "weight_decay", weight_decay, 0.0, bound::closed, 1.0, bound::closed, "a weight decay");
+  check_real(report, "beta1", beta1, 0.0, bound::closed, 1.0, bound::closed, "an Adam beta below 1");
+  check_real(report, "beta2", beta2, 0.0, bound::closed, 1.0, bound::closed, "an Adam beta below 1");
   if (beta1 == 1.0)
     report("beta1", "a value below 1 (1 never updates the moment)");
   if (beta2 == 1.0)
     report("beta2", "a value below 1 (1 never updates the moment)");
-  check_real(report, "grad_clip", grad_clip, 0.0, 1e9, false, "a gradient-norm clip (0 = off)");
+  check_real(report, "grad_clip", grad_clip, 0.0, bound::closed, 1e9, bound::closed, "a gradient-norm clip (0 = off)");
 }
 
 } // namespace gwtf::model

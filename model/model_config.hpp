@@ -2,6 +2,8 @@
 // deploy/ fills these from YAML, everything else reads them.
 #pragma once
 
+#include "common/validation.hpp"
+
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -9,9 +11,6 @@
 #include <utility>
 
 namespace gwtf::model {
-
-/// Reports one invalid field: key relative to the section, and what was expected.
-using issue_sink = std::function<void(const std::string& key, const std::string& expected)>;
 
 /// Decoder family.
 enum class architecture {

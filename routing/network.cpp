@@ -31,7 +31,7 @@ void check_matrix(const issue_sink& report, const char* key,
       double v = m[i][j];
       bool ok = std::isfinite(v) && v >= 0 && (i == j || !positive_off_diagonal || v > 0);
       if (!ok)
-        report(at(key, i, j), std::string{what} + ", got " + std::to_string(v));
+        report(at(key, i, j), std::string{what} + ", got " + format_number(v));
     }
   }
 }
@@ -39,10 +39,10 @@ void check_matrix(const issue_sink& report, const char* key,
 } // namespace
 
 void link_params::validate(const issue_sink& report) const {
-  if (!std::isfinite(latency_ms) || latency_ms < 0)
-    report("latency_ms", "a non-negative latency in ms, got " + std::to_string(latency_ms));
-  if (!std::isfinite(bandwidth_mbps) || bandwidth_mbps <= 0)
-    report("bandwidth_mbps", "a positive bandwidth in Mbit/s, got " + std::to_string(bandwidth_mbps));
+  check_real(report, "latency_ms", latency_ms, 0, bound::closed, 1e6, bound::closed,
+             "a one-way latency in ms");
+  check_real(report, "bandwidth_mbps", bandwidth_mbps, 0, bound::open, 1e9, bound::closed,
+             "a bandwidth in Mbit/s");
 }
 
 void network_matrix::validate(const issue_sink& report) const {
@@ -56,9 +56,7 @@ void network_matrix::validate(const issue_sink& report) const {
       report("regions[" + std::to_string(i) + "]", "a region name used once, got '" + regions[i]
                                                      + "' twice");
   }
-  intra_region.validate([&](const std::string& k, const std::string& e) {
-    report("intra_region." + k, e);
-  });
+  intra_region.validate(nested_sink(report, "intra_region"));
   check_matrix(report, "latency_ms", latency_ms, regions.size(), false,
                "a non-negative one-way latency in ms");
   check_matrix(report, "bandwidth_mbps", bandwidth_mbps, regions.size(), true,

@@ -1,15 +1,14 @@
 // Plain configuration of the routers (GWTF flow balancer and the SWARM baseline). No CAF.
 #pragma once
 
+#include "common/validation.hpp"
+
 #include <array>
 #include <functional>
 #include <string>
 #include <utility>
 
 namespace gwtf::routing {
-
-/// Reports one invalid field: key relative to the section, and what was expected.
-using issue_sink = std::function<void(const std::string& key, const std::string& expected)>;
 
 /// Which algorithm routes microbatches.
 enum class router_kind {

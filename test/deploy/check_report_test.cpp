@@ -1,0 +1,50 @@
+#include <doctest/doctest.h>
+
+#include <filesystem>
+
+#include "deploy/check_report.hpp"
+
+using namespace gwtf::deploy;
+
+namespace {
+
+cluster_config load(const std::filesystem::path& file) {
+  auto r = load_cluster_config(file);
+  REQUIRE(r.config);
+  return *r.config;
+}
+
+const std::filesystem::path src{GWTF_SOURCE_DIR};
+
+} // namespace
+
+TEST_CASE("--check derivations for the embedded cluster: partition, bottleneck, batch") {
+  auto cfg = load(src / "test/deploy/good_configs/minimal.yaml");
+  cfg.hosts[1].capacity = 2; // stage 1 becomes the bottleneck
+  auto text = derived_report(cfg);
+  INFO(text);
+  CHECK(text.find("#   stage 0: embedding + final norm, LM head, loss; hosts: dh (capacity 4)") != std::string::npos);
+  CHECK(text.find("#   stage 1: blocks 0-1; hosts: r1 (capacity 2)") != std::string::npos);
+  CHECK(text.find("#   stage 2: blocks 2-3; hosts: r2 (capacity 4)") != std::string::npos);
+  CHECK(text.find("at most 2 microbatches in flight (bottleneck: stage 1, capacity 2)") != std::string::npos);
+  CHECK(text.find("global batch: 4 microbatches per iteration (16 sequences)") != std::string::npos);
+  // Every line is a YAML comment, so that --check output stays a loadable config.
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    CHECK(text[pos] == '#');
+    pos = text.find('\n', pos) + 1;
+  }
+}
+
+TEST_CASE("--check on one host of a real cluster does not pretend to know the flows") {
+  auto cfg = load(src / "configs/cluster.yaml");
+  auto text = derived_report(cfg);
+  CHECK(text.find("holds part of the pipeline") != std::string::npos);
+  CHECK(text.find("microbatches in flight") == std::string::npos);
+}
+
+TEST_CASE("--check reports the network part of the optimal routing on the emulated network") {
+  auto cfg = load(src / "configs/local.yaml");
+  auto text = derived_report(cfg);
+  CHECK(text.find("network 'aws-8', time scale 0.1: optimal routing costs") != std::string::npos);
+}

@@ -1,0 +1,86 @@
+// Runs the real caf-gwtf binary: exit codes and output as a user sees them.
+#include <doctest/doctest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <sys/wait.h>
+
+#include "deploy/cluster_config.hpp"
+
+namespace {
+
+struct run_result {
+  int code = -1;
+  std::string out; // stdout and stderr, in order
+};
+
+run_result run(const std::string& args) {
+  std::string cmd = std::string{"'"} + GWTF_EXE + "' " + args + " 2>&1";
+  run_result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::array<char, 4096> buf{};
+  size_t n = 0;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
+    r.out.append(buf.data(), n);
+  int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+const std::string src = GWTF_SOURCE_DIR;
+
+int lines(const std::string& s) {
+  int n = 0;
+  for (char c : s)
+    n += c == '\n';
+  return n;
+}
+
+} // namespace
+
+TEST_CASE("caf-gwtf --help and --version succeed") {
+  auto help = run("--help");
+  CHECK(help.code == 0);
+  CHECK(help.out.find("usage: caf-gwtf --config FILE") != std::string::npos);
+  auto version = run("--version");
+  CHECK(version.code == 0);
+  for (auto lib : {"CAF 0.17", "LibTorch 1.13", "Cap'n Proto 0.9", "Boost 1.74", "yaml-cpp 0.7", "BLAS"})
+    CHECK_MESSAGE(version.out.find(lib) != std::string::npos, lib);
+}
+
+TEST_CASE("caf-gwtf: unknown flag or missing file -> one line, exit code 2") {
+  auto bad = run("--frobnicate");
+  CHECK(bad.code == 2);
+  CHECK(lines(bad.out) == 1);
+  CHECK(bad.out == "caf-gwtf: unknown option '--frobnicate' (see --help)\n");
+  auto missing = run("--config /definitely/not/here.yaml --check");
+  CHECK(missing.code == 2);
+  CHECK(missing.out == "caf-gwtf: cannot read config '/definitely/not/here.yaml': no such file\n");
+  auto none = run("");
+  CHECK(none.code == 2);
+  CHECK(lines(none.out) == 1);
+}
+
+TEST_CASE("caf-gwtf --check: invalid config -> exit 1 with file:line:column and key path") {
+  auto path = src + "/test/deploy/bad_configs/misspelled_key.yaml";
+  auto r = run("--config '" + path + "' --check");
+  CHECK(r.code == 1);
+  CHECK(r.out.find(path + ":8:3: model.layres: unknown key (did you mean 'layers'?)")
+        != std::string::npos);
+}
+
+TEST_CASE("caf-gwtf --check prints configs/local.yaml resolved, and the output loads again") {
+  auto r = run("--config '" + src + "/configs/local.yaml' --check");
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("is valid; resolved config:") != std::string::npos);
+  CHECK(r.out.find("stage 1: blocks 0-1") != std::string::npos);
+  CHECK(r.out.find("flows with every declared host online: at most 8") != std::string::npos);
+  auto reloaded = gwtf::deploy::parse_cluster_config(r.out, "check-output", src + "/configs");
+  for (auto& e : reloaded.errors)
+    INFO(e.to_string());
+  CHECK(reloaded.config.has_value());
+}

@@ -1,0 +1,146 @@
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <queue>
+#include <random>
+#include <stdexcept>
+
+#include "routing/optimum.hpp"
+
+using namespace gwtf::routing;
+
+namespace {
+
+constexpr double inf = std::numeric_limits<double>::infinity();
+
+// Independent max-flow (BFS augmenting paths on an adjacency matrix) of the same
+// node-split ring graph, to cross-check the Boost.Graph result.
+int reference_max_flow(const std::vector<flow_node>& nodes, int stages,
+                       const std::vector<std::vector<bool>>& link) {
+  std::size_t n = nodes.size();
+  std::size_t V = 2 + 3 * n;
+  std::vector<std::vector<long>> cap(V, std::vector<long>(V, 0));
+  const long big = 1 << 20;
+  for (std::size_t k = 0; k < n; ++k) {
+    cap[2 + 3 * k][3 + 3 * k] = nodes[k].capacity;
+    if (nodes[k].stage == 0) {
+      cap[0][2 + 3 * k] = nodes[k].capacity;
+      cap[4 + 3 * k][1] = nodes[k].capacity;
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j)
+      if (i != j && link[i][j] && nodes[j].stage == (nodes[i].stage + 1) % stages)
+        cap[3 + 3 * i][nodes[j].stage == 0 ? 4 + 3 * j : 2 + 3 * j] = big;
+  int flow = 0;
+  while (true) {
+    std::vector<long> prev(V, -1);
+    prev[0] = 0;
+    std::queue<std::size_t> q;
+    q.push(0);
+    while (!q.empty() && prev[1] < 0) {
+      auto u = q.front();
+      q.pop();
+      for (std::size_t v = 0; v < V; ++v)
+        if (prev[v] < 0 && cap[u][v] > 0) {
+          prev[v] = static_cast<long>(u);
+          q.push(v);
+        }
+    }
+    if (prev[1] < 0)
+      return flow;
+    for (std::size_t v = 1; v != 0; v = static_cast<std::size_t>(prev[v])) {
+      cap[static_cast<std::size_t>(prev[v])][v] -= 1;
+      cap[v][static_cast<std::size_t>(prev[v])] += 1;
+    }
+    ++flow;
+  }
+}
+
+} // namespace
+
+TEST_CASE("optimum: capacities bound the flow, the cheaper relay fills first") {
+  // Holder H (cap 3); stage 1: A (cap 1, cheap), B (cap 5, dear); stage 2: C (cap 10).
+  std::vector<flow_node> nodes{{0, 3}, {1, 1}, {1, 5}, {2, 10}};
+  std::map<std::pair<std::size_t, std::size_t>, double> cost{
+    {{0, 1}, 0.1}, {{0, 2}, 0.5}, {{1, 3}, 0.1}, {{2, 3}, 0.2}, {{3, 0}, 0.3}};
+  auto r = max_flow_min_cost(nodes, 3, [&](std::size_t a, std::size_t b) {
+    auto it = cost.find({a, b});
+    return it == cost.end() ? inf : it->second;
+  });
+  CHECK(r.flows == 3);
+  // One flow H-A-C-H = 0.5; two flows H-B-C-H = 1.0 each.
+  CHECK(r.total_cost_s == doctest::Approx(2.5));
+  CHECK(r.bottleneck_stage == 0);
+  REQUIRE(r.edges.size() == 5);
+  CHECK(r.edges[0].from == 0);
+  CHECK(r.edges[0].to == 1);
+  CHECK(r.edges[0].flow == 1);
+  CHECK(r.edges[1].to == 2);
+  CHECK(r.edges[1].flow == 2);
+}
+
+TEST_CASE("optimum: a relay without links carries nothing") {
+  std::vector<flow_node> nodes{{0, 4}, {1, 2}, {1, 2}};
+  auto r = max_flow_min_cost(nodes, 2, [](std::size_t a, std::size_t b) {
+    return (a == 2 || b == 2) ? inf : 0.1;
+  });
+  CHECK(r.flows == 2);
+  for (auto& e : r.edges)
+    CHECK((e.from != 2 && e.to != 2));
+}
+
+TEST_CASE("optimum: flow count equals an independent max-flow on random layered graphs") {
+  for (unsigned seed = 1; seed <= 200; ++seed) {
+    std::mt19937 rng{seed};
+    int stages = 2 + static_cast<int>(rng() % 5);
+    std::vector<flow_node> nodes;
+    for (int s = 0; s < stages; ++s) {
+      int count = 1 + static_cast<int>(rng() % 4);
+      for (int k = 0; k < count; ++k)
+        nodes.push_back(flow_node{s, 1 + static_cast<int>(rng() % 8)});
+    }
+    std::size_t n = nodes.size();
+    std::vector<std::vector<bool>> link(n, std::vector<bool>(n));
+    std::vector<std::vector<double>> cost(n, std::vector<double>(n));
+    std::uniform_real_distribution<double> c{0.001, 1.0};
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < n; ++j) {
+        link[i][j] = rng() % 4 != 0;
+        cost[i][j] = c(rng);
+      }
+    auto r = max_flow_min_cost(nodes, stages, [&](std::size_t a, std::size_t b) {
+      return link[a][b] ? cost[a][b] : inf;
+    });
+    INFO("seed " << seed);
+    CHECK(r.flows == reference_max_flow(nodes, stages, link));
+    // Node capacities hold: inflow of every node is at most its capacity.
+    std::vector<int> in(n, 0);
+    std::vector<int> out(n, 0);
+    double total = 0;
+    for (auto& e : r.edges) {
+      in[e.to] += e.flow;
+      out[e.from] += e.flow;
+      total += e.flow * std::round(cost[e.from][e.to] * 1e6) / 1e6;
+      CHECK(link[e.from][e.to]);
+    }
+    for (std::size_t k = 0; k < n; ++k) {
+      CHECK(out[k] <= nodes[k].capacity);
+      if (nodes[k].stage != 0)
+        CHECK(in[k] == out[k]); // conservation at relays
+    }
+    CHECK(total == doctest::Approx(r.total_cost_s));
+  }
+}
+
+TEST_CASE("optimum: invalid input is rejected, not misread") {
+  CHECK_THROWS_AS(max_flow_min_cost({{0, 1}}, 1, [](auto, auto) { return 0.0; }),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(max_flow_min_cost({{0, 1}, {2, 1}}, 2, [](auto, auto) { return 0.0; }),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(max_flow_min_cost({{0, 1}, {1, 1}}, 2, [](auto, auto) { return -1.0; }),
+                  std::invalid_argument);
+}
