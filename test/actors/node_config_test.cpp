@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include "validation_helpers.hpp"
+
 #include <map>
 #include <string>
 
@@ -7,14 +9,7 @@
 
 using namespace gwtf::actors;
 
-namespace {
-template <class T, class... Args>
-std::map<std::string, std::string> issues_of(const T& c, Args... args) {
-  std::map<std::string, std::string> out;
-  c.validate(args..., [&](const std::string& k, const std::string& e) { out[k] = e; });
-  return out;
-}
-} // namespace
+using gwtf::test::issues_of;
 
 TEST_CASE("endpoints: host:port, [v6]:port; everything else rejected") {
   auto ep = parse_endpoint("10.0.0.1:4242");

@@ -2,6 +2,7 @@
 #include <chrono>
 
 #include <caf/all.hpp>
+#include <caf/io/all.hpp>
 
 #include <doctest/doctest.h>
 
@@ -50,4 +51,37 @@ TEST_CASE("gwtf errors travel through an actor and render with their context") {
   CHECK(sys.render(got) == "gwtf: over_capacity (requested 9 > 4)");
   caf::anon_send_exit(admit, caf::exit_reason::kill);
   sched.run();
+}
+
+TEST_CASE("two actor systems talk over the middleman on loopback; gwtf errors cross intact") {
+  // Two systems in one process stand for two hosts: publish, connect, request, error back.
+  system_config server_cfg{node_config{}, fault_config{}, true};
+  caf::actor_system server{server_cfg};
+  auto admit = server.spawn([]() -> caf::behavior {
+    return {[](int requested) -> caf::result<int> {
+      if (requested > 4)
+        return make_error(ec::over_capacity, "requested " + std::to_string(requested) + " > 4");
+      return requested;
+    }};
+  });
+  auto port = server.middleman().publish(admit, 0, "127.0.0.1", true);
+  REQUIRE_MESSAGE(port, server.render(port.error()));
+  REQUIRE(*port > 0);
+
+  system_config client_cfg{node_config{}, fault_config{}, true};
+  caf::actor_system client{client_cfg};
+  auto remote = client.middleman().remote_actor("127.0.0.1", *port);
+  REQUIRE_MESSAGE(remote, client.render(remote.error()));
+  caf::scoped_actor self{client};
+  int accepted = 0;
+  caf::error rejected;
+  self->request(*remote, std::chrono::seconds{30}, 3)
+    .receive([&](int x) { accepted = x; }, [&](caf::error& e) { rejected = e; });
+  CHECK(accepted == 3);
+  CHECK_FALSE(rejected);
+  self->request(*remote, std::chrono::seconds{30}, 9)
+    .receive([&](int x) { accepted = x; }, [&](caf::error& e) { rejected = e; });
+  CHECK(rejected == make_error(ec::over_capacity));
+  CHECK(client.render(rejected) == "gwtf: over_capacity (requested 9 > 4)");
+  caf::anon_send_exit(admit, caf::exit_reason::kill);
 }

@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include "validation_helpers.hpp"
+
 #include <map>
 #include <string>
 
@@ -7,14 +9,7 @@
 
 using namespace gwtf::model;
 
-namespace {
-template <class T>
-std::map<std::string, std::string> issues_of(const T& c) {
-  std::map<std::string, std::string> out;
-  c.validate([&](const std::string& k, const std::string& e) { out[k] = e; });
-  return out;
-}
-} // namespace
+using gwtf::test::issues_of;
 
 TEST_CASE("model config: defaults are valid") {
   CHECK(issues_of(model_config{}).empty());
@@ -46,11 +41,7 @@ TEST_CASE("model config: inconsistent shapes are reported") {
 }
 
 TEST_CASE("data config: format and vocabulary must agree") {
-  auto issues = [](const data_config& d, int vocab) {
-    std::map<std::string, std::string> out;
-    d.validate(vocab, [&](const std::string& k, const std::string& e) { out[k] = e; });
-    return out;
-  };
+  auto issues = [](const data_config& d, int vocab) { return issues_of(d, vocab); };
   data_config d;
   d.path = "corpus.txt";
   CHECK(issues(d, 256).empty());
@@ -68,8 +59,7 @@ TEST_CASE("training config: schedule and optimizer ranges") {
   t.beta1 = 1.0;
   t.grad_clip = -1;
   t.microbatch_size = 0;
-  std::map<std::string, std::string> out;
-  t.validate([&](const std::string& k, const std::string& e) { out[k] = e; });
+  auto out = issues_of(t);
   CHECK(out.size() == 4);
   CHECK(out["min_lr"].find("at most lr") != std::string::npos);
   CHECK(out.count("beta1") == 1);

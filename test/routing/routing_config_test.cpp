@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include "validation_helpers.hpp"
+
 #include <map>
 #include <string>
 
@@ -7,13 +9,7 @@
 
 using namespace gwtf::routing;
 
-namespace {
-std::map<std::string, std::string> issues_of(const routing_config& c) {
-  std::map<std::string, std::string> out;
-  c.validate([&](const std::string& k, const std::string& e) { out[k] = e; });
-  return out;
-}
-} // namespace
+using gwtf::test::issues_of;
 
 TEST_CASE("routing config: defaults follow the paper and are valid") {
   routing_config c;
