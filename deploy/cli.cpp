@@ -4,12 +4,15 @@ namespace gwtf::deploy {
 
 std::string usage_text() {
   return "usage: caf-gwtf --config FILE [--check]\n"
+         "       caf-gwtf reference --config FILE\n"
          "       caf-gwtf --help | --version\n"
          "\n"
          "caf-gwtf trains one LLM on many volunteer hosts without a coordinator (GWTF).\n"
          "\n"
          "  --config FILE   cluster.yaml of this process (configs/local.yaml: embedded cluster)\n"
          "  --check         validate FILE and print it resolved, defaults included\n"
+         "  reference       train the unpartitioned model of FILE in this process: the\n"
+         "                  oracle of distributed runs (prints loss and tokens/s)\n"
          "  --help          this text\n"
          "  --version       versions of caf-gwtf and its libraries, and the BLAS in use\n"
          "\n"
@@ -23,7 +26,13 @@ std::variant<cli_options, cli_error> parse_cli(const std::vector<std::string>& a
   bool version = false;
   bool check = false;
   bool has_config = false;
-  for (std::size_t i = 0; i < args.size(); ++i) {
+  bool reference = false;
+  std::size_t first = 0;
+  if (!args.empty() && args[0] == "reference") {
+    reference = true;
+    first = 1;
+  }
+  for (std::size_t i = first; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--help" || a == "-h") {
       help = true;
@@ -58,8 +67,10 @@ std::variant<cli_options, cli_error> parse_cli(const std::vector<std::string>& a
     return cli_error{args.empty() ? "missing --config FILE (see --help)"
                                   : (check ? "--check needs --config FILE"
                                            : "missing --config FILE (see --help)")};
+  } else if (reference && check) {
+    return cli_error{"--check is not an option of reference (validate with: --config FILE --check)"};
   } else {
-    out.action = check ? cli_action::check : cli_action::node;
+    out.action = reference ? cli_action::reference : (check ? cli_action::check : cli_action::node);
   }
   return out;
 }

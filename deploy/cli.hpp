@@ -13,6 +13,7 @@ enum class cli_action {
   version, ///< print versions of caf-gwtf and its libraries, exit 0
   check,   ///< validate the config and print it resolved, exit 0 or 1
   node,    ///< run the hosts the config declares
+  reference, ///< train the unpartitioned model in this process (correctness oracle)
 };
 
 /// Parsed command line.

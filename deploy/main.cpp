@@ -1,5 +1,7 @@
 // caf-gwtf: entry point. Parses the command line and dispatches to a mode.
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include <boost/version.hpp>
@@ -9,6 +11,7 @@
 #include "deploy/check_report.hpp"
 #include "deploy/cli.hpp"
 #include "deploy/cluster_config.hpp"
+#include "model/reference.hpp"
 #include "model/torch_runtime.hpp"
 
 namespace {
@@ -48,6 +51,57 @@ int run_check(const cluster_config& cfg, const std::string& file) {
   return exit_code::ok;
 }
 
+// Trains the unpartitioned model on the global batch of the config's data holders.
+int run_reference_mode(const cluster_config& cfg) {
+  int holders = 0;
+  for (auto& h : cfg.hosts)
+    holders += h.role == gwtf::actors::host_role::data_holder ? 1 : 0;
+  if (holders == 0) {
+    std::cerr << "caf-gwtf: reference needs at least one data_holder in hosts (it samples "
+                 "their microbatches)\n";
+    return exit_code::failure;
+  }
+  gwtf::model::configure_torch(1);
+  std::ofstream loss_out;
+  if (!cfg.training.loss_out.empty()) {
+    loss_out.open(cfg.training.loss_out);
+    if (!loss_out) {
+      std::cerr << "caf-gwtf: cannot write training.loss_out '" << cfg.training.loss_out << "'\n";
+      return exit_code::failure;
+    }
+    loss_out << "iteration,loss,lr,grad_norm,tokens_per_s\n";
+  }
+  std::printf("reference: %s, %d blocks, d=%d, %d data holder(s) x %d microbatches of %d x %d "
+              "tokens, seed %llu, BLAS %s\n",
+              cfg.model.arch == gwtf::model::architecture::gpt ? "gpt" : "llama", cfg.model.layers,
+              cfg.model.hidden, holders, cfg.training.microbatches_per_holder,
+              cfg.training.microbatch_size, cfg.model.seq_len,
+              static_cast<unsigned long long>(cfg.training.seed),
+              gwtf::model::blas_is_optimised() ? "OpenBLAS" : "reference (slow)");
+  double tokens_per_s_sum = 0;
+  std::int64_t reported = 0;
+  auto r = gwtf::model::run_reference(
+    cfg.model, cfg.training, cfg.data, holders, [&](const gwtf::model::reference_report& rep) {
+      std::printf("iter %5lld  loss %.4f  lr %.2e  |g| %7.3f  tokens/s %8.0f\n",
+                  static_cast<long long>(rep.iteration), rep.loss, rep.lr, rep.grad_norm,
+                  rep.tokens_per_s);
+      std::fflush(stdout);
+      if (loss_out)
+        loss_out << rep.iteration << "," << rep.loss << "," << rep.lr << "," << rep.grad_norm
+                 << "," << rep.tokens_per_s << "\n";
+      tokens_per_s_sum += rep.tokens_per_s;
+      ++reported;
+    });
+  if (auto* err = std::get_if<std::string>(&r)) {
+    std::cerr << "caf-gwtf: " << *err << "\n";
+    return exit_code::failure;
+  }
+  std::printf("reference: %lld iterations, mean %.0f tokens/s%s%s\n", static_cast<long long>(reported),
+              tokens_per_s_sum / static_cast<double>(reported),
+              loss_out ? ", loss series in " : "", loss_out ? cfg.training.loss_out.c_str() : "");
+  return exit_code::ok;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -66,6 +120,7 @@ int main(int argc, char** argv) {
       return print_version();
     case cli_action::check:
     case cli_action::node:
+    case cli_action::reference:
       break;
   }
   std::error_code ec;
@@ -80,6 +135,8 @@ int main(int argc, char** argv) {
     return exit_code::failure;
   if (opts.action == cli_action::check)
     return run_check(*cfg, opts.config);
+  if (opts.action == cli_action::reference)
+    return run_reference_mode(*cfg);
   std::cerr << "caf-gwtf: " << opts.config
             << " is valid, but this build has no node runtime yet (the actor runtime is "
                "the next milestone, see docs/architecture.md); use --check\n";

@@ -30,6 +30,9 @@ TEST_CASE("cli: modes") {
   auto node = ok({"--config=b.yaml"});
   CHECK(node.action == cli_action::node);
   CHECK(node.config == "b.yaml");
+  auto ref = ok({"reference", "--config", "c.yaml"});
+  CHECK(ref.action == cli_action::reference);
+  CHECK(ref.config == "c.yaml");
   // --help wins over everything else, as users expect from any tool.
   CHECK(ok({"--config", "a.yaml", "--help"}).action == cli_action::help);
 }
@@ -42,6 +45,10 @@ TEST_CASE("cli: errors are one line and name the culprit") {
   CHECK(fails({"--config", "a", "--config", "b"}) == "--config given twice");
   CHECK(fails({"--check"}) == "--check needs --config FILE");
   CHECK(fails({"stray"}) == "unexpected argument 'stray' (see --help)");
+  CHECK(fails({"reference"}) == "missing --config FILE (see --help)");
+  CHECK(fails({"--config", "c", "reference"}) == "unexpected argument 'reference' (see --help)");
+  CHECK(fails({"reference", "--config", "c", "--check"})
+        == "--check is not an option of reference (validate with: --config FILE --check)");
   for (auto& msg : {fails({"--bogus"}), fails({"--config"})})
     CHECK(msg.find('\n') == std::string::npos);
 }

@@ -84,3 +84,20 @@ TEST_CASE("caf-gwtf --check prints configs/local.yaml resolved, and the output l
     INFO(e.to_string());
   CHECK(reloaded.config.has_value());
 }
+
+TEST_CASE("caf-gwtf reference trains and reports every iteration") {
+  auto r = run("reference --config '" + src + "/test/deploy/good_configs/reference_tiny.yaml'");
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("reference: llama, 1 blocks, d=16, 1 data holder(s) x 2 microbatches") != std::string::npos);
+  for (auto line : {"iter     0  loss 5.5", "iter     1  loss", "iter     2  loss"})
+    CHECK_MESSAGE(r.out.find(line) != std::string::npos, line);
+  CHECK(r.out.find("reference: 3 iterations, mean") != std::string::npos);
+}
+
+TEST_CASE("caf-gwtf reference without a data holder fails with the reason") {
+  auto r = run("reference --config '" + src + "/configs/cluster.yaml'");
+  CHECK(r.code == 1);
+  CHECK(r.out == "caf-gwtf: reference needs at least one data_holder in hosts (it samples their "
+                 "microbatches)\n");
+}

@@ -1,0 +1,103 @@
+#include "model/reference.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <optional>
+
+#include "model/optimizer.hpp"
+#include "model/segment.hpp"
+
+namespace gwtf::model {
+
+struct reference_model::impl {
+  model_config model;
+  training_config training;
+  entry_part entry;
+  std::vector<block_part> blocks;
+  exit_part exit;
+  std::optional<detail::segment> whole;
+  std::optional<adamw> optimizer;
+
+  impl(const model_config& m, const training_config& t) : model(m), training(t), entry(m), exit(m) {
+    for (int l = 0; l < m.layers; ++l)
+      blocks.emplace_back(m, l);
+    auto params = all();
+    init_parameters(params, t.seed, m.layers);
+    whole.emplace(params, [this](const torch::Tensor& tokens) {
+      auto x = entry.forward(tokens);
+      for (auto& b : blocks)
+        x = b.forward(x);
+      return exit.forward(x);
+    });
+    optimizer.emplace(params, t);
+  }
+
+  std::vector<named_parameter> all() const {
+    std::vector<named_parameter> out = entry.parameters();
+    for (auto& b : blocks)
+      out.insert(out.end(), b.parameters().begin(), b.parameters().end());
+    out.insert(out.end(), exit.parameters().begin(), exit.parameters().end());
+    return out;
+  }
+};
+
+reference_model::reference_model(const model_config& model, const training_config& training)
+  : impl_(std::make_unique<impl>(model, training)) {}
+reference_model::~reference_model() = default;
+
+std::vector<named_parameter> reference_model::parameters() const {
+  return impl_->all();
+}
+
+double reference_model::accumulate(std::uint64_t mb, const microbatch_tokens& tokens) {
+  auto [inputs, targets] = to_inputs_targets(tokens.rows, tokens.cols, tokens.tokens);
+  return impl_->whole->loss_backward(mb, inputs, targets, false).first;
+}
+
+gradient_sum reference_model::gradients() const {
+  return gradient_sum{impl_->whole->sums(), static_cast<std::int64_t>(impl_->whole->count())};
+}
+
+double reference_model::apply(std::int64_t iteration) {
+  auto avg = average({gradients()});
+  double norm = std::sqrt(squared_norm(avg));
+  impl_->optimizer->step(avg, learning_rate(impl_->training, iteration),
+                         clip_coefficient(norm, impl_->training.grad_clip));
+  impl_->whole->reset();
+  return norm;
+}
+
+outcome<bool> run_reference(const model_config& model, const training_config& training,
+                            const data_config& data, int holders,
+                            const std::function<void(const reference_report&)>& on_iteration) {
+  auto opened = corpus::open(data, model.vocab, model.seq_len);
+  if (auto* err = std::get_if<std::string>(&opened))
+    return *err;
+  auto& text = std::get<corpus>(opened);
+  reference_model ref{model, training};
+  using clock = std::chrono::steady_clock;
+  for (std::int64_t it = 0; it < training.iterations; ++it) {
+    auto start = clock::now();
+    double loss_sum = 0;
+    int count = 0;
+    for (int h = 0; h < holders; ++h)
+      for (int i = 0; i < training.microbatches_per_holder; ++i) {
+        microbatch_id id{static_cast<std::uint64_t>(it), static_cast<std::uint32_t>(h),
+                         static_cast<std::uint32_t>(i)};
+        loss_sum += ref.accumulate(id.key(), sample(text, training.seed, id,
+                                                    training.microbatch_size, model.seq_len));
+        ++count;
+      }
+    reference_report rep;
+    rep.iteration = it;
+    rep.lr = learning_rate(training, it);
+    rep.grad_norm = ref.apply(it);
+    rep.loss = loss_sum / count;
+    double secs = std::chrono::duration<double>(clock::now() - start).count();
+    rep.tokens_per_s = static_cast<double>(count) * training.microbatch_size * model.seq_len / secs;
+    on_iteration(rep);
+  }
+  return true;
+}
+
+} // namespace gwtf::model

@@ -1,0 +1,54 @@
+// The unpartitioned model trained in one process: the correctness oracle of every
+// distributed run and the compute-speed limit it is measured against.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "model/data.hpp"
+#include "model/stage.hpp"
+
+namespace gwtf::model {
+
+/// The whole model with the same parameters, initialisation and optimizer as the stages.
+class reference_model {
+public:
+  reference_model(const model_config& model, const training_config& training);
+  ~reference_model();
+
+  /// Parameters in stage order: entry, blocks 0..L-1, exit.
+  std::vector<named_parameter> parameters() const;
+
+  /// Forward and backward of one microbatch; accumulates its gradients (once per key).
+  double accumulate(std::uint64_t mb, const microbatch_tokens& tokens);
+
+  /// Gradient sums since the last apply.
+  gradient_sum gradients() const;
+
+  /// Averages, clips by the global norm and takes one AdamW step; returns the norm.
+  double apply(std::int64_t iteration);
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+/// One line of the reference trainer's progress.
+struct reference_report {
+  std::int64_t iteration = 0;
+  double loss = 0;          ///< mean over the iteration's microbatches
+  double lr = 0;            ///< learning rate used
+  double grad_norm = 0;     ///< global gradient norm before clipping
+  double tokens_per_s = 0;  ///< training tokens of this iteration / its wall time
+};
+
+/// Trains `training.iterations` steps. Each iteration takes microbatches_per_holder
+/// microbatches from each of `holders` data holders, in holder order, exactly as the
+/// distributed run samples them. Returns an error for an unusable corpus.
+outcome<bool> run_reference(const model_config& model, const training_config& training,
+                            const data_config& data, int holders,
+                            const std::function<void(const reference_report&)>& on_iteration);
+
+} // namespace gwtf::model

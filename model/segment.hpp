@@ -1,0 +1,131 @@
+// Internal to model/: a run of model parts that is differentiated as one unit. Both the
+// pipeline stage and the unpartitioned reference are made of segments, so they share the
+// stash, the exactly-once accumulation and the gradient arithmetic.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <variant>
+#include <vector>
+
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/types.h>
+
+#include "model/transformer.hpp"
+
+namespace gwtf::model::detail {
+
+/// A differentiable run of parts with a stash per in-flight microbatch.
+class segment {
+public:
+  using forward_fn = std::function<torch::Tensor(const torch::Tensor&)>;
+
+  segment(std::vector<named_parameter> params, forward_fn fn)
+    : params_(std::move(params)), fn_(std::move(fn)) {}
+
+  /// Runs forward and keeps input and output until backward or drop. A second forward of
+  /// the same microbatch (re-routed after a crash) replaces the first.
+  torch::Tensor forward(std::uint64_t mb, const torch::Tensor& input, bool input_needs_grad) {
+    auto in = input_needs_grad ? input.detach().requires_grad_(true) : input;
+    auto out = fn_(in);
+    stash_[mb] = entry{in, out};
+    return out.detach();
+  }
+
+  /// Backward from the stashed output; returns the input gradient (undefined when the
+  /// input needs none), or an error when nothing is stashed for `mb`.
+  std::variant<torch::Tensor, std::string> backward(std::uint64_t mb, const torch::Tensor& grad_output,
+                                                    bool input_needs_grad) {
+    auto it = stash_.find(mb);
+    if (it == stash_.end())
+      return "no stashed forward for microbatch " + std::to_string(mb);
+    auto inputs = tensors();
+    if (input_needs_grad)
+      inputs.push_back(it->second.input);
+    auto grads = torch::autograd::grad({it->second.output}, inputs, {grad_output});
+    stash_.erase(it);
+    torch::Tensor input_grad;
+    if (input_needs_grad) {
+      input_grad = grads.back();
+      grads.pop_back();
+    }
+    accumulate(mb, std::move(grads));
+    return input_grad;
+  }
+
+  /// Forward and backward of a scalar loss at once (the exit segment, the reference).
+  /// Returns the loss and the input gradient (undefined when the input needs none).
+  std::pair<double, torch::Tensor> loss_backward(std::uint64_t mb, const torch::Tensor& input,
+                                                 const torch::Tensor& targets, bool input_needs_grad) {
+    auto in = input_needs_grad ? input.detach().requires_grad_(true) : input;
+    auto loss = lm_loss(fn_(in), targets);
+    auto inputs = tensors();
+    if (input_needs_grad)
+      inputs.push_back(in);
+    auto grads = torch::autograd::grad({loss}, inputs);
+    torch::Tensor input_grad;
+    if (input_needs_grad) {
+      input_grad = grads.back();
+      grads.pop_back();
+    }
+    accumulate(mb, std::move(grads));
+    return {loss.item<double>(), input_grad};
+  }
+
+  /// Frees the stash of `mb`; true when there was one.
+  bool drop(std::uint64_t mb) { return stash_.erase(mb) > 0; }
+
+  std::size_t stashed() const { return stash_.size(); }
+  bool counted(std::uint64_t mb) const { return counted_.count(mb) > 0; }
+  std::size_t count() const { return counted_.size(); }
+  std::int64_t duplicates() const { return duplicates_; }
+  const std::vector<torch::Tensor>& sums() const { return sums_; }
+  const std::vector<named_parameter>& parameters() const { return params_; }
+
+  /// Starts the next iteration: forgets counted microbatches and gradient sums.
+  void reset() {
+    counted_.clear();
+    sums_.clear();
+  }
+
+private:
+  struct entry {
+    torch::Tensor input;
+    torch::Tensor output;
+  };
+
+  std::vector<torch::Tensor> tensors() const {
+    std::vector<torch::Tensor> out;
+    out.reserve(params_.size());
+    for (auto& p : params_)
+      out.push_back(p.tensor);
+    return out;
+  }
+
+  // Exactly once: the parameter gradients of a microbatch count the first time only; a
+  // recomputation (after a crash) still yields its input gradient for the stage before.
+  void accumulate(std::uint64_t mb, std::vector<torch::Tensor> grads) {
+    if (!counted_.insert(mb).second) {
+      ++duplicates_;
+      return;
+    }
+    if (sums_.empty()) {
+      sums_ = std::move(grads);
+      return;
+    }
+    for (std::size_t i = 0; i < sums_.size(); ++i)
+      sums_[i].add_(grads[i]);
+  }
+
+  std::vector<named_parameter> params_;
+  forward_fn fn_;
+  std::unordered_map<std::uint64_t, entry> stash_;
+  std::unordered_set<std::uint64_t> counted_;
+  std::vector<torch::Tensor> sums_;
+  std::int64_t duplicates_ = 0;
+};
+
+} // namespace gwtf::model::detail

@@ -1,0 +1,359 @@
+#include "model/stage.hpp"
+
+#include <cstring>
+#include <optional>
+
+#include "model/optimizer.hpp"
+#include "model/segment.hpp"
+
+namespace gwtf::model {
+
+namespace {
+
+constexpr char state_magic[8] = {'G', 'W', 'T', 'F', 'S', 'T', 'G', 'E'};
+constexpr std::uint32_t state_version = 1;
+
+std::vector<named_parameter> concat(const std::vector<const std::vector<named_parameter>*>& lists) {
+  std::vector<named_parameter> out;
+  for (auto* l : lists)
+    out.insert(out.end(), l->begin(), l->end());
+  return out;
+}
+
+// Little-endian byte writer/reader for the state blob.
+struct writer {
+  std::vector<std::uint8_t> out;
+  void bytes(const void* p, std::size_t n) {
+    auto* b = static_cast<const std::uint8_t*>(p);
+    out.insert(out.end(), b, b + n);
+  }
+  template <class T>
+  void put(T v) {
+    bytes(&v, sizeof v);
+  }
+  void tensor(const torch::Tensor& t) {
+    auto c = t.detach().contiguous();
+    bytes(c.data_ptr<float>(), static_cast<std::size_t>(c.numel()) * sizeof(float));
+  }
+};
+
+struct reader {
+  const std::uint8_t* p;
+  std::size_t left;
+  bool take(void* dst, std::size_t n) {
+    if (n > left)
+      return false;
+    std::memcpy(dst, p, n);
+    p += n;
+    left -= n;
+    return true;
+  }
+  template <class T>
+  bool get(T& v) {
+    return take(&v, sizeof v);
+  }
+  const std::uint8_t* skip(std::size_t n) {
+    if (n > left)
+      return nullptr;
+    auto* at = p;
+    p += n;
+    left -= n;
+    return at;
+  }
+};
+
+} // namespace
+
+std::uint64_t fnv1a(const std::uint8_t* data, std::size_t size, std::uint64_t h) {
+  for (std::size_t i = 0; i < size; ++i)
+    h = (h ^ data[i]) * 1099511628211ULL;
+  return h;
+}
+
+std::vector<torch::Tensor> average(const std::vector<gradient_sum>& replicas) {
+  std::vector<torch::Tensor> out;
+  std::int64_t count = 0;
+  for (auto& r : replicas) {
+    if (r.count == 0)
+      continue;
+    count += r.count;
+    if (out.empty()) {
+      for (auto& s : r.sums)
+        out.push_back(s.clone());
+    } else {
+      for (std::size_t i = 0; i < out.size(); ++i)
+        out[i].add_(r.sums[i]);
+    }
+  }
+  for (auto& t : out)
+    t.div_(static_cast<double>(count));
+  return out;
+}
+
+struct stage::impl {
+  model_config model;
+  training_config training;
+  stage_span span;
+  std::optional<entry_part> entry;
+  std::vector<block_part> blocks;
+  std::optional<exit_part> exit;
+  std::vector<detail::segment> segments; // relay: [blocks]; stage 0: [entry, exit]
+  std::optional<adamw> optimizer;
+
+  impl(const model_config& m, const training_config& t, int index)
+    : model(m), training(t), span(partition(m).at(static_cast<std::size_t>(index))) {
+    if (span.entry) {
+      entry.emplace(model);
+      exit.emplace(model);
+      init_parameters(entry->parameters(), training.seed, model.layers);
+      init_parameters(exit->parameters(), training.seed, model.layers);
+      segments.emplace_back(entry->parameters(), [this](const torch::Tensor& x) { return entry->forward(x); });
+      segments.emplace_back(exit->parameters(), [this](const torch::Tensor& x) { return exit->forward(x); });
+    } else {
+      std::vector<named_parameter> params;
+      for (int l = span.first_layer; l < span.end_layer; ++l) {
+        blocks.emplace_back(model, l);
+        init_parameters(blocks.back().parameters(), training.seed, model.layers);
+        params.insert(params.end(), blocks.back().parameters().begin(), blocks.back().parameters().end());
+      }
+      segments.emplace_back(std::move(params), [this](const torch::Tensor& x) {
+        auto y = x;
+        for (auto& b : blocks)
+          y = b.forward(y);
+        return y;
+      });
+    }
+    optimizer.emplace(all_parameters(), training);
+  }
+
+  std::vector<named_parameter> all_parameters() const {
+    std::vector<const std::vector<named_parameter>*> lists;
+    for (auto& s : segments)
+      lists.push_back(&s.parameters());
+    return concat(lists);
+  }
+
+  std::optional<std::string> require(bool relay) const {
+    if (relay && span.entry)
+      return std::string{"stage 0 has no blocks: use embed/head/embed_backward"};
+    if (!relay && !span.entry)
+      return "stage " + std::to_string(span.stage) + " is a relay stage: use forward/backward";
+    return std::nullopt;
+  }
+};
+
+stage::stage(const model_config& model, const training_config& training, int index)
+  : impl_(std::make_unique<impl>(model, training, index)) {}
+stage::~stage() = default;
+stage::stage(stage&&) noexcept = default;
+stage& stage::operator=(stage&&) noexcept = default;
+
+const stage_span& stage::span() const {
+  return impl_->span;
+}
+
+std::vector<named_parameter> stage::parameters() const {
+  return impl_->all_parameters();
+}
+
+outcome<torch::Tensor> stage::forward(std::uint64_t mb, const torch::Tensor& input) {
+  if (auto e = impl_->require(true))
+    return *e;
+  return impl_->segments[0].forward(mb, input, true);
+}
+
+outcome<torch::Tensor> stage::backward(std::uint64_t mb, const torch::Tensor& grad_output) {
+  if (auto e = impl_->require(true))
+    return *e;
+  return impl_->segments[0].backward(mb, grad_output, true);
+}
+
+outcome<torch::Tensor> stage::embed(std::uint64_t mb, const torch::Tensor& tokens) {
+  if (auto e = impl_->require(false))
+    return *e;
+  return impl_->segments[0].forward(mb, tokens, false);
+}
+
+outcome<head_result> stage::head(std::uint64_t mb, const torch::Tensor& activation,
+                                 const torch::Tensor& targets) {
+  if (auto e = impl_->require(false))
+    return *e;
+  auto [loss, grad] = impl_->segments[1].loss_backward(mb, activation, targets, true);
+  return head_result{loss, grad};
+}
+
+outcome<bool> stage::embed_backward(std::uint64_t mb, const torch::Tensor& grad_output) {
+  if (auto e = impl_->require(false))
+    return *e;
+  auto r = impl_->segments[0].backward(mb, grad_output, false);
+  if (auto* err = std::get_if<std::string>(&r))
+    return *err;
+  return true;
+}
+
+bool stage::drop(std::uint64_t mb) {
+  bool any = false;
+  for (auto& s : impl_->segments)
+    any = s.drop(mb) || any;
+  return any;
+}
+
+std::size_t stage::stashed() const {
+  return impl_->segments[0].stashed();
+}
+
+bool stage::counted(std::uint64_t mb) const {
+  for (auto& s : impl_->segments)
+    if (!s.counted(mb))
+      return false;
+  return true;
+}
+
+std::int64_t stage::duplicates() const {
+  std::int64_t n = 0;
+  for (auto& s : impl_->segments)
+    n += s.duplicates();
+  return n;
+}
+
+outcome<gradient_sum> stage::gradients() const {
+  auto& segs = impl_->segments;
+  for (auto& s : segs)
+    if (s.count() != segs[0].count())
+      return "stage " + std::to_string(impl_->span.stage) + ": " + std::to_string(segs[1].count())
+             + " microbatch(es) passed the head but " + std::to_string(segs[0].count())
+             + " the embedding backward";
+  gradient_sum out;
+  out.count = static_cast<std::int64_t>(segs[0].count());
+  if (out.count > 0)
+    for (auto& s : segs)
+      for (auto& t : s.sums())
+        out.sums.push_back(t);
+  return out;
+}
+
+double stage::squared_norm(const std::vector<torch::Tensor>& averaged) {
+  return model::squared_norm(averaged);
+}
+
+outcome<bool> stage::apply(const std::vector<torch::Tensor>& averaged, std::int64_t iteration,
+                           double global_norm) {
+  auto params = impl_->all_parameters();
+  if (averaged.size() != params.size())
+    return "apply: " + std::to_string(averaged.size()) + " gradients for "
+           + std::to_string(params.size()) + " parameters";
+  for (std::size_t i = 0; i < params.size(); ++i)
+    if (!averaged[i].sizes().equals(params[i].tensor.sizes()))
+      return "apply: gradient of " + params[i].name + " has the wrong shape";
+  impl_->optimizer->step(averaged, learning_rate(impl_->training, iteration),
+                         clip_coefficient(global_norm, impl_->training.grad_clip));
+  for (auto& s : impl_->segments)
+    s.reset();
+  return true;
+}
+
+std::vector<std::uint8_t> stage::export_state() const {
+  writer w;
+  w.bytes(state_magic, sizeof state_magic);
+  w.put<std::uint32_t>(state_version);
+  w.put<std::uint32_t>(static_cast<std::uint32_t>(impl_->span.stage));
+  w.put<std::int64_t>(impl_->optimizer->steps());
+  auto params = impl_->all_parameters();
+  w.put<std::uint32_t>(static_cast<std::uint32_t>(params.size()));
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    auto& p = params[i];
+    w.put<std::uint16_t>(static_cast<std::uint16_t>(p.name.size()));
+    w.bytes(p.name.data(), p.name.size());
+    w.put<std::uint8_t>(static_cast<std::uint8_t>(p.tensor.dim()));
+    for (auto d : p.tensor.sizes())
+      w.put<std::int64_t>(d);
+    w.tensor(p.tensor);
+    w.tensor(impl_->optimizer->first_moments()[i]);
+    w.tensor(impl_->optimizer->second_moments()[i]);
+  }
+  w.put<std::uint64_t>(fnv1a(w.out.data(), w.out.size()));
+  return std::move(w.out);
+}
+
+outcome<bool> stage::import_state(const std::uint8_t* data, std::size_t size) {
+  constexpr std::size_t header = sizeof state_magic + 4 + 4 + 8 + 4;
+  if (data == nullptr || size < header + 8)
+    return "state blob: " + std::to_string(size) + " bytes is shorter than its header";
+  if (std::memcmp(data, state_magic, sizeof state_magic) != 0)
+    return std::string{"state blob: bad magic (not a caf-gwtf stage state)"};
+  std::uint64_t stored = 0;
+  std::memcpy(&stored, data + size - 8, 8);
+  if (fnv1a(data, size - 8) != stored)
+    return std::string{"state blob: content hash mismatch (truncated or corrupted)"};
+  reader r{data + sizeof state_magic, size - 8 - sizeof state_magic};
+  std::uint32_t version = 0;
+  std::uint32_t index = 0;
+  std::int64_t steps = 0;
+  std::uint32_t count = 0;
+  r.get(version);
+  r.get(index);
+  r.get(steps);
+  r.get(count);
+  if (version != state_version)
+    return "state blob: version " + std::to_string(version) + ", this build reads "
+           + std::to_string(state_version);
+  if (index != static_cast<std::uint32_t>(impl_->span.stage))
+    return "state blob: holds stage " + std::to_string(index) + ", this is stage "
+           + std::to_string(impl_->span.stage);
+  auto params = impl_->all_parameters();
+  if (count != params.size())
+    return "state blob: " + std::to_string(count) + " parameters, stage has "
+           + std::to_string(params.size());
+  if (steps < 0)
+    return std::string{"state blob: negative optimizer step count"};
+  // Validate everything first; copy only when the whole blob is good.
+  std::vector<const std::uint8_t*> sources; // weights, m, v per parameter
+  for (auto& p : params) {
+    std::uint16_t len = 0;
+    if (!r.get(len))
+      return "state blob: truncated before parameter " + p.name;
+    std::string name(len, '\0');
+    if (!r.take(name.data(), len) || name != p.name)
+      return "state blob: expected parameter " + p.name + ", found '" + name + "'";
+    std::uint8_t ndim = 0;
+    if (!r.get(ndim) || ndim != p.tensor.dim())
+      return "state blob: " + p.name + " has the wrong number of dimensions";
+    for (auto d : p.tensor.sizes()) {
+      std::int64_t got = 0;
+      if (!r.get(got) || got != d)
+        return "state blob: " + p.name + " has the wrong shape";
+    }
+    std::size_t n = static_cast<std::size_t>(p.tensor.numel()) * sizeof(float);
+    for (int k = 0; k < 3; ++k) {
+      auto* src = r.skip(n);
+      if (src == nullptr)
+        return "state blob: truncated inside " + p.name;
+      sources.push_back(src);
+    }
+  }
+  if (r.left != 0)
+    return "state blob: " + std::to_string(r.left) + " unexpected trailing bytes";
+  torch::NoGradGuard no_grad;
+  auto& m = impl_->optimizer->first_moments();
+  auto& v = impl_->optimizer->second_moments();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    std::size_t n = static_cast<std::size_t>(params[i].tensor.numel()) * sizeof(float);
+    std::memcpy(params[i].tensor.data_ptr<float>(), sources[3 * i], n);
+    std::memcpy(m[i].data_ptr<float>(), sources[3 * i + 1], n);
+    std::memcpy(v[i].data_ptr<float>(), sources[3 * i + 2], n);
+  }
+  impl_->optimizer->set_steps(steps);
+  return true;
+}
+
+std::uint64_t stage::weights_hash() const {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (auto& p : impl_->all_parameters()) {
+    auto c = p.tensor.detach().contiguous();
+    h = fnv1a(static_cast<const std::uint8_t*>(c.data_ptr()),
+              static_cast<std::size_t>(c.numel()) * sizeof(float), h);
+  }
+  return h;
+}
+
+} // namespace gwtf::model

@@ -1,0 +1,120 @@
+// The compute of one pipeline stage, as the actors drive it: forward and backward per
+// microbatch with a stash, exactly-once gradient accumulation, the optimizer step after
+// replicas average, and export/import of weights and optimizer state.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "model/model_config.hpp"
+#include "model/partition.hpp"
+#include "model/transformer.hpp"
+
+namespace gwtf::model {
+
+/// A value, or why it could not be produced.
+template <class T>
+using outcome = std::variant<T, std::string>;
+
+/// Parameter-gradient sums of one replica over the microbatches it counted this iteration.
+struct gradient_sum {
+  std::vector<torch::Tensor> sums; ///< aligned with the stage's parameters; empty if count = 0
+  std::int64_t count = 0;          ///< microbatches counted
+};
+
+/// Averages replicas, weighted by microbatch count: sum of sums / sum of counts.
+std::vector<torch::Tensor> average(const std::vector<gradient_sum>& replicas);
+
+/// Result of the exit part: the microbatch's loss and the gradient for the last relay.
+struct head_result {
+  double loss = 0;
+  torch::Tensor grad_input;
+};
+
+/// Stage s of the model. Stage 0 (data holders) has an entry and an exit part; relay
+/// stages have blocks. Microbatches are identified by `microbatch_id::key()`.
+class stage {
+public:
+  /// Builds stage `index` with weights initialised from training.seed (identical to the
+  /// same parameters of any other partition). Requires valid configs.
+  stage(const model_config& model, const training_config& training, int index);
+  ~stage();
+  stage(stage&&) noexcept;
+  stage& operator=(stage&&) noexcept;
+
+  /// What this stage computes.
+  const stage_span& span() const;
+
+  /// Parameters in a fixed order (entry, blocks, exit), with their global names.
+  std::vector<named_parameter> parameters() const;
+
+  // --- relay stages 1..S-1 ---
+
+  /// Forward of the blocks; keeps a stash until backward or drop.
+  outcome<torch::Tensor> forward(std::uint64_t mb, const torch::Tensor& input);
+
+  /// Backward of the blocks; returns the input gradient, accumulates parameter gradients.
+  outcome<torch::Tensor> backward(std::uint64_t mb, const torch::Tensor& grad_output);
+
+  // --- stage 0 ---
+
+  /// Entry forward: token ids [B, T] -> activations; keeps a stash.
+  outcome<torch::Tensor> embed(std::uint64_t mb, const torch::Tensor& tokens);
+
+  /// Exit: final norm, head and loss, forward and backward at once.
+  outcome<head_result> head(std::uint64_t mb, const torch::Tensor& activation,
+                            const torch::Tensor& targets);
+
+  /// Entry backward: accumulates embedding gradients.
+  outcome<bool> embed_backward(std::uint64_t mb, const torch::Tensor& grad_output);
+
+  // --- bookkeeping ---
+
+  /// Frees the stash of `mb` (it was re-routed elsewhere); true when there was one.
+  bool drop(std::uint64_t mb);
+
+  /// Microbatches with a stash.
+  std::size_t stashed() const;
+
+  /// Whether the parameter gradients of `mb` have been counted this iteration.
+  bool counted(std::uint64_t mb) const;
+
+  /// Gradient computations discarded because their microbatch was already counted.
+  std::int64_t duplicates() const;
+
+  /// This replica's gradient sums. Stage 0 reports an error while some microbatch has
+  /// passed the head but not yet the entry backward.
+  outcome<gradient_sum> gradients() const;
+
+  /// Sum of squared entries of `averaged`: this stage's part of the global norm.
+  static double squared_norm(const std::vector<torch::Tensor>& averaged);
+
+  /// Optimizer step with the replicas' averaged gradients, clipped by the global norm
+  /// over all stages; then starts the next iteration.
+  outcome<bool> apply(const std::vector<torch::Tensor>& averaged, std::int64_t iteration,
+                      double global_norm);
+
+  /// Weights and optimizer state as bytes: magic, version, content hash (FNV-1a 64).
+  std::vector<std::uint8_t> export_state() const;
+
+  /// Loads export_state() bytes of the same stage and shapes. Validates everything before
+  /// changing anything: a rejected blob leaves the stage as it was.
+  outcome<bool> import_state(const std::uint8_t* data, std::size_t size);
+
+  /// Content hash of the weights (replica agreement checks).
+  std::uint64_t weights_hash() const;
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+/// FNV-1a 64 over bytes.
+std::uint64_t fnv1a(const std::uint8_t* data, std::size_t size, std::uint64_t h = 1469598103934665603ULL);
+
+} // namespace gwtf::model
