@@ -6,6 +6,7 @@
 #include <caf/timespan.hpp>
 
 #include "actors/errors.hpp"
+#include "actors/wire_frame.hpp"
 
 namespace gwtf::actors {
 
@@ -28,6 +29,8 @@ system_config::system_config(const node_config& node, const fault_config& faults
       out += " " + caf::to_string(ctx);
     return out;
   });
+  // Everything that crosses hosts is a wire_frame of Cap'n Proto bytes (docs/wire.md).
+  add_message_type<wire_frame>("gwtf::wire_frame");
   if (with_network)
     load<caf::io::middleman>();
 }

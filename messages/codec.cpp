@@ -1,28 +1,620 @@
 #include "messages/codec.hpp"
 
+#include <cctype>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <optional>
 
 #include <capnp/message.h>
+#include <capnp/orphan.h>
 #include <capnp/serialize.h>
 #include <kj/array.h>
 #include <kj/exception.h>
+#include <kj/io.h>
 
 #include "messages/wire.capnp.h"
 
 namespace gwtf::wire {
 
 namespace schema = capnp_schema;
+using body_builder = schema::Envelope::Body::Builder;
+using body_reader = schema::Envelope::Body::Reader;
 
 namespace {
 
-constexpr std::size_t max_peer_id = 64;
+// --- limits of a valid message (docs/wire.md) ---------------------------------------------
+constexpr std::size_t max_id = 64;          // host / data holder names
 constexpr std::size_t max_address = 255;
+constexpr std::size_t max_query = 1024;
+constexpr std::size_t max_text = 1u << 20;  // free text: reasons, inspection bodies
+constexpr std::size_t max_path = 1024;
+constexpr std::size_t max_peers = 4096;     // gossip entries, contributors, replicas, costs
+constexpr std::size_t max_flows = 65536;
+constexpr std::size_t max_dims = 8;
 constexpr std::int32_t max_stage = 1023;
 constexpr std::uint32_t max_capacity = 1'000'000;
 
 wire_failure fail(wire_error code, std::string detail) {
   return wire_failure{code, std::move(detail)};
+}
+
+// ===== encoding ==========================================================================
+
+// Text with its length: never truncated at an embedded NUL (the decoder rejects those).
+capnp::Text::Reader txt(const std::string& s) {
+  return capnp::Text::Reader(s.data(), s.size());
+}
+
+void put(schema::Hello::Builder b, const hello& x) {
+  b.setPeerId(txt(x.peer_id));
+  b.setAddress(txt(x.address));
+  b.setRole(static_cast<schema::Role>(x.role));
+  b.setStage(x.stage);
+  b.setCapacity(x.capacity);
+  b.setIncarnation(x.incarnation);
+}
+
+void put(schema::MicrobatchRef::Builder b, const microbatch_ref& x) {
+  b.setIteration(x.iteration);
+  b.setHolder(x.holder);
+  b.setIndex(x.index);
+}
+
+void put(schema::TargetCost::Builder b, const target_cost& x) {
+  b.setTarget(txt(x.target));
+  b.setCost(x.cost);
+  b.setDemand(x.demand);
+}
+
+void put(schema::FlowEntry::Builder b, const flow_entry& x) {
+  b.setFlowId(x.flow_id);
+  b.setTarget(txt(x.target));
+  b.setPrev(txt(x.prev));
+  b.setNext(txt(x.next));
+  b.setCost(x.cost);
+}
+
+template <class ListBuilder, class T>
+void put_list(ListBuilder list, const std::vector<T>& xs) {
+  for (unsigned i = 0; i < xs.size(); ++i)
+    put(list[i], xs[i]);
+}
+
+template <class ListBuilder>
+void put_texts(ListBuilder list, const std::vector<std::string>& xs) {
+  for (unsigned i = 0; i < xs.size(); ++i)
+    list.set(i, txt(xs[i]));
+}
+
+// Tensor bytes: referenced in place when Cap'n Proto allows it (word-aligned start, whole
+// words), so the only copy is the flattening into the output buffer.
+void put(schema::Tensor::Builder b, const tensor_payload& x, capnp::MessageBuilder& msg) {
+  b.setDtype(static_cast<schema::DType>(x.type));
+  auto shape = b.initShape(static_cast<unsigned>(x.shape.size()));
+  for (unsigned i = 0; i < x.shape.size(); ++i)
+    shape.set(i, x.shape[i]);
+  auto* p = x.bytes.get();
+  if (x.size > 0 && reinterpret_cast<std::uintptr_t>(p) % sizeof(capnp::word) == 0
+      && x.size % sizeof(capnp::word) == 0) {
+    b.adoptData(msg.getOrphanage().referenceExternalData(capnp::Data::Reader(p, x.size)));
+  } else {
+    auto d = b.initData(static_cast<unsigned>(x.size));
+    if (x.size > 0)
+      std::memcpy(d.begin(), p, x.size);
+  }
+}
+
+struct filler {
+  body_builder body;
+  capnp::MessageBuilder& msg;
+
+  void operator()(const hello& x) { put(body.initHello(), x); }
+  void operator()(const leave& x) {
+    auto b = body.initLeave();
+    b.setPeerId(txt(x.peer_id));
+    b.setIncarnation(x.incarnation);
+  }
+  void operator()(const gossip& x) {
+    auto list = body.initGossip().initPeers(static_cast<unsigned>(x.peers.size()));
+    for (unsigned i = 0; i < x.peers.size(); ++i) {
+      put(list[i].initHello(), x.peers[i].peer);
+      list[i].setHeartbeat(x.peers[i].heartbeat);
+      list[i].setSuspected(x.peers[i].suspected);
+    }
+  }
+  void operator()(const join_request& x) { put(body.initJoinRequest().initHello(), x.peer); }
+  void operator()(const join_reply& x) {
+    auto b = body.initJoinReply();
+    b.setAccepted(x.accepted);
+    b.setStage(x.stage);
+    put_texts(b.initReplicas(static_cast<unsigned>(x.replicas.size())), x.replicas);
+    b.setReason(txt(x.reason));
+  }
+  void operator()(const activation& x) {
+    auto b = body.initActivation();
+    put(b.initMicrobatch(), x.microbatch);
+    b.setDirection(static_cast<schema::Direction>(x.dir));
+    put_texts(b.initPath(static_cast<unsigned>(x.path.size())), x.path);
+    put(b.initTensor(), x.tensor, msg);
+    b.setAttempt(x.attempt);
+  }
+  void operator()(const introduction& x) {
+    auto b = body.initIntroduction();
+    b.setPeerId(txt(x.peer_id));
+    b.setStage(x.stage);
+    b.setCapacity(x.capacity);
+    put_list(b.initCosts(static_cast<unsigned>(x.costs.size())), x.costs);
+  }
+  void operator()(const cost_advert& x) {
+    put_list(body.initCostAdvert().initCosts(static_cast<unsigned>(x.costs.size())), x.costs);
+  }
+  void operator()(const flow_request& x) {
+    auto b = body.initFlowRequest();
+    b.setFlowId(x.flow_id);
+    b.setTarget(txt(x.target));
+    b.setAdvertisedCost(x.advertised_cost);
+  }
+  void operator()(const flow_response& x) {
+    auto b = body.initFlowResponse();
+    b.setFlowId(x.flow_id);
+    b.setAccepted(x.accepted);
+    b.setReason(static_cast<schema::RejectReason>(x.reason));
+    b.setCurrentCost(x.current_cost);
+    b.setDemand(x.demand);
+  }
+  void operator()(const flow_listing& x) {
+    auto b = body.initFlowListing();
+    b.setPeerId(txt(x.peer_id));
+    put_list(b.initFlows(static_cast<unsigned>(x.flows.size())), x.flows);
+  }
+  void operator()(const move_proposal& x) {
+    auto b = body.initMoveProposal();
+    b.setProposalId(x.proposal_id);
+    b.setKind(static_cast<schema::MoveKind>(x.kind));
+    put_list(b.initFlows(static_cast<unsigned>(x.flows.size())), x.flows);
+    b.setMaxCostBefore(x.max_cost_before);
+    b.setMaxCostAfter(x.max_cost_after);
+    b.setTemperature(x.temperature);
+  }
+  void operator()(const move_response& x) {
+    auto b = body.initMoveResponse();
+    b.setProposalId(x.proposal_id);
+    b.setAccepted(x.accepted);
+  }
+  void operator()(const flow_sync& x) {
+    auto b = body.initFlowSync();
+    b.setKind(static_cast<schema::SyncKind>(x.kind));
+    b.setFlowId(x.flow_id);
+    b.setTarget(txt(x.target));
+  }
+  void operator()(const ping& x) {
+    auto b = body.initPing();
+    b.setProbeId(x.probe_id);
+    b.setSentNanos(x.sent_nanos);
+    b.setPadding(capnp::Data::Reader(x.padding.data(), x.padding.size()));
+  }
+  void operator()(const pong& x) {
+    auto b = body.initPong();
+    b.setProbeId(x.probe_id);
+    b.setSentNanos(x.sent_nanos);
+    b.setReceivedBytes(x.received_bytes);
+  }
+  void operator()(const bandwidth_sample& x) {
+    auto b = body.initBandwidthSample();
+    b.setPeer(txt(x.peer));
+    b.setBytes(x.bytes);
+    b.setNanos(x.nanos);
+  }
+  void operator()(const gradient_chunk& x) {
+    auto b = body.initGradientChunk();
+    b.setIteration(x.iteration);
+    b.setStage(x.stage);
+    put_texts(b.initContributors(static_cast<unsigned>(x.contributors.size())), x.contributors);
+    b.setMicrobatches(x.microbatches);
+    b.setOffset(x.offset);
+    b.setTotalElements(x.total_elements);
+    put(b.initValues(), x.values, msg);
+  }
+  void operator()(const norm_share& x) {
+    auto b = body.initNormShare();
+    b.setIteration(x.iteration);
+    b.setStage(x.stage);
+    b.setSumSquares(x.sum_squares);
+  }
+  void operator()(const state_request& x) {
+    auto b = body.initStateRequest();
+    b.setTransferId(x.transfer_id);
+    b.setStage(x.stage);
+  }
+  void operator()(const state_chunk& x) {
+    auto b = body.initStateChunk();
+    b.setTransferId(x.transfer_id);
+    b.setStage(x.stage);
+    b.setOffset(x.offset);
+    b.setTotalBytes(x.total_bytes);
+    b.setData(capnp::Data::Reader(x.data.data(), x.data.size()));
+  }
+  void operator()(const inspect_request& x) {
+    auto b = body.initInspectRequest();
+    b.setRequestId(x.request_id);
+    b.setQuery(txt(x.query));
+  }
+  void operator()(const inspect_reply& x) {
+    auto b = body.initInspectReply();
+    b.setRequestId(x.request_id);
+    b.setOk(x.ok);
+    b.setBody(txt(x.body));
+  }
+};
+
+// ===== decoding ==========================================================================
+
+// Collects the first failure; every check after it is a no-op returning false.
+class checker {
+public:
+  std::optional<wire_failure> failure;
+
+  bool ok() const { return !failure; }
+
+  bool bad(wire_error code, std::string detail) {
+    if (!failure)
+      failure = fail(code, std::move(detail));
+    return false;
+  }
+
+  enum class charset {
+    id,        // host and data holder names: [A-Za-z0-9._-], as in the config
+    printable, // addresses: ASCII 0x21..0x7e
+    any,       // free text: anything but NUL
+  };
+
+  bool text(capnp::Text::Reader t, const std::string& field, std::size_t min, std::size_t max,
+            std::string& out, charset allowed = charset::id) {
+    if (!ok())
+      return false;
+    if (t.size() < min || t.size() > max)
+      return bad(wire_error::bad_field, field + ": " + std::to_string(min) + ".." + std::to_string(max)
+                                          + " bytes, got " + std::to_string(t.size()));
+    for (std::size_t i = 0; i < t.size(); ++i) {
+      auto ch = static_cast<unsigned char>(t[i]);
+      bool good = allowed == charset::any         ? ch != 0
+                  : allowed == charset::printable ? ch >= 0x21 && ch <= 0x7e
+                                                  : std::isalnum(ch) || ch == '.' || ch == '_' || ch == '-';
+      if (!good)
+        return bad(wire_error::bad_field, field + ": byte " + std::to_string(i) + " (0x"
+                                            + hex(ch) + ") is not allowed here");
+    }
+    out.assign(t.cStr(), t.size());
+    return true;
+  }
+
+  static std::string hex(unsigned char ch) {
+    const char* digits = "0123456789abcdef";
+    return {digits[ch >> 4], digits[ch & 15]};
+  }
+
+  bool count(std::size_t n, const std::string& field, std::size_t max) {
+    if (ok() && n > max)
+      return bad(wire_error::bad_field, field + ": at most " + std::to_string(max)
+                                          + " entries, got " + std::to_string(n));
+    return ok();
+  }
+
+  bool non_negative(double v, const std::string& field, double& out) {
+    if (ok() && !(std::isfinite(v) && v >= 0))
+      return bad(wire_error::bad_field, field + ": a finite number >= 0, got " + std::to_string(v));
+    out = v;
+    return ok();
+  }
+
+  template <class Out, class In>
+  bool enumeration(In v, unsigned values, const std::string& field, Out& out) {
+    auto raw = static_cast<unsigned>(v);
+    if (ok() && raw >= values)
+      return bad(wire_error::bad_enum, field + ": " + std::to_string(raw) + " is not one of the "
+                                         + std::to_string(values) + " known values");
+    out = static_cast<Out>(raw);
+    return ok();
+  }
+
+  template <class T>
+  bool in_range(long long v, long long lo, long long hi, const std::string& field, T& out) {
+    if (ok() && (v < lo || v > hi))
+      return bad(wire_error::bad_field, field + ": " + std::to_string(lo) + ".." + std::to_string(hi)
+                                          + ", got " + std::to_string(v));
+    out = static_cast<T>(v);
+    return ok();
+  }
+};
+
+std::string at(const std::string& field, std::size_t i) {
+  return field + "[" + std::to_string(i) + "]";
+}
+
+void get(schema::Hello::Reader r, hello& x, checker& c, const std::string& f) {
+  c.text(r.getPeerId(), f + ".peerId", 1, max_id, x.peer_id);
+  c.text(r.getAddress(), f + ".address", 1, max_address, x.address, checker::charset::printable);
+  c.enumeration(r.getRole(), 2, f + ".role", x.role);
+  c.in_range(r.getStage(), -1, max_stage, f + ".stage", x.stage);
+  if (c.ok() && x.role == peer_role::data_holder && x.stage != 0)
+    c.bad(wire_error::bad_field, f + ".stage: 0 for a data holder, got " + std::to_string(x.stage));
+  c.in_range(r.getCapacity(), 1, max_capacity, f + ".capacity", x.capacity);
+  x.incarnation = r.getIncarnation();
+}
+
+void get_texts(capnp::List<capnp::Text>::Reader list, std::vector<std::string>& out, checker& c,
+               const std::string& f, std::size_t min_entries, std::size_t max_entries) {
+  if (c.ok() && list.size() < min_entries)
+    c.bad(wire_error::bad_field, f + ": at least " + std::to_string(min_entries) + " entries");
+  if (!c.count(list.size(), f, max_entries))
+    return;
+  out.resize(list.size());
+  for (unsigned i = 0; i < list.size() && c.ok(); ++i)
+    c.text(list[i], at(f, i), 1, max_id, out[i]);
+}
+
+void get(schema::TargetCost::Reader r, target_cost& x, checker& c, const std::string& f) {
+  c.text(r.getTarget(), f + ".target", 1, max_id, x.target);
+  c.non_negative(r.getCost(), f + ".cost", x.cost);
+  x.demand = r.getDemand();
+}
+
+void get(schema::FlowEntry::Reader r, flow_entry& x, checker& c, const std::string& f) {
+  x.flow_id = r.getFlowId();
+  c.text(r.getTarget(), f + ".target", 1, max_id, x.target);
+  c.text(r.getPrev(), f + ".prev", 0, max_id, x.prev);
+  c.text(r.getNext(), f + ".next", 0, max_id, x.next);
+  c.non_negative(r.getCost(), f + ".cost", x.cost);
+}
+
+template <class ListReader, class T>
+void get_list(ListReader list, std::vector<T>& out, checker& c, const std::string& f, std::size_t max) {
+  if (!c.count(list.size(), f, max))
+    return;
+  out.resize(list.size());
+  for (unsigned i = 0; i < list.size() && c.ok(); ++i)
+    get(list[i], out[i], c, at(f, i));
+}
+
+// The one copy of tensor bytes: out of the message into a buffer the payload owns.
+void get(schema::Tensor::Reader r, tensor_payload& x, checker& c, const std::string& f) {
+  c.enumeration(r.getDtype(), 5, f + ".dtype", x.type);
+  auto shape = r.getShape();
+  if (!c.count(shape.size(), f + ".shape", max_dims))
+    return;
+  // Product of dims in bytes, with overflow checked: never trust the shape.
+  unsigned __int128 bytes = dtype_size(x.type);
+  x.shape.resize(shape.size());
+  for (unsigned i = 0; i < shape.size(); ++i) {
+    auto d = shape[i];
+    if (d < 0)
+      c.bad(wire_error::bad_field, at(f + ".shape", i) + ": negative dimension " + std::to_string(d));
+    if (!c.ok())
+      return;
+    x.shape[i] = d;
+    bytes *= static_cast<unsigned __int128>(d);
+    if (bytes > std::numeric_limits<std::uint32_t>::max())
+      bytes = std::numeric_limits<std::uint32_t>::max() + static_cast<unsigned __int128>(1);
+  }
+  auto data = r.getData();
+  if (bytes != data.size()) {
+    c.bad(wire_error::bad_field, f + ": shape and dtype need "
+                                   + (bytes > std::numeric_limits<std::uint32_t>::max()
+                                        ? std::string{"more than 4 GiB"}
+                                        : std::to_string(static_cast<std::uint64_t>(bytes)) + " bytes")
+                                   + ", data has " + std::to_string(data.size()));
+    return;
+  }
+  x = tensor_payload::copy_of(x.type, std::move(x.shape), data.begin(), data.size());
+}
+
+void get(schema::Leave::Reader r, leave& x, checker& c) {
+  c.text(r.getPeerId(), "leave.peerId", 1, max_id, x.peer_id);
+  x.incarnation = r.getIncarnation();
+}
+
+void get(schema::Hello::Reader r, hello& x, checker& c) { get(r, x, c, "hello"); }
+
+void get(schema::Gossip::Reader r, gossip& x, checker& c) {
+  auto list = r.getPeers();
+  if (!c.count(list.size(), "gossip.peers", max_peers))
+    return;
+  x.peers.resize(list.size());
+  for (unsigned i = 0; i < list.size() && c.ok(); ++i) {
+    get(list[i].getHello(), x.peers[i].peer, c, at("gossip.peers", i) + ".hello");
+    x.peers[i].heartbeat = list[i].getHeartbeat();
+    x.peers[i].suspected = list[i].getSuspected();
+  }
+}
+
+void get(schema::JoinRequest::Reader r, join_request& x, checker& c) {
+  get(r.getHello(), x.peer, c, "joinRequest.hello");
+}
+
+void get(schema::JoinReply::Reader r, join_reply& x, checker& c) {
+  x.accepted = r.getAccepted();
+  c.in_range(r.getStage(), -1, max_stage, "joinReply.stage", x.stage);
+  get_texts(r.getReplicas(), x.replicas, c, "joinReply.replicas", 0, max_peers);
+  c.text(r.getReason(), "joinReply.reason", 0, max_text, x.reason, checker::charset::any);
+}
+
+void get(schema::Activation::Reader r, activation& x, checker& c) {
+  auto mb = r.getMicrobatch();
+  x.microbatch = microbatch_ref{mb.getIteration(), mb.getHolder(), mb.getIndex()};
+  c.enumeration(r.getDirection(), 2, "activation.direction", x.dir);
+  get_texts(r.getPath(), x.path, c, "activation.path", 1, max_path);
+  if (c.ok())
+    get(r.getTensor(), x.tensor, c, "activation.tensor");
+  x.attempt = r.getAttempt();
+}
+
+void get(schema::Introduction::Reader r, introduction& x, checker& c) {
+  c.text(r.getPeerId(), "introduction.peerId", 1, max_id, x.peer_id);
+  c.in_range(r.getStage(), 0, max_stage, "introduction.stage", x.stage);
+  c.in_range(r.getCapacity(), 1, max_capacity, "introduction.capacity", x.capacity);
+  get_list(r.getCosts(), x.costs, c, "introduction.costs", max_peers);
+}
+
+void get(schema::CostAdvert::Reader r, cost_advert& x, checker& c) {
+  get_list(r.getCosts(), x.costs, c, "costAdvert.costs", max_peers);
+}
+
+void get(schema::FlowRequest::Reader r, flow_request& x, checker& c) {
+  x.flow_id = r.getFlowId();
+  c.text(r.getTarget(), "flowRequest.target", 1, max_id, x.target);
+  c.non_negative(r.getAdvertisedCost(), "flowRequest.advertisedCost", x.advertised_cost);
+}
+
+void get(schema::FlowResponse::Reader r, flow_response& x, checker& c) {
+  x.flow_id = r.getFlowId();
+  x.accepted = r.getAccepted();
+  c.enumeration(r.getReason(), 5, "flowResponse.reason", x.reason);
+  if (c.ok() && x.accepted != (x.reason == reject_reason::none))
+    c.bad(wire_error::bad_field, "flowResponse.reason: 'none' exactly when accepted");
+  c.non_negative(r.getCurrentCost(), "flowResponse.currentCost", x.current_cost);
+  x.demand = r.getDemand();
+}
+
+void get(schema::FlowListing::Reader r, flow_listing& x, checker& c) {
+  c.text(r.getPeerId(), "flowListing.peerId", 1, max_id, x.peer_id);
+  get_list(r.getFlows(), x.flows, c, "flowListing.flows", max_flows);
+}
+
+void get(schema::MoveProposal::Reader r, move_proposal& x, checker& c) {
+  x.proposal_id = r.getProposalId();
+  c.enumeration(r.getKind(), 2, "moveProposal.kind", x.kind);
+  get_list(r.getFlows(), x.flows, c, "moveProposal.flows", 16);
+  c.non_negative(r.getMaxCostBefore(), "moveProposal.maxCostBefore", x.max_cost_before);
+  c.non_negative(r.getMaxCostAfter(), "moveProposal.maxCostAfter", x.max_cost_after);
+  c.non_negative(r.getTemperature(), "moveProposal.temperature", x.temperature);
+}
+
+void get(schema::MoveResponse::Reader r, move_response& x, checker&) {
+  x.proposal_id = r.getProposalId();
+  x.accepted = r.getAccepted();
+}
+
+void get(schema::FlowSync::Reader r, flow_sync& x, checker& c) {
+  c.enumeration(r.getKind(), 4, "flowSync.kind", x.kind);
+  x.flow_id = r.getFlowId();
+  c.text(r.getTarget(), "flowSync.target", 1, max_id, x.target);
+}
+
+void get(schema::Ping::Reader r, ping& x, checker&) {
+  x.probe_id = r.getProbeId();
+  x.sent_nanos = r.getSentNanos();
+  auto pad = r.getPadding();
+  x.padding.assign(pad.begin(), pad.end());
+}
+
+void get(schema::Pong::Reader r, pong& x, checker&) {
+  x.probe_id = r.getProbeId();
+  x.sent_nanos = r.getSentNanos();
+  x.received_bytes = r.getReceivedBytes();
+}
+
+void get(schema::BandwidthSample::Reader r, bandwidth_sample& x, checker& c) {
+  c.text(r.getPeer(), "bandwidthSample.peer", 1, max_id, x.peer);
+  x.bytes = r.getBytes();
+  c.in_range(r.getNanos(), 0, std::numeric_limits<std::int64_t>::max(), "bandwidthSample.nanos", x.nanos);
+}
+
+void get(schema::GradientChunk::Reader r, gradient_chunk& x, checker& c) {
+  x.iteration = r.getIteration();
+  c.in_range(r.getStage(), 0, max_stage, "gradientChunk.stage", x.stage);
+  get_texts(r.getContributors(), x.contributors, c, "gradientChunk.contributors", 1, max_peers);
+  x.microbatches = r.getMicrobatches();
+  x.offset = r.getOffset();
+  x.total_elements = r.getTotalElements();
+  if (c.ok())
+    get(r.getValues(), x.values, c, "gradientChunk.values");
+  if (c.ok() && (x.values.type != dtype::float32 || x.values.shape.size() != 1))
+    c.bad(wire_error::bad_field, "gradientChunk.values: a 1-D float32 tensor");
+  if (c.ok()) {
+    auto n = static_cast<std::uint64_t>(x.values.shape[0]);
+    if (x.offset > x.total_elements || n > x.total_elements - x.offset)
+      c.bad(wire_error::bad_field, "gradientChunk: elements [" + std::to_string(x.offset) + ", +"
+                                     + std::to_string(n) + ") exceed totalElements "
+                                     + std::to_string(x.total_elements));
+  }
+}
+
+void get(schema::NormShare::Reader r, norm_share& x, checker& c) {
+  x.iteration = r.getIteration();
+  c.in_range(r.getStage(), 0, max_stage, "normShare.stage", x.stage);
+  c.non_negative(r.getSumSquares(), "normShare.sumSquares", x.sum_squares);
+}
+
+void get(schema::StateRequest::Reader r, state_request& x, checker& c) {
+  x.transfer_id = r.getTransferId();
+  c.in_range(r.getStage(), 0, max_stage, "stateRequest.stage", x.stage);
+}
+
+void get(schema::StateChunk::Reader r, state_chunk& x, checker& c) {
+  x.transfer_id = r.getTransferId();
+  c.in_range(r.getStage(), 0, max_stage, "stateChunk.stage", x.stage);
+  x.offset = r.getOffset();
+  x.total_bytes = r.getTotalBytes();
+  auto d = r.getData();
+  if (c.ok() && (x.offset > x.total_bytes || d.size() > x.total_bytes - x.offset))
+    c.bad(wire_error::bad_field, "stateChunk: bytes [" + std::to_string(x.offset) + ", +"
+                                   + std::to_string(d.size()) + ") exceed totalBytes "
+                                   + std::to_string(x.total_bytes));
+  if (c.ok())
+    x.data.assign(d.begin(), d.end());
+}
+
+void get(schema::InspectRequest::Reader r, inspect_request& x, checker& c) {
+  x.request_id = r.getRequestId();
+  c.text(r.getQuery(), "inspectRequest.query", 1, max_query, x.query, checker::charset::any);
+}
+
+void get(schema::InspectReply::Reader r, inspect_reply& x, checker& c) {
+  x.request_id = r.getRequestId();
+  x.ok = r.getOk();
+  c.text(r.getBody(), "inspectReply.body", 0, max_text, x.body, checker::charset::any);
+}
+
+template <class T, class Reader>
+std::variant<message, wire_failure> finish(Reader r) {
+  checker c;
+  T x;
+  get(r, x, c);
+  if (c.failure)
+    return *c.failure;
+  return message{std::move(x)};
+}
+
+std::variant<message, wire_failure> read_body(body_reader body) {
+  using B = schema::Envelope::Body;
+  switch (body.which()) {
+    case B::HELLO: return finish<hello>(body.getHello());
+    case B::LEAVE: return finish<leave>(body.getLeave());
+    case B::GOSSIP: return finish<gossip>(body.getGossip());
+    case B::JOIN_REQUEST: return finish<join_request>(body.getJoinRequest());
+    case B::JOIN_REPLY: return finish<join_reply>(body.getJoinReply());
+    case B::ACTIVATION: return finish<activation>(body.getActivation());
+    case B::INTRODUCTION: return finish<introduction>(body.getIntroduction());
+    case B::COST_ADVERT: return finish<cost_advert>(body.getCostAdvert());
+    case B::FLOW_REQUEST: return finish<flow_request>(body.getFlowRequest());
+    case B::FLOW_RESPONSE: return finish<flow_response>(body.getFlowResponse());
+    case B::FLOW_LISTING: return finish<flow_listing>(body.getFlowListing());
+    case B::MOVE_PROPOSAL: return finish<move_proposal>(body.getMoveProposal());
+    case B::MOVE_RESPONSE: return finish<move_response>(body.getMoveResponse());
+    case B::FLOW_SYNC: return finish<flow_sync>(body.getFlowSync());
+    case B::PING: return finish<ping>(body.getPing());
+    case B::PONG: return finish<pong>(body.getPong());
+    case B::BANDWIDTH_SAMPLE: return finish<bandwidth_sample>(body.getBandwidthSample());
+    case B::GRADIENT_CHUNK: return finish<gradient_chunk>(body.getGradientChunk());
+    case B::NORM_SHARE: return finish<norm_share>(body.getNormShare());
+    case B::STATE_REQUEST: return finish<state_request>(body.getStateRequest());
+    case B::STATE_CHUNK: return finish<state_chunk>(body.getStateChunk());
+    case B::INSPECT_REQUEST: return finish<inspect_request>(body.getInspectRequest());
+    case B::INSPECT_REPLY: return finish<inspect_reply>(body.getInspectReply());
+  }
+  return fail(wire_error::bad_enum, "envelope.body: unknown message kind "
+                                      + std::to_string(static_cast<unsigned>(body.which())));
 }
 
 // Owns the words of a message: copies only when the input is misaligned.
@@ -62,30 +654,26 @@ const char* to_string(wire_error e) {
   return "unknown";
 }
 
-namespace {
-
-std::vector<std::uint8_t> to_bytes(capnp::MallocMessageBuilder& builder) {
-  auto words = capnp::messageToFlatArray(builder);
-  auto bytes = words.asBytes();
-  return std::vector<std::uint8_t>(bytes.begin(), bytes.end());
-}
-
-schema::Envelope::Builder init_envelope(capnp::MallocMessageBuilder& builder) {
+std::vector<std::uint8_t> encode(const message& msg) {
+  capnp::MallocMessageBuilder builder;
   auto env = builder.initRoot<schema::Envelope>();
   env.setMagic(schema::ENVELOPE_MAGIC);
   env.setVersion(schema::PROTOCOL_VERSION);
-  return env;
+  std::visit(filler{env.initBody(), builder}, msg);
+  // One copy of everything (tensor bytes included) into the output buffer.
+  auto segments = builder.getSegmentsForOutput();
+  std::vector<std::uint8_t> out(capnp::computeSerializedSizeInWords(segments) * sizeof(capnp::word));
+  kj::ArrayOutputStream stream(kj::ArrayPtr<kj::byte>(out.data(), out.size()));
+  capnp::writeMessage(stream, segments);
+  return out;
 }
 
-// Checks everything an envelope of any kind must satisfy, then hands its body to `read`.
-// All Cap'n Proto exceptions (bad pointers, limits) become `malformed`.
-template <class T, class Read>
-std::variant<T, wire_failure> open_envelope(const std::uint8_t* data, std::size_t size,
-                                            const decode_limits& limits, Read&& read) {
+std::variant<message, wire_failure> decode(const std::uint8_t* data, std::size_t size,
+                                           const decode_limits& limits) {
   if (size > limits.max_bytes)
     return fail(wire_error::too_large, std::to_string(size) + " bytes exceed the limit of "
                                          + std::to_string(limits.max_bytes));
-  if (size < sizeof(capnp::word) || size % sizeof(capnp::word) != 0)
+  if (data == nullptr || size < sizeof(capnp::word) || size % sizeof(capnp::word) != 0)
     return fail(wire_error::truncated, std::to_string(size) + " bytes is not a whole number of "
                                          "8-byte words");
   aligned_words words{data, size};
@@ -95,7 +683,8 @@ std::variant<T, wire_failure> open_envelope(const std::uint8_t* data, std::size_
       return fail(wire_error::truncated, "segment table announces " + std::to_string(expected * 8)
                                            + " bytes, got " + std::to_string(size));
     capnp::ReaderOptions options;
-    // Bounds the work an amplification attack (pointers aliasing one object) can cause.
+    // Bounds the work an amplification attack (pointers aliasing one object) can cause:
+    // a valid message is traversed at most about once.
     options.traversalLimitInWords = words.view.size() * 2 + 64;
     options.nestingLimit = 16;
     capnp::FlatArrayMessageReader reader{words.view, options};
@@ -106,92 +695,10 @@ std::variant<T, wire_failure> open_envelope(const std::uint8_t* data, std::size_
       return fail(wire_error::unsupported_version,
                   "version " + std::to_string(env.getVersion()) + ", this build speaks "
                     + std::to_string(schema::PROTOCOL_VERSION));
-    return read(env.getBody());
+    return read_body(env.getBody());
   } catch (const kj::Exception& e) {
     return fail(wire_error::malformed, e.getDescription().cStr());
   }
-}
-
-// Copies a Text field after checking its length.
-std::optional<wire_failure> read_text(capnp::Text::Reader text, const char* field,
-                                      std::size_t max, std::string& out) {
-  if (text.size() == 0 || text.size() > max)
-    return fail(wire_error::bad_field, std::string{field} + ": 1.." + std::to_string(max)
-                                         + " bytes, got " + std::to_string(text.size()));
-  out.assign(text.cStr(), text.size());
-  return std::nullopt;
-}
-
-} // namespace
-
-std::vector<std::uint8_t> encode(const hello& msg) {
-  capnp::MallocMessageBuilder builder;
-  auto h = init_envelope(builder).initBody().initHello();
-  h.setPeerId(msg.peer_id);
-  h.setAddress(msg.address);
-  h.setRole(msg.role == peer_role::data_holder ? schema::Role::DATA_HOLDER : schema::Role::RELAY);
-  h.setStage(msg.stage);
-  h.setCapacity(msg.capacity);
-  h.setIncarnation(msg.incarnation);
-  return to_bytes(builder);
-}
-
-std::vector<std::uint8_t> encode(const leave& msg) {
-  capnp::MallocMessageBuilder builder;
-  auto l = init_envelope(builder).initBody().initLeave();
-  l.setPeerId(msg.peer_id);
-  l.setIncarnation(msg.incarnation);
-  return to_bytes(builder);
-}
-
-std::variant<hello, wire_failure> decode_hello(const std::uint8_t* data, std::size_t size,
-                                               const decode_limits& limits) {
-  return open_envelope<hello>(data, size, limits, [](schema::Envelope::Body::Reader body)
-                                                    -> std::variant<hello, wire_failure> {
-    if (body.which() != schema::Envelope::Body::HELLO)
-      return fail(wire_error::wrong_kind, "expected hello");
-    auto h = body.getHello();
-    hello out;
-    if (auto f = read_text(h.getPeerId(), "hello.peerId", max_peer_id, out.peer_id))
-      return *f;
-    if (auto f = read_text(h.getAddress(), "hello.address", max_address, out.address))
-      return *f;
-    switch (h.getRole()) {
-      case schema::Role::DATA_HOLDER: out.role = peer_role::data_holder; break;
-      case schema::Role::RELAY: out.role = peer_role::relay; break;
-      default:
-        return fail(wire_error::bad_enum,
-                    "hello.role: " + std::to_string(static_cast<unsigned>(h.getRole())));
-    }
-    if (h.getStage() < -1 || h.getStage() > max_stage)
-      return fail(wire_error::bad_field, "hello.stage: -1.." + std::to_string(max_stage)
-                                           + ", got " + std::to_string(h.getStage()));
-    if (out.role == peer_role::data_holder && h.getStage() != 0)
-      return fail(wire_error::bad_field, "hello.stage: 0 for a data holder, got "
-                                           + std::to_string(h.getStage()));
-    if (h.getCapacity() == 0 || h.getCapacity() > max_capacity)
-      return fail(wire_error::bad_field, "hello.capacity: 1.." + std::to_string(max_capacity)
-                                           + ", got " + std::to_string(h.getCapacity()));
-    out.stage = h.getStage();
-    out.capacity = h.getCapacity();
-    out.incarnation = h.getIncarnation();
-    return out;
-  });
-}
-
-std::variant<leave, wire_failure> decode_leave(const std::uint8_t* data, std::size_t size,
-                                               const decode_limits& limits) {
-  return open_envelope<leave>(data, size, limits, [](schema::Envelope::Body::Reader body)
-                                                    -> std::variant<leave, wire_failure> {
-    if (body.which() != schema::Envelope::Body::LEAVE)
-      return fail(wire_error::wrong_kind, "expected leave");
-    auto l = body.getLeave();
-    leave out;
-    if (auto f = read_text(l.getPeerId(), "leave.peerId", max_peer_id, out.peer_id))
-      return *f;
-    out.incarnation = l.getIncarnation();
-    return out;
-  });
 }
 
 } // namespace gwtf::wire

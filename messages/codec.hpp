@@ -1,4 +1,4 @@
-// The only code that touches Cap'n Proto builders and readers: plain structs <-> bytes.
+// The only code that touches Cap'n Proto builders and readers: wire messages <-> bytes.
 // Every decoder treats its input as hostile and reports a typed failure, never crashes.
 #pragma once
 
@@ -7,6 +7,8 @@
 #include <string>
 #include <variant>
 #include <vector>
+
+#include "messages/types.hpp"
 
 namespace gwtf::wire {
 
@@ -22,7 +24,7 @@ enum class wire_error {
   unsupported_version, ///< a protocol version this build does not speak
   bad_enum,            ///< an enum value outside its range
   bad_field,           ///< a field outside its documented range
-  wrong_kind,          ///< a valid envelope holding another message type
+  wrong_kind,          ///< a valid envelope holding another message type than required
 };
 
 /// Name of a wire_error, e.g. "truncated".
@@ -39,37 +41,25 @@ struct decode_limits {
   std::size_t max_bytes = 64u << 20; ///< whole message, checked before parsing
 };
 
-/// Role of a peer as it travels on the wire.
-enum class peer_role : std::uint8_t { data_holder, relay };
+/// Serialises a message into one envelope (flat, word-aligned Cap'n Proto bytes). Tensor
+/// bytes are referenced in place by the builder and copied once, into the result.
+std::vector<std::uint8_t> encode(const message& msg);
 
-/// Membership introduction (wire.capnp Hello).
-struct hello {
-  std::string peer_id;          ///< unique host name, 1..64 bytes
-  std::string address;          ///< "host:port", 1..255 bytes
-  peer_role role = peer_role::relay;
-  std::int32_t stage = -1;      ///< -1 while unplaced, else 0..1023
-  std::uint32_t capacity = 0;   ///< 1..1'000'000
-  std::uint64_t incarnation = 0;
-};
+/// Decodes and validates any envelope. Tensor bytes are copied once, out of `data`.
+std::variant<message, wire_failure> decode(const std::uint8_t* data, std::size_t size,
+                                           const decode_limits& limits = {});
 
-/// Membership departure (wire.capnp Leave).
-struct leave {
-  std::string peer_id;            ///< unique host name, 1..64 bytes
-  std::uint64_t incarnation = 0;  ///< the incarnation it announced
-};
-
-/// Serialises a hello into one envelope (word-aligned flat Cap'n Proto bytes).
-std::vector<std::uint8_t> encode(const hello& msg);
-
-/// Serialises a leave into one envelope.
-std::vector<std::uint8_t> encode(const leave& msg);
-
-/// Decodes an envelope that must hold a hello.
-std::variant<hello, wire_failure> decode_hello(const std::uint8_t* data, std::size_t size,
-                                               const decode_limits& limits = {});
-
-/// Decodes an envelope that must hold a leave.
-std::variant<leave, wire_failure> decode_leave(const std::uint8_t* data, std::size_t size,
-                                               const decode_limits& limits = {});
+/// Decodes an envelope that must hold a `T`; another valid kind is `wrong_kind`.
+template <class T>
+std::variant<T, wire_failure> decode_as(const std::uint8_t* data, std::size_t size,
+                                        const decode_limits& limits = {}) {
+  auto r = decode(data, size, limits);
+  if (auto* f = std::get_if<wire_failure>(&r))
+    return *f;
+  auto& m = std::get<message>(r);
+  if (auto* v = std::get_if<T>(&m))
+    return std::move(*v);
+  return wire_failure{wire_error::wrong_kind, std::string{"got "} + kind_name(m)};
+}
 
 } // namespace gwtf::wire

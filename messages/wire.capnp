@@ -1,6 +1,6 @@
 # caf-gwtf wire protocol. Every message between hosts is one Envelope.
 # Rules: field ordinals are never renumbered or reused; a new version adds fields or
-# structs. Decoders treat every byte as hostile (messages/codec.hpp).
+# structs. Decoders treat every byte as hostile (messages/codec.hpp, docs/wire.md).
 @0xeedf01236690975c;
 
 using Cxx = import "/capnp/c++.capnp";
@@ -17,7 +17,9 @@ enum Role {
   relay @1;
 }
 
-# Membership: a peer introduces itself (on connect and in gossip).
+# --- membership ---------------------------------------------------------------------
+
+# A peer introduces itself (on connect and in gossip).
 struct Hello {
   peerId @0 :Text;        # unique host name
   address @1 :Text;       # "host:port" where its middleman listens
@@ -27,12 +29,239 @@ struct Hello {
   incarnation @5 :UInt64; # increases on every restart; older gossip loses
 }
 
-# Membership: a peer leaves cleanly; its flows are re-routed at once, without waiting for
-# failure detection.
+# A peer leaves cleanly; its flows are re-routed at once, without waiting for failure
+# detection.
 struct Leave {
   peerId @0 :Text;
   incarnation @1 :UInt64; # must match the incarnation it announced
 }
+
+# One entry of a partial view.
+struct PeerRecord {
+  hello @0 :Hello;
+  heartbeat @1 :UInt64;   # increases while the peer is alive; gossip keeps the highest
+  suspected @2 :Bool;     # the sender has not heard from it for a while
+}
+
+# Periodic exchange of partial views.
+struct Gossip {
+  peers @0 :List(PeerRecord);
+}
+
+# A new host asks to join (stage -1: place me at the bottleneck stage).
+struct JoinRequest {
+  hello @0 :Hello;
+}
+
+# Answer to a join: the stage to hold and replicas to download its state from.
+struct JoinReply {
+  accepted @0 :Bool;
+  stage @1 :Int32;
+  replicas @2 :List(Text);
+  reason @3 :Text;        # why not, when rejected
+}
+
+# --- training data plane ------------------------------------------------------------
+
+enum DType {
+  float32 @0;
+  float16 @1;
+  bfloat16 @2;
+  int64 @3;
+  int32 @4;
+}
+
+# A dense row-major tensor; data holds exactly product(shape) * size(dtype) bytes.
+struct Tensor {
+  dtype @0 :DType;
+  shape @1 :List(Int64);
+  data @2 :Data;
+}
+
+struct MicrobatchRef {
+  iteration @0 :UInt64;
+  holder @1 :UInt32;      # data holder index
+  index @2 :UInt32;       # microbatch index of that holder in the iteration
+}
+
+enum Direction {
+  forward @0;             # activations, towards the last stage and back to the holder
+  backward @1;            # gradients of those activations, in reverse
+}
+
+# Activations (forward) or their gradients (backward) of one microbatch along its flow.
+struct Activation {
+  microbatch @0 :MicrobatchRef;
+  direction @1 :Direction;
+  path @2 :List(Text);    # hosts visited so far, data holder first
+  tensor @3 :Tensor;
+  attempt @4 :UInt32;     # increases each time the hop is re-sent after a failure
+}
+
+# --- flow protocol (GWTF balancers) -------------------------------------------------
+
+# Best known cost from the sender to a data holder, and its demand for that holder.
+struct TargetCost {
+  target @0 :Text;        # data holder id
+  cost @1 :Float64;       # seconds
+  demand @2 :Int32;       # > 0 holds inflows needing outflows; < 0 can accept inflows
+}
+
+# A balancer introduces itself to previous/next-stage balancers.
+struct Introduction {
+  peerId @0 :Text;
+  stage @1 :Int32;
+  capacity @2 :UInt32;
+  costs @3 :List(TargetCost);
+}
+
+# Periodic cost advertisement upstream.
+struct CostAdvert {
+  costs @0 :List(TargetCost);
+}
+
+# Ask a next-stage node to carry a unit flow towards `target`.
+struct FlowRequest {
+  flowId @0 :UInt64;
+  target @1 :Text;
+  advertisedCost @2 :Float64; # the cost the requester believed
+}
+
+enum RejectReason {
+  none @0;
+  staleCost @1;
+  noSparePath @2;
+  overCapacity @3;
+  duplicate @4;
+}
+
+struct FlowResponse {
+  flowId @0 :UInt64;
+  accepted @1 :Bool;
+  reason @2 :RejectReason;  # none when accepted
+  currentCost @3 :Float64;  # refreshes the requester's view
+  demand @4 :Int32;
+}
+
+# One flow as a node holds it.
+struct FlowEntry {
+  flowId @0 :UInt64;
+  target @1 :Text;
+  prev @2 :Text;          # upstream host
+  next @3 :Text;          # downstream host; empty while half-built
+  cost @4 :Float64;
+}
+
+# A node publishes its flows to same-stage peers.
+struct FlowListing {
+  peerId @0 :Text;
+  flows @1 :List(FlowEntry);
+}
+
+enum MoveKind {
+  redirect @0;            # take over a flow u -> P -> v
+  swap @1;                # exchange next hops of two flows with the same target
+}
+
+# Simulated-annealing move proposed to a same-stage peer (one outstanding per node).
+struct MoveProposal {
+  proposalId @0 :UInt64;
+  kind @1 :MoveKind;
+  flows @2 :List(FlowEntry); # the affected flows as the proposer sees them
+  maxCostBefore @3 :Float64; # min-max criterion
+  maxCostAfter @4 :Float64;
+  temperature @5 :Float64;
+}
+
+struct MoveResponse {
+  proposalId @0 :UInt64;
+  accepted @1 :Bool;
+}
+
+enum SyncKind {
+  check @0;               # do you still hold flow X from/to me?
+  confirm @1;             # yes
+  cancel @2;              # drop it: the other end no longer agrees
+  pushBack @3;            # I cannot carry it any more: re-route it upstream
+}
+
+# Anti-entropy on one flow.
+struct FlowSync {
+  kind @0 :SyncKind;
+  flowId @1 :UInt64;
+  target @2 :Text;
+}
+
+# --- link probes --------------------------------------------------------------------
+
+struct Ping {
+  probeId @0 :UInt64;
+  sentNanos @1 :Int64;    # sender's clock; only the sender interprets it
+  padding @2 :Data;       # bandwidth probes carry bulk bytes
+}
+
+struct Pong {
+  probeId @0 :UInt64;
+  sentNanos @1 :Int64;    # echoed
+  receivedBytes @2 :UInt64;
+}
+
+# A passive measurement from a real transfer, shared with the peer it concerns.
+struct BandwidthSample {
+  peer @0 :Text;
+  bytes @1 :UInt64;
+  nanos @2 :Int64;
+}
+
+# --- stage aggregation and state transfer -------------------------------------------
+
+# A slice of a replica's averaged-gradient input: flat float32 elements [offset, offset+n).
+struct GradientChunk {
+  iteration @0 :UInt64;
+  stage @1 :UInt32;
+  contributors @2 :List(Text); # replicas whose microbatches are in this sum
+  microbatches @3 :UInt64;     # microbatches counted in the sum
+  offset @4 :UInt64;           # first element of this chunk
+  totalElements @5 :UInt64;    # elements of the stage's whole gradient
+  values @6 :Tensor;           # float32, 1-D
+}
+
+# One stage's share of the global gradient norm.
+struct NormShare {
+  iteration @0 :UInt64;
+  stage @1 :UInt32;
+  sumSquares @2 :Float64;
+}
+
+# Ask a replica for its stage state (weights and optimizer).
+struct StateRequest {
+  transferId @0 :UInt64;
+  stage @1 :UInt32;
+}
+
+# A piece of a stage state blob (model/stage.hpp export_state).
+struct StateChunk {
+  transferId @0 :UInt64;
+  stage @1 :UInt32;
+  offset @2 :UInt64;
+  totalBytes @3 :UInt64;
+  data @4 :Data;
+}
+
+# --- inspection ---------------------------------------------------------------------
+
+struct InspectRequest {
+  requestId @0 :UInt64;
+  query @1 :Text;         # e.g. "flows", "links", "microbatches"
+}
+
+struct InspectReply {
+  requestId @0 :UInt64;
+  ok @1 :Bool;
+  body @2 :Text;          # the answer, or the error when not ok
+}
+
+# --- envelope -----------------------------------------------------------------------
 
 struct Envelope {
   magic @0 :UInt32;
@@ -40,5 +269,26 @@ struct Envelope {
   body :union {
     hello @2 :Hello;
     leave @3 :Leave;
+    gossip @4 :Gossip;
+    joinRequest @5 :JoinRequest;
+    joinReply @6 :JoinReply;
+    activation @7 :Activation;
+    introduction @8 :Introduction;
+    costAdvert @9 :CostAdvert;
+    flowRequest @10 :FlowRequest;
+    flowResponse @11 :FlowResponse;
+    flowListing @12 :FlowListing;
+    moveProposal @13 :MoveProposal;
+    moveResponse @14 :MoveResponse;
+    flowSync @15 :FlowSync;
+    ping @16 :Ping;
+    pong @17 :Pong;
+    bandwidthSample @18 :BandwidthSample;
+    gradientChunk @19 :GradientChunk;
+    normShare @20 :NormShare;
+    stateRequest @21 :StateRequest;
+    stateChunk @22 :StateChunk;
+    inspectRequest @23 :InspectRequest;
+    inspectReply @24 :InspectReply;
   }
 }

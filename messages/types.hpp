@@ -1,0 +1,272 @@
+// Plain C++ forms of every wire message (messages/wire.capnp). No Cap'n Proto, no CAF, no
+// LibTorch: actors build and read these; only codec.cpp converts them to and from bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <variant>
+#include <vector>
+
+namespace gwtf::wire {
+
+/// Role of a peer as it travels on the wire.
+enum class peer_role : std::uint8_t { data_holder, relay };
+
+/// Membership introduction (wire.capnp Hello).
+struct hello {
+  std::string peer_id;           ///< unique host name, 1..64 bytes
+  std::string address;           ///< "host:port", 1..255 bytes
+  peer_role role = peer_role::relay;
+  std::int32_t stage = -1;       ///< -1 while unplaced, else 0..1023; 0 for data holders
+  std::uint32_t capacity = 0;    ///< 1..1'000'000
+  std::uint64_t incarnation = 0; ///< increases on every restart
+};
+
+/// Clean departure.
+struct leave {
+  std::string peer_id;           ///< 1..64 bytes
+  std::uint64_t incarnation = 0; ///< the incarnation it announced
+};
+
+/// One entry of a partial view.
+struct peer_record {
+  hello peer;
+  std::uint64_t heartbeat = 0;
+  bool suspected = false;
+};
+
+/// Periodic exchange of partial views.
+struct gossip {
+  std::vector<peer_record> peers; ///< at most 4096
+};
+
+/// A new host asks to join.
+struct join_request {
+  hello peer;
+};
+
+/// Answer to a join.
+struct join_reply {
+  bool accepted = false;
+  std::int32_t stage = -1;
+  std::vector<std::string> replicas; ///< hosts to download the stage state from
+  std::string reason;                ///< why not, when rejected
+};
+
+/// Element type of a tensor.
+enum class dtype : std::uint8_t { float32, float16, bfloat16, int64, int32 };
+
+/// Bytes per element of `t`.
+std::size_t dtype_size(dtype t);
+
+/// A dense row-major tensor as bytes. `bytes` points at `size` bytes kept alive by its
+/// owner (shared_ptr aliasing): encoding reads them in place; decoding fills them with the
+/// one copy out of the received message.
+struct tensor_payload {
+  dtype type = dtype::float32;
+  std::vector<std::int64_t> shape;        ///< at most 8 dims, each >= 0
+  std::shared_ptr<const std::uint8_t> bytes;
+  std::size_t size = 0;                   ///< = product(shape) * dtype_size(type)
+
+  /// Copies `n` bytes into a new payload that owns them.
+  static tensor_payload copy_of(dtype t, std::vector<std::int64_t> shape, const void* data,
+                                std::size_t n);
+};
+
+/// Identifies a microbatch: (iteration, data holder index, index).
+struct microbatch_ref {
+  std::uint64_t iteration = 0;
+  std::uint32_t holder = 0;
+  std::uint32_t index = 0;
+};
+
+/// Which way a tensor travels along a flow.
+enum class direction : std::uint8_t { forward, backward };
+
+/// Activations (forward) or their gradients (backward) of one microbatch.
+struct activation {
+  microbatch_ref microbatch;
+  direction dir = direction::forward;
+  std::vector<std::string> path; ///< hosts visited so far, data holder first; 1..1024
+  tensor_payload tensor;
+  std::uint32_t attempt = 0;     ///< increases each time the hop is re-sent
+};
+
+/// Best known cost to a data holder and the demand for it.
+struct target_cost {
+  std::string target; ///< data holder id, 1..64 bytes
+  double cost = 0;    ///< seconds, finite, >= 0
+  std::int32_t demand = 0;
+};
+
+/// A balancer introduces itself.
+struct introduction {
+  std::string peer_id;
+  std::int32_t stage = 0;
+  std::uint32_t capacity = 0;
+  std::vector<target_cost> costs;
+};
+
+/// Periodic cost advertisement upstream.
+struct cost_advert {
+  std::vector<target_cost> costs;
+};
+
+/// Ask a next-stage node to carry a unit flow.
+struct flow_request {
+  std::uint64_t flow_id = 0;
+  std::string target;
+  double advertised_cost = 0;
+};
+
+/// Why a flow request was rejected.
+enum class reject_reason : std::uint8_t { none, stale_cost, no_spare_path, over_capacity, duplicate };
+
+/// Answer to a flow request.
+struct flow_response {
+  std::uint64_t flow_id = 0;
+  bool accepted = false;
+  reject_reason reason = reject_reason::none;
+  double current_cost = 0;
+  std::int32_t demand = 0;
+};
+
+/// One flow as a node holds it.
+struct flow_entry {
+  std::uint64_t flow_id = 0;
+  std::string target;
+  std::string prev; ///< upstream host
+  std::string next; ///< downstream host; empty while half-built
+  double cost = 0;
+};
+
+/// A node's flows, published to same-stage peers.
+struct flow_listing {
+  std::string peer_id;
+  std::vector<flow_entry> flows; ///< at most 65536
+};
+
+/// Simulated-annealing move kinds.
+enum class move_kind : std::uint8_t { redirect, swap };
+
+/// A move proposed to a same-stage peer.
+struct move_proposal {
+  std::uint64_t proposal_id = 0;
+  move_kind kind = move_kind::redirect;
+  std::vector<flow_entry> flows;
+  double max_cost_before = 0;
+  double max_cost_after = 0;
+  double temperature = 0;
+};
+
+/// Answer to a move proposal.
+struct move_response {
+  std::uint64_t proposal_id = 0;
+  bool accepted = false;
+};
+
+/// Anti-entropy message kinds.
+enum class sync_kind : std::uint8_t { check, confirm, cancel, push_back };
+
+/// Anti-entropy on one flow.
+struct flow_sync {
+  sync_kind kind = sync_kind::check;
+  std::uint64_t flow_id = 0;
+  std::string target;
+};
+
+/// Link probe request.
+struct ping {
+  std::uint64_t probe_id = 0;
+  std::int64_t sent_nanos = 0;
+  std::vector<std::uint8_t> padding; ///< bulk bytes for bandwidth probes
+};
+
+/// Link probe answer.
+struct pong {
+  std::uint64_t probe_id = 0;
+  std::int64_t sent_nanos = 0;
+  std::uint64_t received_bytes = 0;
+};
+
+/// Passive bandwidth measurement of a real transfer.
+struct bandwidth_sample {
+  std::string peer;
+  std::uint64_t bytes = 0;
+  std::int64_t nanos = 0; ///< >= 0
+};
+
+/// A slice of a replica's gradient sum: float32 elements [offset, offset + n).
+struct gradient_chunk {
+  std::uint64_t iteration = 0;
+  std::uint32_t stage = 0;
+  std::vector<std::string> contributors;
+  std::uint64_t microbatches = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t total_elements = 0;
+  tensor_payload values; ///< float32, 1-D
+};
+
+/// One stage's share of the global gradient norm.
+struct norm_share {
+  std::uint64_t iteration = 0;
+  std::uint32_t stage = 0;
+  double sum_squares = 0;
+};
+
+/// Ask a replica for its stage state.
+struct state_request {
+  std::uint64_t transfer_id = 0;
+  std::uint32_t stage = 0;
+};
+
+/// A piece of a stage state blob.
+struct state_chunk {
+  std::uint64_t transfer_id = 0;
+  std::uint32_t stage = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t total_bytes = 0;
+  std::vector<std::uint8_t> data;
+};
+
+/// Shell query.
+struct inspect_request {
+  std::uint64_t request_id = 0;
+  std::string query; ///< 1..1024 bytes
+};
+
+/// Shell answer.
+struct inspect_reply {
+  std::uint64_t request_id = 0;
+  bool ok = false;
+  std::string body;
+};
+
+/// Any wire message.
+using message = std::variant<hello, leave, gossip, join_request, join_reply, activation,
+                             introduction, cost_advert, flow_request, flow_response,
+                             flow_listing, move_proposal, move_response, flow_sync, ping, pong,
+                             bandwidth_sample, gradient_chunk, norm_share, state_request,
+                             state_chunk, inspect_request, inspect_reply>;
+
+/// Name of the message kind held, e.g. "flow_request".
+const char* kind_name(const message& m);
+
+// Field-by-field equality (tensor payloads compare their bytes).
+bool operator==(const tensor_payload& a, const tensor_payload& b);
+#define GWTF_WIRE_EQ(T) bool operator==(const T& a, const T& b);
+GWTF_WIRE_EQ(hello) GWTF_WIRE_EQ(leave) GWTF_WIRE_EQ(peer_record) GWTF_WIRE_EQ(gossip)
+GWTF_WIRE_EQ(join_request) GWTF_WIRE_EQ(join_reply) GWTF_WIRE_EQ(microbatch_ref)
+GWTF_WIRE_EQ(activation) GWTF_WIRE_EQ(target_cost) GWTF_WIRE_EQ(introduction)
+GWTF_WIRE_EQ(cost_advert) GWTF_WIRE_EQ(flow_request) GWTF_WIRE_EQ(flow_response)
+GWTF_WIRE_EQ(flow_entry) GWTF_WIRE_EQ(flow_listing) GWTF_WIRE_EQ(move_proposal)
+GWTF_WIRE_EQ(move_response) GWTF_WIRE_EQ(flow_sync) GWTF_WIRE_EQ(ping) GWTF_WIRE_EQ(pong)
+GWTF_WIRE_EQ(bandwidth_sample) GWTF_WIRE_EQ(gradient_chunk) GWTF_WIRE_EQ(norm_share)
+GWTF_WIRE_EQ(state_request) GWTF_WIRE_EQ(state_chunk) GWTF_WIRE_EQ(inspect_request)
+GWTF_WIRE_EQ(inspect_reply)
+#undef GWTF_WIRE_EQ
+
+} // namespace gwtf::wire

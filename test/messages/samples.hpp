@@ -1,0 +1,58 @@
+// One realistic sample of every wire message kind, for round-trip, hostile-input and
+// cross-process tests and for the fuzzers' seed corpus.
+#pragma once
+
+#include <vector>
+
+#include "messages/types.hpp"
+
+namespace gwtf::test {
+
+inline wire::tensor_payload sample_tensor(std::vector<std::int64_t> shape) {
+  std::int64_t n = 1;
+  for (auto d : shape)
+    n *= d;
+  std::vector<float> values(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < values.size(); ++i)
+    values[i] = static_cast<float>(i) * 0.25f - 3.0f;
+  return wire::tensor_payload::copy_of(wire::dtype::float32, std::move(shape), values.data(),
+                                       values.size() * sizeof(float));
+}
+
+/// Every message kind, in variant order.
+inline std::vector<wire::message> all_samples() {
+  using namespace wire;
+  hello h{"relay-fra-7", "10.0.1.7:4242", peer_role::relay, 2, 8, 42};
+  hello dh{"dh-virginia", "10.0.0.1:4242", peer_role::data_holder, 0, 6, 1};
+  flow_entry f1{1001, "dh-virginia", "r1-ohio", "r3-frankfurt", 0.125};
+  flow_entry f2{1002, "dh-frankfurt", "r1-london", "", 0.5};
+  std::vector<message> out{
+    h,
+    leave{"relay-fra-7", 42},
+    gossip{{peer_record{h, 17, false}, peer_record{dh, 3, true}}},
+    join_request{hello{"joiner-1", "10.0.9.9:4242", peer_role::relay, -1, 4, 0}},
+    join_reply{true, 2, {"r2-oregon", "r2-ireland"}, ""},
+    activation{microbatch_ref{12, 1, 3}, direction::forward, {"dh-virginia", "r1-ohio"},
+               sample_tensor({2, 4, 8}), 1},
+    introduction{"r2-oregon", 2, 3, {target_cost{"dh-virginia", 0.75, -2}}},
+    cost_advert{{target_cost{"dh-virginia", 0.5, 1}, target_cost{"dh-frankfurt", 0.25, -1}}},
+    flow_request{77, "dh-frankfurt", 0.375},
+    flow_response{77, false, reject_reason::stale_cost, 0.5, 2},
+    flow_listing{"r2-oregon", {f1, f2}},
+    move_proposal{5, move_kind::swap, {f1, f2}, 0.9, 0.7, 1.7},
+    move_response{5, true},
+    flow_sync{sync_kind::push_back, 1001, "dh-virginia"},
+    ping{9, 123456789, std::vector<std::uint8_t>(100, 0xab)},
+    pong{9, 123456789, 100},
+    bandwidth_sample{"r1-ohio", 1 << 20, 2'500'000},
+    gradient_chunk{12, 2, {"r2-oregon", "r2-ireland"}, 7, 64, 1024, sample_tensor({32})},
+    norm_share{12, 2, 3.5},
+    state_request{314, 2},
+    state_chunk{314, 2, 16, 64, std::vector<std::uint8_t>(32, 0x5a)},
+    inspect_request{1, "flows"},
+    inspect_reply{1, true, "flows: []\n"},
+  };
+  return out;
+}
+
+} // namespace gwtf::test
