@@ -1,13 +1,8 @@
 // Two real processes on 127.0.0.1: this test and gwtf-wire-peer, connected by CAF's
 // middleman, exchange every wire message kind as Cap'n Proto frames; the peer answers bad
 // frames with errors and keeps serving.
-#include <csignal>
-#include <cstdio>
 #include <random>
-#include <spawn.h>
 #include <string>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -15,67 +10,16 @@
 #include <doctest/doctest.h>
 
 #include "../messages/samples.hpp"
+#include "peer_process.hpp"
 #include "actors/errors.hpp"
 #include "actors/system_setup.hpp"
 #include "actors/wire_frame.hpp"
 
-extern char** environ;
-
 using namespace gwtf;
 using namespace gwtf::actors;
 
-namespace {
-
-// gwtf-wire-peer as a child process; its stdin is our pipe (closing it stops the child).
-class peer_process {
-public:
-  explicit peer_process(const std::string& max_bytes) {
-    int to_child[2];
-    int from_child[2];
-    REQUIRE(pipe(to_child) == 0);
-    REQUIRE(pipe(from_child) == 0);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, to_child[0], 0);
-    posix_spawn_file_actions_adddup2(&fa, from_child[1], 1);
-    posix_spawn_file_actions_addclose(&fa, to_child[1]);
-    posix_spawn_file_actions_addclose(&fa, from_child[0]);
-    std::string exe = GWTF_WIRE_PEER;
-    char* argv[] = {exe.data(), const_cast<char*>(max_bytes.c_str()), nullptr};
-    REQUIRE(posix_spawn(&pid_, exe.c_str(), &fa, nullptr, argv, environ) == 0);
-    posix_spawn_file_actions_destroy(&fa);
-    close(to_child[0]);
-    close(from_child[1]);
-    stdin_ = to_child[1];
-    FILE* out = fdopen(from_child[0], "r");
-    REQUIRE(out != nullptr);
-    int p = 0;
-    // Blocks until the peer has published (or died: then fscanf fails).
-    REQUIRE(std::fscanf(out, "port %d", &p) == 1);
-    port_ = static_cast<std::uint16_t>(p);
-    std::fclose(out);
-  }
-
-  ~peer_process() {
-    close(stdin_);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-  }
-
-  std::uint16_t port() const { return port_; }
-
-  bool alive() const { return kill(pid_, 0) == 0; }
-
-private:
-  pid_t pid_ = -1;
-  int stdin_ = -1;
-  std::uint16_t port_ = 0;
-};
-
-} // namespace
-
 TEST_CASE("two processes exchange every wire message kind; bad frames get errors, not crashes") {
-  peer_process peer{"1048576"};
+  test::peer_process peer{GWTF_WIRE_PEER, "1048576"};
   REQUIRE(peer.port() > 0);
   system_config cfg{node_config{}, fault_config{}, true};
   caf::actor_system sys{cfg};

@@ -4,6 +4,9 @@
 #include <capnp/serialize.h>
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 
 #include "messages/codec.hpp"
@@ -315,4 +318,17 @@ TEST_CASE("codec: a segment table announcing more than was sent is truncated") {
   bytes[4] = 0xff; // size of segment 0, in words
   bytes[5] = 0xff;
   CHECK(reject(bytes).code == wire_error::truncated);
+}
+
+TEST_CASE("codec: the fuzzers' seed corpus decodes (test/fuzz/corpus stays in sync)") {
+  namespace fs = std::filesystem;
+  int seeds = 0;
+  for (auto& entry : fs::directory_iterator(fs::path{GWTF_SOURCE_DIR} / "test/fuzz/corpus/decode")) {
+    std::ifstream in{entry.path(), std::ios::binary};
+    std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    INFO(entry.path().filename().string() << " (regenerate: build/test/gwtf-fuzz-seeds test/fuzz/corpus)");
+    CHECK(std::holds_alternative<message>(decode(bytes.data(), bytes.size())));
+    ++seeds;
+  }
+  CHECK(seeds == static_cast<int>(std::variant_size_v<message>));
 }

@@ -1,0 +1,41 @@
+// Writes the fuzzers' seed corpora: every wire message kind (decode/) and a real stage state
+// blob (state/). usage: gwtf-fuzz-seeds DIR
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "../messages/samples.hpp"
+#include "messages/codec.hpp"
+#include "model/stage.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+void write(const fs::path& p, const std::vector<std::uint8_t>& bytes) {
+  std::ofstream out{p, std::ios::binary};
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+} // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::cerr << "usage: gwtf-fuzz-seeds DIR\n";
+    return 2;
+  }
+  fs::path dir{argv[1]};
+  fs::create_directories(dir / "decode");
+  fs::create_directories(dir / "state");
+  for (auto& m : gwtf::test::all_samples())
+    write(dir / "decode" / (std::string{gwtf::wire::kind_name(m)} + ".bin"), gwtf::wire::encode(m));
+  gwtf::model::model_config m;
+  m.layers = 2;
+  m.hidden = 8;
+  m.heads = 2;
+  m.seq_len = 4;
+  m.vocab = 16;
+  m.stages = 3;
+  gwtf::model::stage s{m, gwtf::model::training_config{}, 1};
+  write(dir / "state" / "stage1.bin", s.export_state());
+  std::cout << "seeds written to " << dir << "\n";
+  return 0;
+}
