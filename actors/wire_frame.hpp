@@ -32,4 +32,7 @@ wire_frame make_frame(const wire::message& msg);
 /// `protocol_mismatch` for another version) error naming what was wrong. Never throws.
 caf::expected<wire::message> open_frame(const wire_frame& frame, const wire::decode_limits& limits);
 
+/// Same, taking the frame's bytes over: decoded tensors point into them (no copy).
+caf::expected<wire::message> open_frame(wire_frame&& frame, const wire::decode_limits& limits);
+
 } // namespace gwtf::actors

@@ -254,6 +254,9 @@ struct filler {
 class checker {
 public:
   std::optional<wire_failure> failure;
+  // When set, the message's bytes live in this buffer for as long as the owner: tensor
+  // payloads may point into it instead of copying.
+  std::shared_ptr<const void> owner;
 
   bool ok() const { return !failure; }
 
@@ -406,7 +409,12 @@ void get(schema::Tensor::Reader r, tensor_payload& x, checker& c, const std::str
                                    + ", data has " + std::to_string(data.size()));
     return;
   }
-  x = tensor_payload::copy_of(x.type, std::move(x.shape), data.begin(), data.size());
+  if (c.owner) {
+    x.bytes = std::shared_ptr<const std::uint8_t>(c.owner, data.begin());
+    x.size = data.size();
+  } else {
+    x = tensor_payload::copy_of(x.type, std::move(x.shape), data.begin(), data.size());
+  }
 }
 
 void get(schema::Leave::Reader r, leave& x, checker& c) {
@@ -577,8 +585,9 @@ void get(schema::InspectReply::Reader r, inspect_reply& x, checker& c) {
 }
 
 template <class T, class Reader>
-std::variant<message, wire_failure> finish(Reader r) {
+std::variant<message, wire_failure> finish(Reader r, const std::shared_ptr<const void>& owner) {
   checker c;
+  c.owner = owner;
   T x;
   get(r, x, c);
   if (c.failure)
@@ -586,32 +595,32 @@ std::variant<message, wire_failure> finish(Reader r) {
   return message{std::move(x)};
 }
 
-std::variant<message, wire_failure> read_body(body_reader body) {
+std::variant<message, wire_failure> read_body(body_reader body, const std::shared_ptr<const void>& owner) {
   using B = schema::Envelope::Body;
   switch (body.which()) {
-    case B::HELLO: return finish<hello>(body.getHello());
-    case B::LEAVE: return finish<leave>(body.getLeave());
-    case B::GOSSIP: return finish<gossip>(body.getGossip());
-    case B::JOIN_REQUEST: return finish<join_request>(body.getJoinRequest());
-    case B::JOIN_REPLY: return finish<join_reply>(body.getJoinReply());
-    case B::ACTIVATION: return finish<activation>(body.getActivation());
-    case B::INTRODUCTION: return finish<introduction>(body.getIntroduction());
-    case B::COST_ADVERT: return finish<cost_advert>(body.getCostAdvert());
-    case B::FLOW_REQUEST: return finish<flow_request>(body.getFlowRequest());
-    case B::FLOW_RESPONSE: return finish<flow_response>(body.getFlowResponse());
-    case B::FLOW_LISTING: return finish<flow_listing>(body.getFlowListing());
-    case B::MOVE_PROPOSAL: return finish<move_proposal>(body.getMoveProposal());
-    case B::MOVE_RESPONSE: return finish<move_response>(body.getMoveResponse());
-    case B::FLOW_SYNC: return finish<flow_sync>(body.getFlowSync());
-    case B::PING: return finish<ping>(body.getPing());
-    case B::PONG: return finish<pong>(body.getPong());
-    case B::BANDWIDTH_SAMPLE: return finish<bandwidth_sample>(body.getBandwidthSample());
-    case B::GRADIENT_CHUNK: return finish<gradient_chunk>(body.getGradientChunk());
-    case B::NORM_SHARE: return finish<norm_share>(body.getNormShare());
-    case B::STATE_REQUEST: return finish<state_request>(body.getStateRequest());
-    case B::STATE_CHUNK: return finish<state_chunk>(body.getStateChunk());
-    case B::INSPECT_REQUEST: return finish<inspect_request>(body.getInspectRequest());
-    case B::INSPECT_REPLY: return finish<inspect_reply>(body.getInspectReply());
+    case B::HELLO: return finish<hello>(body.getHello(), owner);
+    case B::LEAVE: return finish<leave>(body.getLeave(), owner);
+    case B::GOSSIP: return finish<gossip>(body.getGossip(), owner);
+    case B::JOIN_REQUEST: return finish<join_request>(body.getJoinRequest(), owner);
+    case B::JOIN_REPLY: return finish<join_reply>(body.getJoinReply(), owner);
+    case B::ACTIVATION: return finish<activation>(body.getActivation(), owner);
+    case B::INTRODUCTION: return finish<introduction>(body.getIntroduction(), owner);
+    case B::COST_ADVERT: return finish<cost_advert>(body.getCostAdvert(), owner);
+    case B::FLOW_REQUEST: return finish<flow_request>(body.getFlowRequest(), owner);
+    case B::FLOW_RESPONSE: return finish<flow_response>(body.getFlowResponse(), owner);
+    case B::FLOW_LISTING: return finish<flow_listing>(body.getFlowListing(), owner);
+    case B::MOVE_PROPOSAL: return finish<move_proposal>(body.getMoveProposal(), owner);
+    case B::MOVE_RESPONSE: return finish<move_response>(body.getMoveResponse(), owner);
+    case B::FLOW_SYNC: return finish<flow_sync>(body.getFlowSync(), owner);
+    case B::PING: return finish<ping>(body.getPing(), owner);
+    case B::PONG: return finish<pong>(body.getPong(), owner);
+    case B::BANDWIDTH_SAMPLE: return finish<bandwidth_sample>(body.getBandwidthSample(), owner);
+    case B::GRADIENT_CHUNK: return finish<gradient_chunk>(body.getGradientChunk(), owner);
+    case B::NORM_SHARE: return finish<norm_share>(body.getNormShare(), owner);
+    case B::STATE_REQUEST: return finish<state_request>(body.getStateRequest(), owner);
+    case B::STATE_CHUNK: return finish<state_chunk>(body.getStateChunk(), owner);
+    case B::INSPECT_REQUEST: return finish<inspect_request>(body.getInspectRequest(), owner);
+    case B::INSPECT_REPLY: return finish<inspect_reply>(body.getInspectReply(), owner);
   }
   return fail(wire_error::bad_enum, "envelope.body: unknown message kind "
                                       + std::to_string(static_cast<unsigned>(body.which())));
@@ -655,6 +664,12 @@ const char* to_string(wire_error e) {
 }
 
 std::vector<std::uint8_t> encode(const message& msg) {
+  std::vector<std::uint8_t> out;
+  encode(msg, out);
+  return out;
+}
+
+void encode(const message& msg, std::vector<std::uint8_t>& out) {
   capnp::MallocMessageBuilder builder;
   auto env = builder.initRoot<schema::Envelope>();
   env.setMagic(schema::ENVELOPE_MAGIC);
@@ -662,14 +677,16 @@ std::vector<std::uint8_t> encode(const message& msg) {
   std::visit(filler{env.initBody(), builder}, msg);
   // One copy of everything (tensor bytes included) into the output buffer.
   auto segments = builder.getSegmentsForOutput();
-  std::vector<std::uint8_t> out(capnp::computeSerializedSizeInWords(segments) * sizeof(capnp::word));
+  out.resize(capnp::computeSerializedSizeInWords(segments) * sizeof(capnp::word));
   kj::ArrayOutputStream stream(kj::ArrayPtr<kj::byte>(out.data(), out.size()));
   capnp::writeMessage(stream, segments);
-  return out;
 }
 
-std::variant<message, wire_failure> decode(const std::uint8_t* data, std::size_t size,
-                                           const decode_limits& limits) {
+namespace {
+
+std::variant<message, wire_failure> decode_impl(const std::uint8_t* data, std::size_t size,
+                                                const decode_limits& limits,
+                                                std::shared_ptr<const void> owner) {
   if (size > limits.max_bytes)
     return fail(wire_error::too_large, std::to_string(size) + " bytes exceed the limit of "
                                          + std::to_string(limits.max_bytes));
@@ -677,6 +694,8 @@ std::variant<message, wire_failure> decode(const std::uint8_t* data, std::size_t
     return fail(wire_error::truncated, std::to_string(size) + " bytes is not a whole number of "
                                          "8-byte words");
   aligned_words words{data, size};
+  if (words.copy != nullptr)
+    owner.reset(); // read from a private aligned copy: tensor bytes must be copied out
   try {
     auto expected = capnp::expectedSizeInWordsFromPrefix(words.view);
     if (expected > words.view.size())
@@ -695,10 +714,26 @@ std::variant<message, wire_failure> decode(const std::uint8_t* data, std::size_t
       return fail(wire_error::unsupported_version,
                   "version " + std::to_string(env.getVersion()) + ", this build speaks "
                     + std::to_string(schema::PROTOCOL_VERSION));
-    return read_body(env.getBody());
+    return read_body(env.getBody(), owner);
   } catch (const kj::Exception& e) {
     return fail(wire_error::malformed, e.getDescription().cStr());
   }
+}
+
+} // namespace
+
+std::variant<message, wire_failure> decode(const std::uint8_t* data, std::size_t size,
+                                           const decode_limits& limits) {
+  return decode_impl(data, size, limits, nullptr);
+}
+
+std::variant<message, wire_failure> decode(std::shared_ptr<const std::vector<std::uint8_t>> frame,
+                                           const decode_limits& limits) {
+  if (!frame)
+    return fail(wire_error::truncated, "no frame");
+  const auto* data = frame->data();
+  auto size = frame->size();
+  return decode_impl(data, size, limits, std::move(frame));
 }
 
 } // namespace gwtf::wire

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
@@ -45,8 +46,18 @@ struct decode_limits {
 /// bytes are referenced in place by the builder and copied once, into the result.
 std::vector<std::uint8_t> encode(const message& msg);
 
+/// Same, into `out`, reusing its capacity: a sender that keeps its buffer pays no page
+/// faults for large tensors.
+void encode(const message& msg, std::vector<std::uint8_t>& out);
+
 /// Decodes and validates any envelope. Tensor bytes are copied once, out of `data`.
 std::variant<message, wire_failure> decode(const std::uint8_t* data, std::size_t size,
+                                           const decode_limits& limits = {});
+
+/// Decodes a frame the caller hands over: tensor payloads point into `frame` and keep it
+/// alive, so tensor bytes are not copied at all (when the frame is word-aligned, as vector
+/// storage is).
+std::variant<message, wire_failure> decode(std::shared_ptr<const std::vector<std::uint8_t>> frame,
                                            const decode_limits& limits = {});
 
 /// Decodes an envelope that must hold a `T`; another valid kind is `wrong_kind`.

@@ -91,6 +91,29 @@ TEST_CASE("codec: decoded tensors own their bytes (one copy out of the message)"
   CHECK(std::get<message>(r) == sample);
 }
 
+TEST_CASE("codec: a handed-over frame decodes without copying tensor bytes") {
+  auto sample = gwtf::test::all_samples()[5];
+  auto frame = std::make_shared<const std::vector<std::uint8_t>>(encode(sample));
+  const auto* begin = frame->data();
+  const auto* end = begin + frame->size();
+  auto r = decode(frame);
+  REQUIRE(std::holds_alternative<message>(r));
+  auto decoded = std::get<activation>(std::get<message>(r));
+  CHECK(decoded.tensor.bytes.get() >= begin); // the payload points into the frame ...
+  CHECK(decoded.tensor.bytes.get() + decoded.tensor.size <= end);
+  CHECK(reinterpret_cast<std::uintptr_t>(decoded.tensor.bytes.get()) % 8 == 0);
+  frame.reset(); // ... and keeps it alive
+  CHECK(message{decoded} == sample);
+}
+
+TEST_CASE("codec: encoding into a reused buffer gives the same bytes") {
+  std::vector<std::uint8_t> out;
+  for (auto& m : gwtf::test::all_samples()) {
+    encode(m, out);
+    CHECK(out == encode(m));
+  }
+}
+
 TEST_CASE("codec: misaligned input decodes through one copy") {
   auto bytes = encode(gwtf::test::all_samples()[0]);
   std::vector<std::uint8_t> shifted(bytes.size() + 1);
