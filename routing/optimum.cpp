@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <stdexcept>
 
 #include <boost/graph/adjacency_list.hpp>
@@ -114,6 +115,210 @@ optimum_result max_flow_min_cost(const std::vector<flow_node>& nodes, int stages
   std::sort(out.edges.begin(), out.edges.end(), [](const edge_flow& a, const edge_flow& c) {
     return std::tie(a.from, a.to) < std::tie(c.from, c.to);
   });
+  return out;
+}
+
+} // namespace gwtf::routing
+
+namespace gwtf::routing {
+
+namespace {
+
+constexpr double infinity = std::numeric_limits<double>::infinity();
+
+// Cheapest way from some data holder (with remaining outflow) to `target` over edges with
+// remaining flow, and from `source` back to a holder; layered DP over the ring's stages.
+struct decomposer {
+  const std::vector<flow_node>& nodes;
+  int stages;
+  const edge_cost_fn& cost;
+  std::map<std::pair<std::size_t, std::size_t>, int> left; // remaining flow per edge
+
+  std::vector<std::size_t> at_stage(int s) const {
+    std::vector<std::size_t> out;
+    for (std::size_t k = 0; k < nodes.size(); ++k)
+      if (nodes[k].stage == s)
+        out.push_back(k);
+    return out;
+  }
+
+  bool usable(std::size_t a, std::size_t b) const {
+    auto it = left.find({a, b});
+    return it != left.end() && it->second > 0;
+  }
+
+  // Cheapest path holder -> ... -> `to` (at stage st), forward over stages 0..st.
+  std::pair<double, unit_path> prefix(std::size_t to) const {
+    int st = nodes[to].stage;
+    std::map<std::size_t, std::pair<double, unit_path>> best;
+    for (auto h : at_stage(0))
+      best[h] = {0.0, unit_path{h}};
+    for (int s = 1; s <= st; ++s) {
+      std::map<std::size_t, std::pair<double, unit_path>> next;
+      for (auto v : at_stage(s))
+        for (auto& [u, bu] : best)
+          if (usable(u, v)) {
+            double c = bu.first + cost(u, v);
+            if (next.count(v) == 0 || c < next[v].first) {
+              auto p = bu.second;
+              p.push_back(v);
+              next[v] = {c, p};
+            }
+          }
+      best = std::move(next);
+    }
+    if (st == 0)
+      return {0.0, unit_path{to}};
+    auto it = best.find(to);
+    return it == best.end() ? std::make_pair(infinity, unit_path{}) : it->second;
+  }
+
+  // Cheapest path `from` (stage st) -> ... -> stage S-1 -> a holder.
+  std::pair<double, unit_path> suffix(std::size_t from) const {
+    if (nodes[from].stage == 0)
+      return {0.0, unit_path{}}; // reached through the closing edge: the ring is complete
+    std::map<std::size_t, std::pair<double, unit_path>> best{{from, {0.0, unit_path{}}}};
+    for (int s = nodes[from].stage + 1; s <= stages; ++s) {
+      int layer = s % stages;
+      std::map<std::size_t, std::pair<double, unit_path>> next;
+      for (auto v : at_stage(layer))
+        for (auto& [u, bu] : best)
+          if (usable(u, v)) {
+            double c = bu.first + cost(u, v);
+            if (next.count(v) == 0 || c < next[v].first) {
+              auto p = bu.second;
+              p.push_back(v);
+              next[v] = {c, p};
+            }
+          }
+      best = std::move(next);
+    }
+    std::pair<double, unit_path> out{infinity, {}};
+    for (auto& [v, bv] : best)
+      if (bv.first < out.first)
+        out = bv;
+    return out;
+  }
+};
+
+} // namespace
+
+// Splits a flow into unit paths: take the costliest remaining edge and close the cheapest
+// ring through it, so expensive edges are paired with cheap ones.
+std::vector<unit_path> balanced_paths(const std::vector<flow_node>& nodes, int stages,
+                                      const edge_cost_fn& cost, const optimum_result& flow) {
+  std::vector<unit_path> out;
+  decomposer d{nodes, stages, cost, {}};
+  for (auto& e : flow.edges)
+    d.left[{e.from, e.to}] = e.flow;
+  while (true) {
+    std::pair<std::size_t, std::size_t> worst{0, 0};
+    double worst_cost = -1;
+    for (auto& [edge, f] : d.left)
+      if (f > 0 && cost(edge.first, edge.second) > worst_cost) {
+        worst_cost = cost(edge.first, edge.second);
+        worst = edge;
+      }
+    if (worst_cost < 0)
+      break;
+    auto pre = d.prefix(worst.first);
+    auto suf = d.suffix(worst.second);
+    if (!std::isfinite(pre.first) || !std::isfinite(suf.first))
+      break; // cannot happen for a conserved flow; stop rather than loop
+    unit_path p = pre.second;
+    p.push_back(worst.second);
+    p.insert(p.end(), suf.second.begin(), suf.second.end());
+    for (std::size_t i = 0; i + 1 < p.size(); ++i)
+      --d.left[{p[i], p[i + 1]}];
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+double path_cost(const unit_path& path, const edge_cost_fn& cost) {
+  double c = 0;
+  for (std::size_t i = 0; i + 1 < path.size(); ++i)
+    c += cost(path[i], path[i + 1]);
+  return c;
+}
+
+min_max_result max_flow_min_max(const std::vector<flow_node>& nodes, int stages,
+                                const edge_cost_fn& cost) {
+  min_max_result out;
+  auto full = max_flow_min_cost(nodes, stages, cost);
+  // Candidate thresholds: every finite edge cost of the ring.
+  std::vector<double> levels;
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    for (std::size_t j = 0; j < nodes.size(); ++j)
+      if (i != j && nodes[j].stage == (nodes[i].stage + 1) % stages) {
+        double c = cost(i, j);
+        if (std::isfinite(c))
+          levels.push_back(c);
+      }
+  std::sort(levels.begin(), levels.end());
+  levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
+  auto restricted = [&](double tau) {
+    return [&cost, tau](std::size_t a, std::size_t b) {
+      double c = cost(a, b);
+      return c <= tau ? c : infinity;
+    };
+  };
+  out.flow = full;
+  if (full.flows == 0 || levels.empty())
+    return out;
+  // Max flow is monotone in the threshold: binary search the smallest sufficient level.
+  std::size_t lo = 0;
+  std::size_t hi = levels.size() - 1;
+  while (lo < hi) {
+    std::size_t mid = (lo + hi) / 2;
+    if (max_flow_min_cost(nodes, stages, restricted(levels[mid])).flows == full.flows)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  out.bottleneck_s = levels[lo];
+
+  // Upper bound: every threshold from the bottleneck up gives a max flow (the cheapest one
+  // using only those edges); split each into balanced unit paths and keep the best. At most
+  // 64 thresholds, spread evenly, plus the unrestricted one.
+  std::vector<double> sweep;
+  std::size_t span = levels.size() - lo;
+  std::size_t step = std::max<std::size_t>(1, span / 64);
+  for (std::size_t k = lo; k < levels.size(); k += step)
+    sweep.push_back(levels[k]);
+  sweep.push_back(infinity);
+  out.max_path_cost_s = infinity;
+  for (double tau : sweep) {
+    auto candidate = max_flow_min_cost(nodes, stages, restricted(tau));
+    if (candidate.flows != full.flows)
+      continue;
+    auto paths = balanced_paths(nodes, stages, cost, candidate);
+    double worst = 0;
+    for (auto& p : paths)
+      worst = std::max(worst, path_cost(p, cost));
+    if (worst < out.max_path_cost_s - 1e-12) {
+      out.max_path_cost_s = worst;
+      out.flow = std::move(candidate);
+      out.paths = std::move(paths);
+    }
+  }
+
+  // Lower bounds: the average path of the cheapest max flow, and the cheapest full ring
+  // through an edge of cost >= bottleneck (every max flow uses one).
+  double lb = full.total_cost_s / full.flows;
+  decomposer all{nodes, stages, cost, {}};
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    for (std::size_t j = 0; j < nodes.size(); ++j)
+      if (i != j && std::isfinite(cost(i, j)))
+        all.left[{i, j}] = 1;
+  double through = infinity;
+  for (auto& [edge, f] : all.left) {
+    double c = cost(edge.first, edge.second);
+    if (nodes[edge.second].stage != (nodes[edge.first].stage + 1) % stages || c < out.bottleneck_s)
+      continue;
+    through = std::min(through, all.prefix(edge.first).first + c + all.suffix(edge.second).first);
+  }
+  out.lower_bound_s = std::max(lb, std::isfinite(through) ? through : 0.0);
   return out;
 }
 

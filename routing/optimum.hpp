@@ -43,4 +43,29 @@ struct optimum_result {
 optimum_result max_flow_min_cost(const std::vector<flow_node>& nodes, int stages,
                                  const edge_cost_fn& cost);
 
+/// One unit flow: node indices from a data holder through stages 1..S-1 back to a holder.
+using unit_path = std::vector<std::size_t>;
+
+/// Result of `max_flow_min_max`.
+struct min_max_result {
+  optimum_result flow;          ///< the best max flow found for the largest path cost
+  double bottleneck_s = 0;      ///< exact: least possible largest edge cost of any max flow
+  std::vector<unit_path> paths; ///< `flow` split into unit paths, balancing their costs
+  double max_path_cost_s = 0;   ///< largest cost among `paths`: an upper bound on the min-max
+  double lower_bound_s = 0;     ///< a lower bound on the min-max path cost of any max flow
+};
+
+/// The min-max variant of the oracle. Exact for the largest edge cost (threshold search over
+/// max-flow: the smallest threshold whose edges still carry the maximum flow). For the
+/// largest path cost, which GWTF's criterion uses, it returns bounds. Upper: the best
+/// balanced decomposition of the cheapest max flow under each edge threshold from the
+/// bottleneck up. Lower: max(min-cost total / flows, cheapest ring through an edge of cost
+/// >= bottleneck, which every max flow must use). Equal bounds mean an exact answer. Same
+/// single-commodity relaxation as max_flow_min_cost.
+min_max_result max_flow_min_max(const std::vector<flow_node>& nodes, int stages,
+                                const edge_cost_fn& cost);
+
+/// Cost of a unit path (sum of its edges, the closing edge back to the holder included).
+double path_cost(const unit_path& path, const edge_cost_fn& cost);
+
 } // namespace gwtf::routing
