@@ -1,0 +1,212 @@
+// Test harness: N flow balancers wired through an in-memory bus that reorders and delays
+// messages with a seeded generator, plus the checks every converged state must pass.
+#pragma once
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "routing/balancer.hpp"
+
+namespace gwtf::test {
+
+/// A random geo-like instance: stages, hosts, capacities and d_ij.
+struct flow_instance {
+  int stages = 0;
+  std::vector<std::string> ids;
+  std::vector<int> stage;
+  std::vector<int> capacity;
+  std::vector<std::vector<double>> cost; ///< d(i, j)
+
+  static flow_instance random(std::uint64_t seed) {
+    std::mt19937_64 rng{seed};
+    auto pick = [&](int lo, int hi) { return lo + static_cast<int>(rng() % static_cast<unsigned>(hi - lo + 1)); };
+    std::uniform_real_distribution<double> u{0, 1};
+    flow_instance in;
+    in.stages = pick(3, 6);
+    int holders = pick(1, 3);
+    for (int s = 0; s < in.stages; ++s) {
+      int count = s == 0 ? holders : pick(2, 5);
+      for (int k = 0; k < count; ++k) {
+        in.ids.push_back((s == 0 ? "dh" : "r" + std::to_string(s) + "-") + std::to_string(k));
+        in.stage.push_back(s);
+        in.capacity.push_back(s == 0 ? pick(1, 8) : pick(1, 6));
+      }
+    }
+    // Hosts in 4 regions: cheap links inside a region, dear ones across; heterogeneous compute.
+    std::size_t n = in.ids.size();
+    std::vector<int> region(n);
+    std::vector<double> compute(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      region[i] = pick(0, 3);
+      compute[i] = 0.05 + 0.25 * u(rng);
+    }
+    in.cost.assign(n, std::vector<double>(n, 0));
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < n; ++j) {
+        double link = region[i] == region[j] ? 0.005 : 0.03 + 0.1 * u(rng);
+        in.cost[i][j] = (compute[i] + compute[j]) / 2 + link;
+      }
+    for (std::size_t i = 0; i < n; ++i) // symmetric, as d_ij averages both directions
+      for (std::size_t j = 0; j < i; ++j)
+        in.cost[i][j] = in.cost[j][i];
+    return in;
+  }
+};
+
+/// Balancers on an in-memory bus. Within a tick messages are delivered in rounds, each
+/// round in a seeded random order; a message may slip to the next tick (`delay`).
+class balancer_bus {
+public:
+  balancer_bus(const flow_instance& in, std::uint64_t seed, double delay = 0.1,
+               routing::gwtf_config cfg = {})
+    : in_(in), rng_(seed), delay_(delay) {
+    for (std::size_t i = 0; i < in.ids.size(); ++i)
+      nodes_.emplace(in.ids[i], routing::flow_balancer{in.ids[i], in.stage[i], in.stages, in.capacity[i], cfg});
+    for (std::size_t i = 0; i < in.ids.size(); ++i)
+      for (std::size_t j = 0; j < in.ids.size(); ++j) {
+        int si = in.stage[i];
+        int sj = in.stage[j];
+        bool adjacent = sj == (si + 1) % in.stages || si == (sj + 1) % in.stages || (si == sj && i != j);
+        if (adjacent)
+          nodes_.at(in.ids[i]).add_peer(in.ids[j], sj, in.cost[i][j]);
+      }
+  }
+
+  void run(int ticks) {
+    for (int k = 0; k < ticks; ++k)
+      step();
+  }
+
+  /// Crashes a node: it stops; every neighbour learns of it (failure detection).
+  void crash(const std::string& id) {
+    dead_.insert(id);
+    for (auto& [nid, node] : nodes_)
+      if (dead_.count(nid) == 0)
+        send(nid, node.remove_peer(id, now_));
+  }
+
+  const std::map<std::string, routing::flow_balancer>& nodes() const { return nodes_; }
+  const std::set<std::string>& dead() const { return dead_; }
+  std::int64_t now() const { return now_; }
+
+private:
+  struct envelope {
+    std::string from;
+    routing::outgoing out;
+  };
+
+  void send(const std::string& from, std::vector<routing::outgoing> outs) {
+    for (auto& o : outs)
+      queue_.push_back(envelope{from, std::move(o)});
+  }
+
+  void step() {
+    ++now_;
+    std::vector<envelope> carried;
+    carried.swap(later_);
+    for (auto& e : carried)
+      queue_.push_back(std::move(e));
+    for (auto& [id, node] : nodes_)
+      if (dead_.count(id) == 0)
+        send(id, node.tick(now_));
+    for (int round = 0; !queue_.empty() && round < 10000; ++round) {
+      std::vector<envelope> batch;
+      batch.swap(queue_);
+      std::shuffle(batch.begin(), batch.end(), rng_);
+      for (auto& e : batch) {
+        if (dead_.count(e.out.to) > 0 || dead_.count(e.from) > 0)
+          continue;
+        if (std::uniform_real_distribution<double>{0, 1}(rng_) < delay_) {
+          later_.push_back(std::move(e));
+          continue;
+        }
+        send(e.out.to, nodes_.at(e.out.to).handle(e.from, e.out.msg, now_));
+      }
+    }
+  }
+
+  flow_instance in_;
+  std::mt19937_64 rng_;
+  double delay_;
+  std::map<std::string, routing::flow_balancer> nodes_;
+  std::set<std::string> dead_;
+  std::vector<envelope> queue_;
+  std::vector<envelope> later_;
+  std::int64_t now_ = 0;
+};
+
+/// What a converged state looks like, and whether it is valid.
+struct flow_audit {
+  int complete = 0;               ///< rings holder -> 1 -> ... -> S-1 -> same holder
+  int broken = 0;                 ///< built at a holder but not a complete ring
+  int orphans = 0;                ///< relay reservations not on any complete ring
+  bool over_capacity = false;
+  bool through_dead = false;
+  double max_cost = 0;            ///< largest ring cost
+  std::vector<std::string> problems;
+};
+
+inline flow_audit audit(const balancer_bus& bus, const flow_instance& in) {
+  flow_audit a;
+  std::map<std::string, std::size_t> index;
+  for (std::size_t i = 0; i < in.ids.size(); ++i)
+    index[in.ids[i]] = i;
+  std::set<std::pair<std::string, std::uint64_t>> on_ring;
+  for (auto& [id, node] : bus.nodes()) {
+    if (bus.dead().count(id) > 0)
+      continue;
+    if (static_cast<int>(node.flows().size()) > in.capacity[index[id]])
+      a.over_capacity = true;
+    if (node.stage() != 0)
+      continue;
+    for (auto& [fid, f] : node.flows()) {
+      if (!f.built)
+        continue;
+      std::string prev = id;
+      std::string cur = f.next;
+      double cost = 0;
+      bool ok = true;
+      std::vector<std::string> hops;
+      for (int s = 1; s < in.stages && ok; ++s) {
+        auto it = bus.nodes().find(cur);
+        if (it == bus.nodes().end() || bus.dead().count(cur) > 0) {
+          a.through_dead = a.through_dead || it != bus.nodes().end();
+          ok = false;
+          break;
+        }
+        auto fit = it->second.flows().find(fid);
+        ok = it->second.stage() == s && fit != it->second.flows().end() && fit->second.built
+             && fit->second.prev == prev && fit->second.target == id;
+        if (!ok)
+          break;
+        cost += in.cost[index[prev]][index[cur]];
+        hops.push_back(cur);
+        prev = cur;
+        cur = fit->second.next;
+      }
+      ok = ok && cur == id && f.prev == prev;
+      if (ok) {
+        cost += in.cost[index[prev]][index[id]];
+        ++a.complete;
+        a.max_cost = std::max(a.max_cost, cost);
+        for (auto& h : hops)
+          on_ring.insert({h, fid});
+      } else {
+        ++a.broken;
+        a.problems.push_back("flow " + std::to_string(fid) + " of " + id + " is not a complete ring");
+      }
+    }
+  }
+  for (auto& [id, node] : bus.nodes())
+    if (bus.dead().count(id) == 0 && node.stage() != 0)
+      for (auto& [fid, f] : node.flows())
+        if (on_ring.count({id, fid}) == 0)
+          ++a.orphans;
+  return a;
+}
+
+} // namespace gwtf::test

@@ -1,0 +1,78 @@
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "balancer_bus.hpp"
+#include "routing/optimum.hpp"
+
+using namespace gwtf;
+
+namespace {
+
+routing::optimum_result oracle(const test::flow_instance& in, const std::set<std::string>& dead = {}) {
+  std::vector<routing::flow_node> nodes;
+  std::vector<std::size_t> map;
+  for (std::size_t i = 0; i < in.ids.size(); ++i)
+    if (dead.count(in.ids[i]) == 0) {
+      nodes.push_back({in.stage[i], in.capacity[i]});
+      map.push_back(i);
+    }
+  return routing::max_flow_min_cost(nodes, in.stages, [&](std::size_t a, std::size_t b) {
+    return in.cost[map[a]][map[b]];
+  });
+}
+
+} // namespace
+
+TEST_CASE("balancer: one ring through one relay per stage") {
+  test::flow_instance in;
+  in.stages = 3;
+  in.ids = {"dh", "a", "b"};
+  in.stage = {0, 1, 2};
+  in.capacity = {2, 5, 5};
+  in.cost = {{0, 0.1, 0.2}, {0.1, 0, 0.3}, {0.2, 0.3, 0}};
+  test::balancer_bus bus{in, 1, 0.0};
+  bus.run(5);
+  auto a = test::audit(bus, in);
+  CHECK(a.complete == 2); // the holder's capacity
+  CHECK(a.broken == 0);
+  CHECK(a.orphans == 0);
+  CHECK(a.max_cost == doctest::Approx(0.1 + 0.3 + 0.2));
+  CHECK(*bus.nodes().at("a").cost_to("dh") == doctest::Approx(0.3 + 0.2));
+}
+
+TEST_CASE("balancer: 100 random instances with reordered, delayed messages reach the maximum flow") {
+  int reached = 0;
+  std::vector<double> cost_ratio;
+  for (std::uint64_t seed = 1; seed <= 100; ++seed) {
+    auto in = test::flow_instance::random(seed);
+    test::balancer_bus bus{in, seed, 0.1};
+    bus.run(40);
+    auto a = test::audit(bus, in);
+    auto best = oracle(in);
+    INFO("seed " << seed);
+    for (auto& p : a.problems)
+      INFO(p);
+    CHECK_FALSE(a.over_capacity);
+    CHECK(a.broken == 0);
+    CHECK(a.orphans == 0);
+    CHECK(a.complete <= best.flows);
+    reached += a.complete == best.flows ? 1 : 0;
+    auto mm = routing::max_flow_min_max(
+      [&] {
+        std::vector<routing::flow_node> v;
+        for (std::size_t i = 0; i < in.ids.size(); ++i)
+          v.push_back({in.stage[i], in.capacity[i]});
+        return v;
+      }(),
+      in.stages, [&](std::size_t x, std::size_t y) { return in.cost[x][y]; });
+    if (a.complete == best.flows && best.flows > 0)
+      cost_ratio.push_back(a.max_cost / mm.max_path_cost_s);
+  }
+  std::sort(cost_ratio.begin(), cost_ratio.end());
+  MESSAGE("max flow reached on " << reached << " of 100; greedy max ring cost / best known min-max: median "
+          << cost_ratio[cost_ratio.size() / 2] << ", 90th percentile "
+          << cost_ratio[cost_ratio.size() * 9 / 10]);
+  CHECK(reached >= 90);
+}
