@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <random>
 #include <set>
@@ -57,22 +58,32 @@ struct flow_instance {
   }
 };
 
-/// Balancers on an in-memory bus. Within a tick messages are delivered in rounds, each
-/// round in a seeded random order; a message may slip to the next tick (`delay`).
+/// Balancers on an in-memory bus. Each ordered pair of nodes is a FIFO channel, as two CAF
+/// actors over TCP are. Within a tick, channels deliver in rounds, one message each, in a
+/// seeded random order (messages of different channels are reordered freely); a channel
+/// may stall until the next tick (`delay`), delaying everything queued on it.
 class balancer_bus {
 public:
+  /// Nodes in `offline` exist but stay out (as if dead) until `join`.
   balancer_bus(const flow_instance& in, std::uint64_t seed, double delay = 0.1,
-               routing::gwtf_config cfg = {})
-    : in_(in), rng_(seed), delay_(delay) {
+               routing::gwtf_config cfg = {}, std::set<std::string> offline = {})
+    : in_(in), rng_(seed), delay_(delay), dead_(std::move(offline)) {
     for (std::size_t i = 0; i < in.ids.size(); ++i)
       nodes_.emplace(in.ids[i], routing::flow_balancer{in.ids[i], in.stage[i], in.stages, in.capacity[i], cfg});
     for (std::size_t i = 0; i < in.ids.size(); ++i)
-      for (std::size_t j = 0; j < in.ids.size(); ++j) {
-        int si = in.stage[i];
-        int sj = in.stage[j];
-        bool adjacent = sj == (si + 1) % in.stages || si == (sj + 1) % in.stages || (si == sj && i != j);
-        if (adjacent)
-          nodes_.at(in.ids[i]).add_peer(in.ids[j], sj, in.cost[i][j]);
+      for (std::size_t j = 0; j < in.ids.size(); ++j)
+        if (adjacent(i, j) && dead_.count(in.ids[i]) == 0 && dead_.count(in.ids[j]) == 0)
+          nodes_.at(in.ids[i]).add_peer(in.ids[j], in.stage[j], in.cost[i][j]);
+  }
+
+  /// An offline node joins: it and its neighbours learn of each other.
+  void join(const std::string& id) {
+    dead_.erase(id);
+    std::size_t i = index(id);
+    for (std::size_t j = 0; j < in_.ids.size(); ++j)
+      if (adjacent(i, j) && dead_.count(in_.ids[j]) == 0) {
+        nodes_.at(id).add_peer(in_.ids[j], in_.stage[j], in_.cost[i][j]);
+        nodes_.at(in_.ids[j]).add_peer(id, in_.stage[i], in_.cost[j][i]);
       }
   }
 
@@ -94,37 +105,50 @@ public:
   std::int64_t now() const { return now_; }
 
 private:
-  struct envelope {
-    std::string from;
-    routing::outgoing out;
-  };
+  bool adjacent(std::size_t i, std::size_t j) const {
+    int si = in_.stage[i];
+    int sj = in_.stage[j];
+    return i != j && (sj == (si + 1) % in_.stages || si == (sj + 1) % in_.stages || si == sj);
+  }
+
+  std::size_t index(const std::string& id) const {
+    return static_cast<std::size_t>(std::find(in_.ids.begin(), in_.ids.end(), id) - in_.ids.begin());
+  }
+
+  using channel = std::pair<std::string, std::string>; // (from, to)
 
   void send(const std::string& from, std::vector<routing::outgoing> outs) {
     for (auto& o : outs)
-      queue_.push_back(envelope{from, std::move(o)});
+      channels_[{from, o.to}].push_back(std::move(o.msg));
   }
 
   void step() {
     ++now_;
-    std::vector<envelope> carried;
-    carried.swap(later_);
-    for (auto& e : carried)
-      queue_.push_back(std::move(e));
     for (auto& [id, node] : nodes_)
       if (dead_.count(id) == 0)
         send(id, node.tick(now_));
-    for (int round = 0; !queue_.empty() && round < 10000; ++round) {
-      std::vector<envelope> batch;
-      batch.swap(queue_);
-      std::shuffle(batch.begin(), batch.end(), rng_);
-      for (auto& e : batch) {
-        if (dead_.count(e.out.to) > 0 || dead_.count(e.from) > 0)
-          continue;
-        if (std::uniform_real_distribution<double>{0, 1}(rng_) < delay_) {
-          later_.push_back(std::move(e));
+    std::set<channel> stalled;
+    for (int round = 0; round < 100000; ++round) {
+      std::vector<channel> ready;
+      for (auto& [ch, q] : channels_)
+        if (!q.empty() && stalled.count(ch) == 0)
+          ready.push_back(ch);
+      if (ready.empty())
+        break;
+      std::shuffle(ready.begin(), ready.end(), rng_);
+      for (auto& ch : ready) {
+        auto& q = channels_[ch];
+        if (dead_.count(ch.first) > 0 || dead_.count(ch.second) > 0) {
+          q.clear(); // a crashed end: the connection and its queue are gone
           continue;
         }
-        send(e.out.to, nodes_.at(e.out.to).handle(e.from, e.out.msg, now_));
+        if (std::uniform_real_distribution<double>{0, 1}(rng_) < delay_) {
+          stalled.insert(ch); // the rest of this channel waits for the next tick
+          continue;
+        }
+        auto msg = std::move(q.front());
+        q.pop_front();
+        send(ch.second, nodes_.at(ch.second).handle(ch.first, msg, now_));
       }
     }
   }
@@ -134,8 +158,7 @@ private:
   double delay_;
   std::map<std::string, routing::flow_balancer> nodes_;
   std::set<std::string> dead_;
-  std::vector<envelope> queue_;
-  std::vector<envelope> later_;
+  std::map<channel, std::deque<wire::message>> channels_;
   std::int64_t now_ = 0;
 };
 

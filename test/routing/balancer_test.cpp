@@ -76,3 +76,60 @@ TEST_CASE("balancer: 100 random instances with reordered, delayed messages reach
           << cost_ratio[cost_ratio.size() * 9 / 10]);
   CHECK(reached >= 90);
 }
+
+TEST_CASE("balancer: crashes of relays and data holders are absorbed; nothing runs through the dead") {
+  int recovered = 0;
+  int cases = 0;
+  for (std::uint64_t seed = 1; seed <= 60; ++seed) {
+    auto in = test::flow_instance::random(seed);
+    test::balancer_bus bus{in, seed, 0.1};
+    bus.run(30);
+    // Crash one node per relay stage that has a spare replica, and sometimes a data holder.
+    std::mt19937_64 rng{seed * 7919};
+    std::set<std::string> crashed;
+    for (int s = 1; s < in.stages; ++s) {
+      std::vector<std::string> at;
+      for (std::size_t i = 0; i < in.ids.size(); ++i)
+        if (in.stage[i] == s)
+          at.push_back(in.ids[i]);
+      if (at.size() > 1 && rng() % 2 == 0)
+        crashed.insert(at[rng() % at.size()]);
+    }
+    int holders = static_cast<int>(std::count(in.stage.begin(), in.stage.end(), 0));
+    if (holders > 1 && rng() % 3 == 0)
+      crashed.insert("dh0");
+    for (auto& id : crashed)
+      bus.crash(id);
+    bus.run(40);
+    auto a = test::audit(bus, in);
+    auto best = oracle(in, crashed);
+    INFO("seed " << seed << ", crashed " << crashed.size());
+    for (auto& p : a.problems)
+      INFO(p);
+    CHECK_FALSE(a.over_capacity);
+    CHECK_FALSE(a.through_dead);
+    CHECK(a.broken == 0);
+    CHECK(a.orphans == 0);
+    ++cases;
+    recovered += a.complete == best.flows ? 1 : 0;
+  }
+  MESSAGE("after crashes, max flow restored on " << recovered << " of " << cases << " instances");
+  CHECK(recovered >= cases * 9 / 10);
+}
+
+TEST_CASE("balancer: a relay joining the bottleneck stage raises the flow count") {
+  test::flow_instance in;
+  in.stages = 3;
+  in.ids = {"dh", "a", "b", "b2"};
+  in.stage = {0, 1, 2, 2};
+  in.capacity = {6, 6, 2, 3};
+  in.cost.assign(4, std::vector<double>(4, 0.1));
+  test::balancer_bus bus{in, 3, 0.1, {}, {"b2"}};
+  bus.run(20);
+  CHECK(test::audit(bus, in).complete == 2); // stage 2 (b, capacity 2) is the bottleneck
+  bus.join("b2");
+  bus.run(20);
+  auto a = test::audit(bus, in);
+  CHECK(a.complete == 5);
+  CHECK(a.orphans == 0);
+}
