@@ -109,6 +109,23 @@ std::vector<outgoing> flow_balancer::tick(std::int64_t now) {
   for (auto fid : expired)
     release(fid, out, wire::reject_reason::no_spare_path);
 
+  // A data holder's ring that lost its closing hop and was not re-closed is rebuilt.
+  if (holder()) {
+    std::vector<std::uint64_t> unclosed;
+    for (auto& [fid, f] : flows_)
+      if (f.built && f.prev.empty() && f.unclosed_since >= 0
+          && now - f.unclosed_since > cfg_.half_built_ttl_ticks)
+        unclosed.push_back(fid);
+    for (auto fid : unclosed)
+      release(fid, out, wire::reject_reason::no_spare_path);
+  }
+
+  // Anti-entropy: every few ticks each relay asks its upstream whether it still feeds it.
+  if (!holder() && now % cfg_.anti_entropy_ticks == 0)
+    for (auto& [fid, f] : flows_)
+      if (f.built && !f.prev.empty())
+        out.push_back({f.prev, wire::flow_sync{wire::sync_kind::check, fid, f.target}});
+
   // A data holder starts as many flows as its capacity allows and a first hop can take.
   if (holder()) {
     while (spare() > 0) {
@@ -163,6 +180,7 @@ std::vector<outgoing> flow_balancer::on_request(const std::string& from, const w
     // upstream, a new last relay closes the same flow: the newest closing wins.
     if (r.target == self_ && it != flows_.end()) {
       it->second.prev = from;
+      it->second.unclosed_since = -1;
       out.push_back({from, wire::flow_response{r.flow_id, true, wire::reject_reason::none, 0.0, 0}});
     } else {
       out.push_back({from, wire::flow_response{r.flow_id, false, wire::reject_reason::duplicate, 0.0, 0}});
@@ -260,11 +278,18 @@ std::vector<outgoing> flow_balancer::handle(const std::string& from, const wire:
   if (auto* s = std::get_if<wire::flow_sync>(&msg)) {
     std::vector<outgoing> out;
     auto it = flows_.find(s->flow_id);
+    // Anti-entropy: a downstream hop asks whether we still feed it this flow.
+    if (s->kind == wire::sync_kind::check) {
+      if (it == flows_.end() || it->second.next != from)
+        out.push_back({from, wire::flow_sync{wire::sync_kind::cancel, s->flow_id, s->target}});
+      return out;
+    }
     // Only the upstream hop of a flow may cancel it here.
     if (s->kind != wire::sync_kind::cancel || it == flows_.end() || it->second.prev != from)
       return out;
     if (holder()) {
       it->second.prev.clear(); // the old tail is gone; a re-routed flow closes anew
+      it->second.unclosed_since = now;
       return out;
     }
     auto f = it->second;
@@ -289,8 +314,10 @@ std::vector<outgoing> flow_balancer::remove_peer(const std::string& id, std::int
       continue;
     auto& f = it->second;
     if (holder()) {
-      if (f.prev == id)
+      if (f.prev == id) {
         f.prev.clear(); // the last relay is gone; the hop before it re-routes and re-closes
+        f.unclosed_since = now;
+      }
       if (f.next == id) {
         // The first relay is gone: rebuild from here; its old tail is cancelled by the
         // relay after the dead one.

@@ -6,8 +6,11 @@
 // spare capacity as demand), flow building by request/accept with capacity reservation hop
 // by hop, the ring closed at the originating data holder, stale-cost / over-capacity /
 // no-path rejections that refresh the requester's view, time-to-live on half-built flows,
-// and disconnects (flows through a lost peer are released and rebuilt).
-// Not yet: annealing moves (REDIRECT/SWAP) and anti-entropy over lossy links.
+// disconnects (flows through a lost peer are released and rebuilt), and anti-entropy: every
+// few ticks each hop CHECKs its upstream, which cancels flows it no longer feeds, so lost
+// messages cannot leave orphan reservations; a data holder rebuilds a ring whose closing hop
+// stays missing.
+// Not yet: annealing moves (REDIRECT/SWAP): see docs/routing.md.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +40,7 @@ struct held_flow {
   bool built = false;          ///< the whole ring is confirmed
   std::int64_t since_tick = 0; ///< when it was reserved (TTL of half-built flows)
   std::set<std::string> tried; ///< next hops that rejected it
+  std::int64_t unclosed_since = -1; ///< data holder: when the ring lost its closing hop
 };
 
 /// The balancer of one node.

@@ -61,13 +61,14 @@ struct flow_instance {
 /// Balancers on an in-memory bus. Each ordered pair of nodes is a FIFO channel, as two CAF
 /// actors over TCP are. Within a tick, channels deliver in rounds, one message each, in a
 /// seeded random order (messages of different channels are reordered freely); a channel
-/// may stall until the next tick (`delay`), delaying everything queued on it.
+/// may stall until the next tick (`delay`), delaying everything queued on it; a message may
+/// be lost (`drop`).
 class balancer_bus {
 public:
   /// Nodes in `offline` exist but stay out (as if dead) until `join`.
   balancer_bus(const flow_instance& in, std::uint64_t seed, double delay = 0.1,
-               routing::gwtf_config cfg = {}, std::set<std::string> offline = {})
-    : in_(in), rng_(seed), delay_(delay), dead_(std::move(offline)) {
+               routing::gwtf_config cfg = {}, std::set<std::string> offline = {}, double drop = 0)
+    : in_(in), rng_(seed), delay_(delay), drop_(drop), dead_(std::move(offline)) {
     for (std::size_t i = 0; i < in.ids.size(); ++i)
       nodes_.emplace(in.ids[i], routing::flow_balancer{in.ids[i], in.stage[i], in.stages, in.capacity[i], cfg});
     for (std::size_t i = 0; i < in.ids.size(); ++i)
@@ -91,6 +92,9 @@ public:
     for (int k = 0; k < ticks; ++k)
       step();
   }
+
+  /// Stops losing messages (to let the protocol settle before an audit).
+  void heal() { drop_ = 0; }
 
   /// Crashes a node: it stops; every neighbour learns of it (failure detection).
   void crash(const std::string& id) {
@@ -148,6 +152,8 @@ private:
         }
         auto msg = std::move(q.front());
         q.pop_front();
+        if (drop_ > 0 && std::uniform_real_distribution<double>{0, 1}(rng_) < drop_)
+          continue; // lost
         send(ch.second, nodes_.at(ch.second).handle(ch.first, msg, now_));
       }
     }
@@ -156,6 +162,7 @@ private:
   flow_instance in_;
   std::mt19937_64 rng_;
   double delay_;
+  double drop_;
   std::map<std::string, routing::flow_balancer> nodes_;
   std::set<std::string> dead_;
   std::map<channel, std::deque<wire::message>> channels_;
