@@ -1,0 +1,27 @@
+// Where a joining host should go (../shared/design/gwtf.md, "A joining node goes to the
+// bottleneck stage, choosing the placement that most lowers iteration time per
+// microbatch"): every relay stage is tried with the oracle on the joiner's view of the
+// cluster; the stage giving the most flows wins, then the lowest cost per flow.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "routing/optimum.hpp"
+
+namespace gwtf::routing {
+
+/// The chosen stage and what the cluster would get.
+struct placement {
+  int stage = -1;             ///< relay stage 1..S-1; -1 when there is none
+  int flows = 0;              ///< maximum flows with the joiner there
+  double cost_per_flow_s = 0; ///< mean flow cost with the joiner there
+};
+
+/// Evaluates the joiner at each relay stage. `nodes` are the known hosts; the joiner is
+/// appended as index nodes.size(), and `costs_with_joiner_at(stage)` gives edge costs for
+/// that layout. Ties: the lower stage (deterministic).
+placement choose_join_stage(const std::vector<flow_node>& nodes, int stages, int capacity,
+                            const std::function<edge_cost_fn(int stage)>& costs_with_joiner_at);
+
+} // namespace gwtf::routing

@@ -1,0 +1,46 @@
+#include <doctest/doctest.h>
+
+#include <limits>
+
+#include "routing/placement.hpp"
+
+using namespace gwtf::routing;
+
+TEST_CASE("placement: a joiner goes to the bottleneck stage") {
+  // Stage capacities: holder 8, stage 1: 6, stage 2: 2 (bottleneck), stage 3: 5.
+  std::vector<flow_node> nodes{{0, 8}, {1, 6}, {2, 2}, {3, 5}};
+  auto uniform = [](int) -> edge_cost_fn { return [](std::size_t, std::size_t) { return 0.1; }; };
+  auto p = choose_join_stage(nodes, 4, 3, uniform);
+  CHECK(p.stage == 2);
+  CHECK(p.flows == 5); // 2 + 3 at stage 2; stage 3 (5) is the next limit
+}
+
+TEST_CASE("placement: with equal flow gains, the cheaper placement wins") {
+  // Two relay stages with spare capacity beyond the holder's: no stage is a bottleneck, so
+  // the joiner goes where its links make flows cheapest.
+  std::vector<flow_node> nodes{{0, 2}, {1, 4}, {2, 4}};
+  auto costs = [](int stage) -> edge_cost_fn {
+    return [stage](std::size_t a, std::size_t b) {
+      bool joiner = a == 3 || b == 3;
+      if (!joiner)
+        return 0.5;
+      return stage == 2 ? 0.1 : 0.9; // the joiner's links are short only in stage 2
+    };
+  };
+  auto p = choose_join_stage(nodes, 3, 4, costs);
+  CHECK(p.stage == 2);
+  CHECK(p.flows == 2);
+  CHECK(p.cost_per_flow_s == doctest::Approx(0.5 + 0.1 + 0.1));
+}
+
+TEST_CASE("placement: S = 2 has one relay stage; without usable links nothing is gained") {
+  auto p = choose_join_stage({{0, 1}}, 1 + 1, 1, [](int) -> edge_cost_fn {
+    return [](std::size_t, std::size_t) { return 0.1; };
+  });
+  CHECK(p.stage == 1);
+  CHECK(p.flows == 1);
+  auto none = choose_join_stage({{0, 1}}, 2, 1, [](int) -> edge_cost_fn {
+    return [](std::size_t, std::size_t) { return std::numeric_limits<double>::infinity(); };
+  });
+  CHECK(none.flows == 0);
+}
