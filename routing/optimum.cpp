@@ -147,28 +147,35 @@ struct decomposer {
     return it != left.end() && it->second > 0;
   }
 
+  using frontier = std::map<std::size_t, std::pair<double, unit_path>>;
+
+  // One layer of the DP: the cheapest way to each node of `layer` from `best` over edges
+  // with remaining flow.
+  frontier relax(const frontier& best, int layer) const {
+    frontier next;
+    for (auto v : at_stage(layer))
+      for (auto& [u, bu] : best)
+        if (usable(u, v)) {
+          double c = bu.first + cost(u, v);
+          if (next.count(v) == 0 || c < next[v].first) {
+            auto p = bu.second;
+            p.push_back(v);
+            next[v] = {c, p};
+          }
+        }
+    return next;
+  }
+
   // Cheapest path holder -> ... -> `to` (at stage st), forward over stages 0..st.
   std::pair<double, unit_path> prefix(std::size_t to) const {
     int st = nodes[to].stage;
-    std::map<std::size_t, std::pair<double, unit_path>> best;
-    for (auto h : at_stage(0))
-      best[h] = {0.0, unit_path{h}};
-    for (int s = 1; s <= st; ++s) {
-      std::map<std::size_t, std::pair<double, unit_path>> next;
-      for (auto v : at_stage(s))
-        for (auto& [u, bu] : best)
-          if (usable(u, v)) {
-            double c = bu.first + cost(u, v);
-            if (next.count(v) == 0 || c < next[v].first) {
-              auto p = bu.second;
-              p.push_back(v);
-              next[v] = {c, p};
-            }
-          }
-      best = std::move(next);
-    }
     if (st == 0)
       return {0.0, unit_path{to}};
+    frontier best;
+    for (auto h : at_stage(0))
+      best[h] = {0.0, unit_path{h}};
+    for (int s = 1; s <= st; ++s)
+      best = relax(best, s);
     auto it = best.find(to);
     return it == best.end() ? std::make_pair(infinity, unit_path{}) : it->second;
   }
@@ -177,22 +184,9 @@ struct decomposer {
   std::pair<double, unit_path> suffix(std::size_t from) const {
     if (nodes[from].stage == 0)
       return {0.0, unit_path{}}; // reached through the closing edge: the ring is complete
-    std::map<std::size_t, std::pair<double, unit_path>> best{{from, {0.0, unit_path{}}}};
-    for (int s = nodes[from].stage + 1; s <= stages; ++s) {
-      int layer = s % stages;
-      std::map<std::size_t, std::pair<double, unit_path>> next;
-      for (auto v : at_stage(layer))
-        for (auto& [u, bu] : best)
-          if (usable(u, v)) {
-            double c = bu.first + cost(u, v);
-            if (next.count(v) == 0 || c < next[v].first) {
-              auto p = bu.second;
-              p.push_back(v);
-              next[v] = {c, p};
-            }
-          }
-      best = std::move(next);
-    }
+    frontier best{{from, {0.0, unit_path{}}}};
+    for (int s = nodes[from].stage + 1; s <= stages; ++s)
+      best = relax(best, s % stages);
     std::pair<double, unit_path> out{infinity, {}};
     for (auto& [v, bv] : best)
       if (bv.first < out.first)

@@ -6,7 +6,7 @@
 
 #include "../messages/samples.hpp"
 #include "messages/codec.hpp"
-#include "model/stage.hpp"
+#include "state_target.hpp"
 
 namespace fs = std::filesystem;
 
@@ -27,15 +27,7 @@ int main(int argc, char** argv) {
   fs::create_directories(dir / "state");
   for (auto& m : gwtf::test::all_samples())
     write(dir / "decode" / (std::string{gwtf::wire::kind_name(m)} + ".bin"), gwtf::wire::encode(m));
-  gwtf::model::model_config m;
-  m.layers = 2;
-  m.hidden = 8;
-  m.heads = 2;
-  m.seq_len = 4;
-  m.vocab = 16;
-  m.stages = 3;
-  gwtf::model::stage s{m, gwtf::model::training_config{}, 1};
-  write(dir / "state" / "stage1.bin", s.export_state());
+  write(dir / "state" / "stage1.bin", gwtf::test::fuzz_state_stage().export_state());
   std::cout << "seeds written to " << dir << "\n";
   return 0;
 }

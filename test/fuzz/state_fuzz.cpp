@@ -2,21 +2,12 @@
 // from a replica. A rejected blob must leave the stage unchanged.
 #include <cstdlib>
 
-#include "model/stage.hpp"
+#include "state_target.hpp"
 
 namespace {
 
 gwtf::model::stage& target() {
-  static gwtf::model::stage s = [] {
-    gwtf::model::model_config m;
-    m.layers = 2;
-    m.hidden = 8;
-    m.heads = 2;
-    m.seq_len = 4;
-    m.vocab = 16;
-    m.stages = 3;
-    return gwtf::model::stage{m, gwtf::model::training_config{}, 1};
-  }();
+  static gwtf::model::stage s = gwtf::test::fuzz_state_stage();
   return s;
 }
 

@@ -23,6 +23,16 @@ routing::optimum_result oracle(const test::flow_instance& in, const std::set<std
   });
 }
 
+// What every converged state must satisfy.
+void check_valid(const test::flow_audit& a) {
+  for (auto& p : a.problems)
+    INFO(p);
+  CHECK_FALSE(a.over_capacity);
+  CHECK_FALSE(a.through_dead);
+  CHECK(a.broken == 0);
+  CHECK(a.orphans == 0);
+}
+
 } // namespace
 
 TEST_CASE("balancer: one ring through one relay per stage") {
@@ -52,11 +62,7 @@ TEST_CASE("balancer: 100 random instances with reordered, delayed messages reach
     auto a = test::audit(bus, in);
     auto best = oracle(in);
     INFO("seed " << seed);
-    for (auto& p : a.problems)
-      INFO(p);
-    CHECK_FALSE(a.over_capacity);
-    CHECK(a.broken == 0);
-    CHECK(a.orphans == 0);
+    check_valid(a);
     CHECK(a.complete <= best.flows);
     reached += a.complete == best.flows ? 1 : 0;
     auto mm = routing::max_flow_min_max(
@@ -104,12 +110,7 @@ TEST_CASE("balancer: crashes of relays and data holders are absorbed; nothing ru
     auto a = test::audit(bus, in);
     auto best = oracle(in, crashed);
     INFO("seed " << seed << ", crashed " << crashed.size());
-    for (auto& p : a.problems)
-      INFO(p);
-    CHECK_FALSE(a.over_capacity);
-    CHECK_FALSE(a.through_dead);
-    CHECK(a.broken == 0);
-    CHECK(a.orphans == 0);
+    check_valid(a);
     ++cases;
     recovered += a.complete == best.flows ? 1 : 0;
   }
@@ -153,12 +154,7 @@ TEST_CASE("balancer: with 2% of messages lost, anti-entropy leaves no orphans an
     auto a = test::audit(bus, in);
     auto best = oracle(in, bus.dead());
     INFO("seed " << seed);
-    for (auto& p : a.problems)
-      INFO(p);
-    CHECK_FALSE(a.over_capacity);
-    CHECK_FALSE(a.through_dead);
-    CHECK(a.broken == 0);
-    CHECK(a.orphans == 0);
+    check_valid(a);
     ++cases;
     reached += a.complete == best.flows ? 1 : 0;
   }
