@@ -270,7 +270,8 @@ network_result parse_network(const std::string& text, const std::string& file) {
   return out;
 }
 
-/// Cross-section checks and path resolution; `net_errors` receives the matrix file's own.
+/// Cross-section checks and path resolution; `errors` also receives the network matrix
+/// file's own errors (they name that file).
 void validate_cluster(cluster_config& cfg, reader& r, const fs::path& base_dir,
                       std::vector<config_error>& errors) {
   auto section = [&r](std::string prefix) {
