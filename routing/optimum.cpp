@@ -297,22 +297,46 @@ min_max_result max_flow_min_max(const std::vector<flow_node>& nodes, int stages,
     }
   }
 
-  // Lower bounds: the average path of the cheapest max flow, and the cheapest full ring
-  // through an edge of cost >= bottleneck (every max flow uses one).
-  double lb = full.total_cost_s / full.flows;
+  // Lower bounds. (1) The average path of the cheapest max flow. (2) Every edge e lies on
+  // rings no cheaper than ring_min(e) (cheapest prefix + e + cheapest suffix). Any max flow
+  // whose paths all cost <= tau uses only edges with ring_min <= tau, so the least tau at
+  // which those edges still carry the maximum flow bounds the min-max from below.
   decomposer all{nodes, stages, cost, {}};
   for (std::size_t i = 0; i < nodes.size(); ++i)
     for (std::size_t j = 0; j < nodes.size(); ++j)
-      if (i != j && std::isfinite(cost(i, j)))
+      if (i != j && nodes[j].stage == (nodes[i].stage + 1) % stages && std::isfinite(cost(i, j)))
         all.left[{i, j}] = 1;
-  double through = infinity;
+  std::map<std::pair<std::size_t, std::size_t>, double> ring_min;
+  std::vector<double> ring_levels;
   for (auto& [edge, f] : all.left) {
-    double c = cost(edge.first, edge.second);
-    if (nodes[edge.second].stage != (nodes[edge.first].stage + 1) % stages || c < out.bottleneck_s)
-      continue;
-    through = std::min(through, all.prefix(edge.first).first + c + all.suffix(edge.second).first);
+    double r = all.prefix(edge.first).first + cost(edge.first, edge.second)
+               + all.suffix(edge.second).first;
+    ring_min[edge] = r;
+    if (std::isfinite(r))
+      ring_levels.push_back(r);
   }
-  out.lower_bound_s = std::max(lb, std::isfinite(through) ? through : 0.0);
+  std::sort(ring_levels.begin(), ring_levels.end());
+  ring_levels.erase(std::unique(ring_levels.begin(), ring_levels.end()), ring_levels.end());
+  auto ring_restricted = [&](double tau) {
+    return [&, tau](std::size_t a, std::size_t b) {
+      auto it = ring_min.find({a, b});
+      return it != ring_min.end() && it->second <= tau ? cost(a, b) : infinity;
+    };
+  };
+  double ring_bound = 0;
+  if (!ring_levels.empty()) {
+    std::size_t rlo = 0;
+    std::size_t rhi = ring_levels.size() - 1;
+    while (rlo < rhi) {
+      std::size_t mid = (rlo + rhi) / 2;
+      if (max_flow_min_cost(nodes, stages, ring_restricted(ring_levels[mid])).flows == full.flows)
+        rhi = mid;
+      else
+        rlo = mid + 1;
+    }
+    ring_bound = ring_levels[rlo];
+  }
+  out.lower_bound_s = std::max(full.total_cost_s / full.flows, ring_bound);
   return out;
 }
 

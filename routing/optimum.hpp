@@ -59,9 +59,9 @@ struct min_max_result {
 /// max-flow: the smallest threshold whose edges still carry the maximum flow). For the
 /// largest path cost, which GWTF's criterion uses, it returns bounds. Upper: the best
 /// balanced decomposition of the cheapest max flow under each edge threshold from the
-/// bottleneck up. Lower: max(min-cost total / flows, cheapest ring through an edge of cost
-/// >= bottleneck, which every max flow must use). Equal bounds mean an exact answer. Same
-/// single-commodity relaxation as max_flow_min_cost.
+/// bottleneck up. Lower: max(min-cost total / flows, the least tau such that the edges whose
+/// cheapest ring costs <= tau still carry the maximum flow). Equal bounds mean an exact
+/// answer. Same single-commodity relaxation as max_flow_min_cost.
 min_max_result max_flow_min_max(const std::vector<flow_node>& nodes, int stages,
                                 const edge_cost_fn& cost);
 
