@@ -229,6 +229,22 @@ std::vector<unit_path> balanced_paths(const std::vector<flow_node>& nodes, int s
   return out;
 }
 
+// Index of the smallest of the sorted, non-empty `levels` for which `enough` holds, given that
+// it holds for the largest and is monotone (max flow only grows with the threshold).
+template <class Enough>
+std::size_t least_sufficient(const std::vector<double>& levels, Enough&& enough) {
+  std::size_t lo = 0;
+  std::size_t hi = levels.size() - 1;
+  while (lo < hi) {
+    std::size_t mid = (lo + hi) / 2;
+    if (enough(levels[mid]))
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
+
 double path_cost(const unit_path& path, const edge_cost_fn& cost) {
   double c = 0;
   for (std::size_t i = 0; i + 1 < path.size(); ++i)
@@ -260,16 +276,9 @@ min_max_result max_flow_min_max(const std::vector<flow_node>& nodes, int stages,
   out.flow = full;
   if (full.flows == 0 || levels.empty())
     return out;
-  // Max flow is monotone in the threshold: binary search the smallest sufficient level.
-  std::size_t lo = 0;
-  std::size_t hi = levels.size() - 1;
-  while (lo < hi) {
-    std::size_t mid = (lo + hi) / 2;
-    if (max_flow_min_cost(nodes, stages, restricted(levels[mid])).flows == full.flows)
-      hi = mid;
-    else
-      lo = mid + 1;
-  }
+  std::size_t lo = least_sufficient(levels, [&](double tau) {
+    return max_flow_min_cost(nodes, stages, restricted(tau)).flows == full.flows;
+  });
   out.bottleneck_s = levels[lo];
 
   // Upper bound: every threshold from the bottleneck up gives a max flow (the cheapest one
@@ -324,18 +333,10 @@ min_max_result max_flow_min_max(const std::vector<flow_node>& nodes, int stages,
     };
   };
   double ring_bound = 0;
-  if (!ring_levels.empty()) {
-    std::size_t rlo = 0;
-    std::size_t rhi = ring_levels.size() - 1;
-    while (rlo < rhi) {
-      std::size_t mid = (rlo + rhi) / 2;
-      if (max_flow_min_cost(nodes, stages, ring_restricted(ring_levels[mid])).flows == full.flows)
-        rhi = mid;
-      else
-        rlo = mid + 1;
-    }
-    ring_bound = ring_levels[rlo];
-  }
+  if (!ring_levels.empty())
+    ring_bound = ring_levels[least_sufficient(ring_levels, [&](double tau) {
+      return max_flow_min_cost(nodes, stages, ring_restricted(tau)).flows == full.flows;
+    })];
   out.lower_bound_s = std::max(full.total_cost_s / full.flows, ring_bound);
   return out;
 }
