@@ -31,6 +31,7 @@ system_config::system_config(const node_config& node, const fault_config& faults
   });
   // Everything that crosses hosts is a wire_frame of Cap'n Proto bytes (docs/wire.md).
   add_message_type<wire_frame>("gwtf::wire_frame");
+  add_message_type<std::vector<std::uint64_t>>("std::vector<std::uint64_t>");
   if (with_network)
     load<caf::io::middleman>();
 }

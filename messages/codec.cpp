@@ -138,6 +138,8 @@ struct filler {
     put_texts(b.initPath(static_cast<unsigned>(x.path.size())), x.path);
     put(b.initTensor(), x.tensor, msg);
     b.setAttempt(x.attempt);
+    if (!x.continue_to.empty())
+      b.setContinueTo(txt(x.continue_to));
   }
   void operator()(const introduction& x) {
     auto b = body.initIntroduction();
@@ -234,6 +236,27 @@ struct filler {
     b.setOffset(x.offset);
     b.setTotalBytes(x.total_bytes);
     b.setData(capnp::Data::Reader(x.data.data(), x.data.size()));
+  }
+  void operator()(const hop_progress& x) {
+    auto b = body.initHopProgress();
+    auto mb = b.initMicrobatch();
+    mb.setIteration(x.microbatch.iteration);
+    mb.setHolder(x.microbatch.holder);
+    mb.setIndex(x.microbatch.index);
+    put_texts(b.initPath(static_cast<unsigned>(x.path.size())), x.path);
+  }
+  void operator()(const iteration_done& x) {
+    auto b = body.initIterationDone();
+    b.setIteration(x.iteration);
+    b.setHolder(txt(x.holder));
+    b.setMicrobatches(x.microbatches);
+    b.setLossSum(x.loss_sum);
+  }
+  void operator()(const replica_hash& x) {
+    auto b = body.initReplicaHash();
+    b.setIteration(x.iteration);
+    b.setStage(x.stage);
+    b.setHash(x.hash);
   }
   void operator()(const inspect_request& x) {
     auto b = body.initInspectRequest();
@@ -455,6 +478,8 @@ void get(schema::Activation::Reader r, activation& x, checker& c) {
   if (c.ok())
     get(r.getTensor(), x.tensor, c, "activation.tensor");
   x.attempt = r.getAttempt();
+  if (r.hasContinueTo() && r.getContinueTo().size() > 0)
+    c.text(r.getContinueTo(), "activation.continueTo", 1, max_id, x.continue_to);
 }
 
 void get(schema::Introduction::Reader r, introduction& x, checker& c) {
@@ -584,6 +609,25 @@ void get(schema::InspectReply::Reader r, inspect_reply& x, checker& c) {
   c.text(r.getBody(), "inspectReply.body", 0, max_text, x.body, checker::charset::any);
 }
 
+void get(schema::HopProgress::Reader r, hop_progress& x, checker& c) {
+  auto mb = r.getMicrobatch();
+  x.microbatch = microbatch_ref{mb.getIteration(), mb.getHolder(), mb.getIndex()};
+  get_texts(r.getPath(), x.path, c, "hopProgress.path", 2, max_path);
+}
+
+void get(schema::IterationDone::Reader r, iteration_done& x, checker& c) {
+  x.iteration = r.getIteration();
+  c.text(r.getHolder(), "iterationDone.holder", 1, max_id, x.holder);
+  x.microbatches = r.getMicrobatches();
+  c.non_negative(r.getLossSum(), "iterationDone.lossSum", x.loss_sum);
+}
+
+void get(schema::ReplicaHash::Reader r, replica_hash& x, checker& c) {
+  x.iteration = r.getIteration();
+  c.in_range(r.getStage(), 0, max_stage, "replicaHash.stage", x.stage);
+  x.hash = r.getHash();
+}
+
 template <class T, class Reader>
 std::variant<message, wire_failure> finish(Reader r, const std::shared_ptr<const void>& owner) {
   checker c;
@@ -621,6 +665,9 @@ std::variant<message, wire_failure> read_body(body_reader body, const std::share
     case B::STATE_CHUNK: return finish<state_chunk>(body.getStateChunk(), owner);
     case B::INSPECT_REQUEST: return finish<inspect_request>(body.getInspectRequest(), owner);
     case B::INSPECT_REPLY: return finish<inspect_reply>(body.getInspectReply(), owner);
+    case B::HOP_PROGRESS: return finish<hop_progress>(body.getHopProgress(), owner);
+    case B::ITERATION_DONE: return finish<iteration_done>(body.getIterationDone(), owner);
+    case B::REPLICA_HASH: return finish<replica_hash>(body.getReplicaHash(), owner);
   }
   return fail(wire_error::bad_enum, "envelope.body: unknown message kind "
                                       + std::to_string(static_cast<unsigned>(body.which())));

@@ -29,7 +29,8 @@ const char* kind_name(const message& m) {
     "hello", "leave", "gossip", "join_request", "join_reply", "activation", "introduction",
     "cost_advert", "flow_request", "flow_response", "flow_listing", "move_proposal",
     "move_response", "flow_sync", "ping", "pong", "bandwidth_sample", "gradient_chunk",
-    "norm_share", "state_request", "state_chunk", "inspect_request", "inspect_reply"};
+    "norm_share", "state_request", "state_chunk", "inspect_request", "inspect_reply",
+    "hop_progress", "iteration_done", "replica_hash"};
   static_assert(sizeof names / sizeof names[0] == std::variant_size_v<message>);
   return names[m.index()];
 }
@@ -52,7 +53,7 @@ GWTF_WIRE_EQ(gossip, x.peers)
 GWTF_WIRE_EQ(join_request, x.peer)
 GWTF_WIRE_EQ(join_reply, x.accepted, x.stage, x.replicas, x.reason)
 GWTF_WIRE_EQ(microbatch_ref, x.iteration, x.holder, x.index)
-GWTF_WIRE_EQ(activation, x.microbatch, x.dir, x.path, x.tensor, x.attempt)
+GWTF_WIRE_EQ(activation, x.microbatch, x.dir, x.path, x.tensor, x.attempt, x.continue_to)
 GWTF_WIRE_EQ(target_cost, x.target, x.cost, x.demand)
 GWTF_WIRE_EQ(introduction, x.peer_id, x.stage, x.capacity, x.costs)
 GWTF_WIRE_EQ(cost_advert, x.costs)
@@ -74,6 +75,9 @@ GWTF_WIRE_EQ(state_request, x.transfer_id, x.stage)
 GWTF_WIRE_EQ(state_chunk, x.transfer_id, x.stage, x.offset, x.total_bytes, x.data)
 GWTF_WIRE_EQ(inspect_request, x.request_id, x.query)
 GWTF_WIRE_EQ(inspect_reply, x.request_id, x.ok, x.body)
+GWTF_WIRE_EQ(hop_progress, x.microbatch, x.path)
+GWTF_WIRE_EQ(iteration_done, x.iteration, x.holder, x.microbatches, x.loss_sum)
+GWTF_WIRE_EQ(replica_hash, x.iteration, x.stage, x.hash)
 
 #undef GWTF_WIRE_EQ
 

@@ -93,6 +93,7 @@ struct activation {
   std::vector<std::string> path; ///< hosts visited so far, data holder first; 1..1024
   tensor_payload tensor;
   std::uint32_t attempt = 0;     ///< increases each time the hop is re-sent
+  std::string continue_to;       ///< re-sends: the hop after the dead one; empty = any
 };
 
 /// Best known cost to a data holder and the demand for it.
@@ -245,12 +246,31 @@ struct inspect_reply {
   std::string body;
 };
 
+/// A microbatch reached the sender (sent to the hop two places upstream).
+struct hop_progress {
+  microbatch_ref microbatch;
+  std::vector<std::string> path; ///< hosts visited so far, the sender last; 2..1024
+};
+/// A data holder finished every microbatch of an iteration.
+struct iteration_done {
+  std::uint64_t iteration = 0;
+  std::string holder;             ///< data holder id
+  std::uint32_t microbatches = 0; ///< counted microbatches
+  double loss_sum = 0;            ///< sum of their losses, finite, >= 0
+};
+/// A replica's weights hash after applying `iteration`.
+struct replica_hash {
+  std::uint64_t iteration = 0;
+  std::uint32_t stage = 0;
+  std::uint64_t hash = 0;
+};
 /// Any wire message.
 using message = std::variant<hello, leave, gossip, join_request, join_reply, activation,
                              introduction, cost_advert, flow_request, flow_response,
                              flow_listing, move_proposal, move_response, flow_sync, ping, pong,
                              bandwidth_sample, gradient_chunk, norm_share, state_request,
-                             state_chunk, inspect_request, inspect_reply>;
+                             state_chunk, inspect_request, inspect_reply, hop_progress,
+                             iteration_done, replica_hash>;
 
 /// Name of the message kind held, e.g. "flow_request".
 const char* kind_name(const message& m);
@@ -266,7 +286,8 @@ GWTF_WIRE_EQ(flow_entry) GWTF_WIRE_EQ(flow_listing) GWTF_WIRE_EQ(move_proposal)
 GWTF_WIRE_EQ(move_response) GWTF_WIRE_EQ(flow_sync) GWTF_WIRE_EQ(ping) GWTF_WIRE_EQ(pong)
 GWTF_WIRE_EQ(bandwidth_sample) GWTF_WIRE_EQ(gradient_chunk) GWTF_WIRE_EQ(norm_share)
 GWTF_WIRE_EQ(state_request) GWTF_WIRE_EQ(state_chunk) GWTF_WIRE_EQ(inspect_request)
-GWTF_WIRE_EQ(inspect_reply)
+GWTF_WIRE_EQ(inspect_reply) GWTF_WIRE_EQ(hop_progress) GWTF_WIRE_EQ(iteration_done)
+GWTF_WIRE_EQ(replica_hash)
 #undef GWTF_WIRE_EQ
 
 } // namespace gwtf::wire

@@ -96,6 +96,7 @@ struct Activation {
   path @2 :List(Text);    # hosts visited so far, data holder first
   tensor @3 :Tensor;
   attempt @4 :UInt32;     # increases each time the hop is re-sent after a failure
+  continueTo @5 :Text;    # re-sends only: the hop after the dead one, to keep its state
 }
 
 # --- flow protocol (GWTF balancers) -------------------------------------------------
@@ -248,6 +249,30 @@ struct StateChunk {
   data @4 :Data;
 }
 
+# --- microbatch recovery and iteration boundaries ----------------------------------
+
+# A hop tells the hop two places upstream that a microbatch reached it, so that a re-send
+# after a crash of the hop in between rebinds to the same downstream (docs/runtime.md).
+struct HopProgress {
+  microbatch @0 :MicrobatchRef;
+  path @1 :List(Text);    # hosts visited so far, the sender last
+}
+
+# A data holder finished every microbatch of an iteration (stage aggregation may start).
+struct IterationDone {
+  iteration @0 :UInt64;
+  holder @1 :Text;        # data holder id
+  microbatches @2 :UInt32;
+  lossSum @3 :Float64;    # sum of the microbatch losses
+}
+
+# A replica's weights hash after applying an iteration (replica agreement).
+struct ReplicaHash {
+  iteration @0 :UInt64;
+  stage @1 :UInt32;
+  hash @2 :UInt64;
+}
+
 # --- inspection ---------------------------------------------------------------------
 
 struct InspectRequest {
@@ -290,5 +315,8 @@ struct Envelope {
     stateChunk @22 :StateChunk;
     inspectRequest @23 :InspectRequest;
     inspectReply @24 :InspectReply;
+    hopProgress @25 :HopProgress;
+    iterationDone @26 :IterationDone;
+    replicaHash @27 :ReplicaHash;
   }
 }

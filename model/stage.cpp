@@ -346,6 +346,8 @@ outcome<bool> stage::import_state(const std::uint8_t* data, std::size_t size) {
   return true;
 }
 
+std::int64_t stage::steps() const { return impl_->optimizer->steps(); }
+
 std::uint64_t stage::weights_hash() const {
   std::uint64_t h = 1469598103934665603ULL;
   for (auto& p : impl_->all_parameters()) {

@@ -106,6 +106,8 @@ public:
   /// changing anything: a rejected blob leaves the stage as it was.
   outcome<bool> import_state(const std::uint8_t* data, std::size_t size);
 
+  /// Optimizer steps taken (= iterations applied; travels in the state blob).
+  std::int64_t steps() const;
   /// Content hash of the weights (replica agreement checks).
   std::uint64_t weights_hash() const;
 

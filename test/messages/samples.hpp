@@ -33,7 +33,7 @@ inline std::vector<wire::message> all_samples() {
     join_request{hello{"joiner-1", "10.0.9.9:4242", peer_role::relay, -1, 4, 0}},
     join_reply{true, 2, {"r2-oregon", "r2-ireland"}, ""},
     activation{microbatch_ref{12, 1, 3}, direction::forward, {"dh-virginia", "r1-ohio"},
-               sample_tensor({2, 4, 8}), 1},
+               sample_tensor({2, 4, 8}), 1, "r2-oregon"},
     introduction{"r2-oregon", 2, 3, {target_cost{"dh-virginia", 0.75, -2}}},
     cost_advert{{target_cost{"dh-virginia", 0.5, 1}, target_cost{"dh-frankfurt", 0.25, -1}}},
     flow_request{77, "dh-frankfurt", 0.375},
@@ -51,6 +51,9 @@ inline std::vector<wire::message> all_samples() {
     state_chunk{314, 2, 16, 64, std::vector<std::uint8_t>(32, 0x5a)},
     inspect_request{1, "flows"},
     inspect_reply{1, true, "flows: []\n"},
+    hop_progress{microbatch_ref{12, 1, 3}, {"dh-virginia", "r1-ohio", "r2-oregon"}},
+    iteration_done{12, "dh-virginia", 4, 13.25},
+    replica_hash{12, 2, 0x0123456789abcdefULL},
   };
   return out;
 }

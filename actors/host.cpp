@@ -1,0 +1,363 @@
+// One virtual host: supervisor, membership, link probe, flow balancer and microbatch
+// carriers (the stage / data holder lives in stage_actor.cpp, with LibTorch).
+#include <chrono>
+#include <deque>
+#include <map>
+
+#include <caf/all.hpp>
+
+#include "actors/host_internal.hpp"
+#include "actors/membership_view.hpp"
+#include "routing/balancer.hpp"
+#include "routing/cost_model.hpp"
+
+namespace gwtf::actors {
+
+namespace {
+
+using ctx_ptr = std::shared_ptr<const host_context>;
+using clock = std::chrono::steady_clock;
+
+std::int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(clock::now().time_since_epoch()).count();
+}
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now().time_since_epoch()).count();
+}
+
+// --- membership ----------------------------------------------------------------------
+
+struct membership_state {
+  std::unique_ptr<membership_view> view;
+  std::vector<caf::actor> subscribers;
+  wire::hello me;
+};
+
+caf::behavior membership(caf::stateful_actor<membership_state>* self, ctx_ptr ctx) {
+  auto& st = self->state;
+  st.view = std::make_unique<membership_view>(ctx->host.name, ctx->spec->faults.connection_timeout_ms);
+  st.me.peer_id = ctx->host.name;
+  st.me.address = "embedded";
+  st.me.role = ctx->host.role == host_role::data_holder ? wire::peer_role::data_holder
+                                                        : wire::peer_role::relay;
+  st.me.stage = ctx->joining ? -1 : ctx->stage;
+  st.me.capacity = static_cast<std::uint32_t>(ctx->host.capacity);
+  st.me.incarnation = ctx->incarnation;
+  auto notify = [self](const std::vector<view_change>& changes) {
+    for (auto& c : changes)
+      for (auto& s : self->state.subscribers) {
+        if (c.up)
+          self->send(s, peer_up_atom::value, c.peer,
+                     static_cast<std::int32_t>(self->state.view->peers().at(c.peer).hello.stage));
+        else
+          self->send(s, peer_down_atom::value, c.peer);
+      }
+  };
+  auto beat = [self, ctx] {
+    for (auto& h : ctx->spec->hosts)
+      if (h.name != ctx->host.name)
+        ctx->send(self, h.name, service::membership, self->state.me);
+  };
+  self->send(self, tick_atom::value);
+  return {
+    [self, ctx, notify, beat](tick_atom) {
+      beat();
+      notify(self->state.view->tick(now_ms()));
+      self->delayed_send(self, std::chrono::milliseconds(ctx->spec->faults.heartbeat_interval_ms),
+                         tick_atom::value);
+    },
+    [self, ctx, notify](deliver_atom, const std::string& from, wire_frame& frame) {
+      auto msg = ctx->open(self, from, std::move(frame));
+      if (!msg)
+        return;
+      if (auto* h = std::get_if<wire::hello>(&*msg)) {
+        if (h->peer_id != from) {
+          self->send(ctx->reporter, failure_atom::value, ctx->host.name,
+                     "hello from " + from + " names " + h->peer_id);
+          return;
+        }
+        notify(self->state.view->heard(*h, now_ms()));
+      } else if (auto* l = std::get_if<wire::leave>(&*msg)) {
+        if (l->peer_id == from)
+          notify(self->state.view->left(*l));
+      }
+    },
+    [self](subscribe_atom, caf::actor a) {
+      for (auto& id : self->state.view->live())
+        self->send(a, peer_up_atom::value, id,
+                   static_cast<std::int32_t>(self->state.view->peers().at(id).hello.stage));
+      self->state.subscribers.push_back(std::move(a));
+    },
+    [self, beat](stage_atom, std::int32_t stage) {
+      self->state.me.stage = stage;
+      beat();
+    },
+    [self, ctx](stop_atom) {
+      for (auto& id : self->state.view->live())
+        ctx->send(self, id, service::membership, wire::leave{ctx->host.name, ctx->incarnation});
+    },
+  };
+}
+
+// --- link probe ----------------------------------------------------------------------
+
+struct probe_state {
+  std::map<std::string, std::int32_t> peers;
+  std::map<std::string, double> small_rtt;
+  std::uint64_t next_id = 1;
+  caf::actor balancer;
+};
+
+constexpr std::size_t bulk_probe_bytes = 64 * 1024;
+
+caf::behavior probe(caf::stateful_actor<probe_state>* self, ctx_ptr ctx, caf::actor balancer) {
+  self->state.balancer = std::move(balancer);
+  self->send(self, tick_atom::value);
+  return {
+    [self, ctx](tick_atom) {
+      for (auto& [id, stage] : self->state.peers) {
+        ctx->send(self, id, service::probe, wire::ping{self->state.next_id++, now_ns(), {}});
+        ctx->send(self, id, service::probe,
+                  wire::ping{self->state.next_id++, now_ns(), std::vector<std::uint8_t>(bulk_probe_bytes)});
+      }
+      auto period = std::max(1000, ctx->spec->routing.gwtf.tick_ms * 2);
+      self->delayed_send(self, std::chrono::milliseconds(period), tick_atom::value);
+    },
+    [self, ctx](deliver_atom, const std::string& from, wire_frame& frame) {
+      auto msg = ctx->open(self, from, std::move(frame));
+      if (!msg)
+        return;
+      if (auto* p = std::get_if<wire::ping>(&*msg)) {
+        ctx->send(self, from, service::probe, wire::pong{p->probe_id, p->sent_nanos, p->padding.size()});
+      } else if (auto* p = std::get_if<wire::pong>(&*msg)) {
+        double rtt = static_cast<double>(now_ns() - p->sent_nanos) / 1e9;
+        if (rtt < 0)
+          return;
+        if (p->received_bytes == 0) {
+          self->state.small_rtt[from] = rtt;
+        } else if (auto s = self->state.small_rtt.find(from); s != self->state.small_rtt.end()) {
+          double extra = std::max(rtt - s->second, 1e-6);
+          double one_way = s->second / 2;
+          double bw = static_cast<double>(p->received_bytes) / extra;
+          // Emulated time runs time_scale x faster: report the emulated network's figures.
+          double scale = ctx->spec->time_scale > 0 ? ctx->spec->time_scale : 1.0;
+          self->send(self->state.balancer, latency_atom::value, from, one_way / scale, bw * scale);
+        }
+      }
+    },
+    [self](peer_up_atom, const std::string& id, std::int32_t stage) { self->state.peers[id] = stage; },
+    [self](peer_down_atom, const std::string& id) {
+      self->state.peers.erase(id);
+      self->state.small_rtt.erase(id);
+    },
+  };
+}
+
+// --- flow balancer ---------------------------------------------------------------------
+
+struct balancer_state {
+  std::unique_ptr<routing::flow_balancer> core;
+  std::map<std::string, std::int32_t> stage_of;
+  std::map<std::string, routing::link_estimate> links;
+  bool ready = false;
+  std::int64_t ticks = 0;
+  caf::actor compute;
+  std::vector<std::string> last_targets, last_prevs, last_nexts;
+};
+
+caf::behavior balancer(caf::stateful_actor<balancer_state>* self, ctx_ptr ctx) {
+  auto& st = self->state;
+  int stages = ctx->spec->model.stages;
+  st.core = std::make_unique<routing::flow_balancer>(ctx->host.name, ctx->stage, stages,
+                                                     ctx->host.capacity, ctx->spec->routing.gwtf);
+  st.ready = !ctx->joining;
+  auto edge = [self, ctx, stages](const std::string& id, std::int32_t stage) {
+    auto& st = self->state;
+    int next = (ctx->stage + 1) % stages;
+    if (stage != next)
+      return 0.0;
+    routing::link_estimate est{0.05, 50e6};
+    if (auto l = st.links.find(id); l != st.links.end())
+      est = l->second;
+    return routing::edge_cost(0, 0, est, est, ctx->spec->activation_bytes);
+  };
+  auto flush = [self, ctx](std::vector<routing::outgoing> out) {
+    for (auto& o : out)
+      ctx->send(self, o.to, service::balancer, o.msg);
+    auto& st = self->state;
+    std::vector<std::string> t, p, n;
+    for (auto& [id, f] : st.core->flows())
+      if (f.built) {
+        t.push_back(f.target);
+        p.push_back(f.prev);
+        n.push_back(f.next);
+      }
+    if (t != st.last_targets || p != st.last_prevs || n != st.last_nexts) {
+      st.last_targets = t;
+      st.last_prevs = p;
+      st.last_nexts = n;
+      if (st.compute)
+        self->send(st.compute, flows_atom::value, t, p, n);
+    }
+  };
+  self->send(self, tick_atom::value);
+  return {
+    [self, ctx, flush](tick_atom) {
+      auto& st = self->state;
+      if (st.ready)
+        flush(st.core->tick(st.ticks));
+      ++st.ticks;
+      self->delayed_send(self, std::chrono::milliseconds(ctx->spec->routing.gwtf.tick_ms), tick_atom::value);
+    },
+    [self](ready_atom) { self->state.ready = true; },
+    [self](caf::actor compute) { self->state.compute = std::move(compute); },
+    [self, ctx, flush](deliver_atom, const std::string& from, wire_frame& frame) {
+      auto& st = self->state;
+      if (!st.ready || st.stage_of.count(from) == 0)
+        return; // not placed yet, or a stranger: ignore
+      auto msg = ctx->open(self, from, std::move(frame));
+      if (!msg)
+        return;
+      flush(st.core->handle(from, *msg, st.ticks));
+    },
+    [self, ctx, edge, flush](peer_up_atom, const std::string& id, std::int32_t stage) {
+      auto& st = self->state;
+      int stages = ctx->spec->model.stages;
+      auto old = st.stage_of.find(id);
+      if (old != st.stage_of.end() && old->second != stage) {
+        flush(st.core->remove_peer(id, st.ticks));
+        st.stage_of.erase(old);
+      }
+      if (stage < 0)
+        return;
+      bool neighbour = stage == ctx->stage || stage == (ctx->stage + 1) % stages
+                       || stage == (ctx->stage + stages - 1) % stages;
+      if (!neighbour)
+        return;
+      st.stage_of[id] = stage;
+      st.core->add_peer(id, stage, edge(id, stage));
+    },
+    [self, flush](peer_down_atom, const std::string& id) {
+      auto& st = self->state;
+      if (st.stage_of.erase(id) > 0)
+        flush(st.core->remove_peer(id, st.ticks));
+    },
+    [self, edge](latency_atom, const std::string& id, double one_way_s, double bytes_per_s) {
+      auto& st = self->state;
+      st.links[id] = routing::link_estimate{one_way_s, bytes_per_s};
+      if (auto s = st.stage_of.find(id); s != st.stage_of.end())
+        st.core->add_peer(id, s->second, edge(id, s->second));
+    },
+  };
+}
+
+// --- supervisor --------------------------------------------------------------------
+
+struct supervisor_state {
+  ctx_ptr ctx;
+  caf::actor membership, probe, balancer, compute;
+  std::deque<std::int64_t> restarts;
+  bool leaving = false;
+};
+
+void start_children(caf::stateful_actor<supervisor_state>* self, bool joining) {
+  auto& st = self->state;
+  auto ctx = std::make_shared<host_context>(*st.ctx);
+  ctx->joining = joining;
+  ctx->incarnation = st.ctx->incarnation + st.restarts.size();
+  st.ctx = ctx;
+  st.membership = self->spawn<caf::linked>(membership, ctx);
+  st.balancer = self->spawn<caf::linked>(balancer, ctx);
+  st.probe = self->spawn<caf::linked>(probe, ctx, st.balancer);
+  st.compute = spawn_compute(self, ctx);
+  self->send(st.balancer, st.compute);
+  auto reg = [&](service s, const caf::actor& a) {
+    self->send(ctx->link, register_atom::value, ctx->host.name, static_cast<std::int32_t>(s), a);
+  };
+  reg(service::membership, st.membership);
+  reg(service::probe, st.probe);
+  reg(service::balancer, st.balancer);
+  reg(service::stage, st.compute);
+  for (auto& a : {st.probe, st.balancer, st.compute})
+    self->send(st.membership, subscribe_atom::value, a);
+}
+
+caf::behavior supervisor(caf::stateful_actor<supervisor_state>* self, ctx_ptr ctx) {
+  self->state.ctx = ctx;
+  self->set_exit_handler([self](caf::exit_msg& m) {
+    auto& st = self->state;
+    if (m.reason == caf::exit_reason::kill || m.source == st.ctx->link.address()) {
+      self->quit(m.reason);
+      return;
+    }
+    if (st.leaving || !m.reason)
+      return;
+    // A local actor failed: restart the host's actors (they share state) per policy.
+    auto now = now_ms();
+    auto window = st.ctx->spec->faults.restart_window_ms;
+    while (!st.restarts.empty() && now - st.restarts.front() > window)
+      st.restarts.pop_front();
+    if (static_cast<int>(st.restarts.size()) >= st.ctx->spec->faults.max_restarts) {
+      st.leaving = true;
+      self->send(st.ctx->reporter, left_atom::value, st.ctx->host.name,
+                 "restart budget spent: " + self->system().render(m.reason));
+      self->send(st.membership, stop_atom::value);
+      self->send_exit(st.membership, caf::exit_reason::user_shutdown);
+      self->send_exit(st.probe, caf::exit_reason::user_shutdown);
+      self->send_exit(st.balancer, caf::exit_reason::user_shutdown);
+      self->send_exit(st.compute, caf::exit_reason::user_shutdown);
+      self->quit();
+      return;
+    }
+    st.restarts.push_back(now);
+    self->send(st.ctx->reporter, restart_atom::value, st.ctx->host.name, self->system().render(m.reason));
+    for (auto& a : {st.membership, st.probe, st.balancer, st.compute})
+      if (a && a.address() != m.source) {
+        self->unlink_from(a);
+        self->send_exit(a, caf::exit_reason::user_shutdown);
+      }
+    // The stage lost its weights: the restarted host downloads them like a joiner.
+    start_children(self, true);
+  });
+  start_children(self, ctx->joining);
+  return {
+    [self](crash_atom, const std::string& phase) {
+      if (phase == "any")
+        self->quit(caf::exit_reason::kill);
+      else
+        self->send(self->state.compute, crash_atom::value, phase);
+    },
+    [self](stop_atom) {
+      auto& st = self->state;
+      st.leaving = true;
+      self->send(st.membership, stop_atom::value);
+      self->send(st.ctx->reporter, left_atom::value, st.ctx->host.name, std::string{"asked to leave"});
+      self->delayed_send(self, std::chrono::milliseconds(1), done_atom::value);
+    },
+    [self](done_atom) { self->quit(caf::exit_reason::user_shutdown); },
+    [self](stage_atom, std::int32_t stage) {
+      // The stage holds valid weights (>= 0) or is downloading them (-1).
+      self->send(self->state.membership, stage_atom::value, stage);
+      if (stage >= 0)
+        self->send(self->state.balancer, ready_atom::value);
+    },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_host(caf::actor_system& sys, std::shared_ptr<const cluster_spec> spec,
+                      host_config host, caf::actor link_layer, caf::actor reporter, bool joining) {
+  auto ctx = std::make_shared<host_context>();
+  ctx->spec = std::move(spec);
+  ctx->stage = host.role == host_role::data_holder ? 0 : host.stage;
+  ctx->host = std::move(host);
+  ctx->link = std::move(link_layer);
+  ctx->reporter = std::move(reporter);
+  ctx->joining = joining;
+  ctx->incarnation = static_cast<std::uint64_t>(now_ms());
+  return sys.spawn(supervisor, ctx);
+}
+
+} // namespace gwtf::actors

@@ -1,0 +1,51 @@
+// Shared by the actors of one host (not part of the public interface).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <caf/event_based_actor.hpp>
+
+#include "actors/interfaces.hpp"
+#include "actors/wire_frame.hpp"
+#include "messages/codec.hpp"
+
+namespace gwtf::actors {
+
+/// What a host's actors share.
+struct host_context {
+  std::shared_ptr<const cluster_spec> spec;
+  host_config host;
+  int stage = 0; ///< 0 for data holders
+  caf::actor link;
+  caf::actor reporter;
+  bool joining = false;
+  std::uint64_t incarnation = 0;
+
+  /// Encodes `msg` and hands it to the link layer for `to`'s `svc`.
+  template <class Self>
+  void send(Self* self, const std::string& to, service svc,
+            const wire::message& msg) const {
+    self->send(link, send_atom::value, host.name, to, static_cast<std::int32_t>(svc),
+               make_frame(msg));
+  }
+  /// Decodes a frame from a peer; a bad one is reported, never thrown.
+  template <class Self>
+  std::optional<wire::message> open(Self* self, const std::string& from,
+                                    wire_frame&& frame) const {
+    wire::decode_limits limits;
+    limits.max_bytes = static_cast<std::size_t>(spec->max_message_bytes);
+    auto msg = open_frame(std::move(frame), limits);
+    if (!msg) {
+      self->send(reporter, failure_atom::value, host.name,
+                 "bad frame from " + from + ": " + self->system().render(msg.error()));
+      return std::nullopt;
+    }
+    return std::move(*msg);
+  }
+};
+
+/// The stage (relay) or data-holder actor of a host (actors/stage_actor.cpp, LibTorch).
+caf::actor spawn_compute(caf::event_based_actor* parent, std::shared_ptr<const host_context> ctx);
+
+} // namespace gwtf::actors

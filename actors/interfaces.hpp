@@ -1,0 +1,126 @@
+// The actors of one virtual host and their message interfaces (docs/runtime.md).
+//
+// Hosts talk only through wire messages (messages/types.hpp) that the link layer carries
+// as encoded frames; inside a host, actors talk with the local messages listed here. Every
+// actor is a thin shell: the decisions live in pure cores (hop_ledger, membership_view,
+// iteration_barrier, link_emulator, routing::flow_balancer, model::stage).
+//
+// CAF 0.17's typed_actor cannot express the handlers that take wire frames from any
+// service, so the handles are dynamically typed; each interface is written out below, one
+// line per handler, and the atoms are the only vocabulary.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/atom.hpp>
+
+#include "actors/node_config.hpp"
+#include "model/model_config.hpp"
+#include "routing/network.hpp"
+#include "routing/routing_config.hpp"
+
+namespace gwtf::actors {
+
+// --- atoms -----------------------------------------------------------------------------
+using send_atom = caf::atom_constant<caf::atom("send")>;
+using deliver_atom = caf::atom_constant<caf::atom("deliver")>;
+using register_atom = caf::atom_constant<caf::atom("register")>;
+using slow_atom = caf::atom_constant<caf::atom("slow")>;
+using tick_atom = caf::atom_constant<caf::atom("tick")>;
+using subscribe_atom = caf::atom_constant<caf::atom("subscribe")>;
+using peer_up_atom = caf::atom_constant<caf::atom("peerup")>;
+using peer_down_atom = caf::atom_constant<caf::atom("peerdown")>;
+using stage_atom = caf::atom_constant<caf::atom("stage")>;
+using latency_atom = caf::atom_constant<caf::atom("latency")>;
+using flows_atom = caf::atom_constant<caf::atom("flows")>;
+using ready_atom = caf::atom_constant<caf::atom("ready")>;
+using crash_atom = caf::atom_constant<caf::atom("crash")>;
+using resend_atom = caf::atom_constant<caf::atom("resend")>;
+using progress_atom = caf::atom_constant<caf::atom("progress")>;
+using done_atom = caf::atom_constant<caf::atom("done")>;
+using timeout_atom = caf::atom_constant<caf::atom("timeout")>;
+using start_atom = caf::atom_constant<caf::atom("start")>;
+using stop_atom = caf::atom_constant<caf::atom("stop")>;
+// reporter events
+using iteration_atom = caf::atom_constant<caf::atom("iteration")>;
+using applied_atom = caf::atom_constant<caf::atom("applied")>;
+using share_atom = caf::atom_constant<caf::atom("share")>;
+using compute_atom = caf::atom_constant<caf::atom("compute")>;
+using joined_atom = caf::atom_constant<caf::atom("joined")>;
+using restart_atom = caf::atom_constant<caf::atom("restart")>;
+using left_atom = caf::atom_constant<caf::atom("left")>;
+using failure_atom = caf::atom_constant<caf::atom("failure")>;
+
+/// Where a frame goes inside its destination host.
+enum class service : std::int32_t { membership = 0, probe = 1, balancer = 2, stage = 3 };
+
+/// Everything every host of a run knows before it starts (from cluster.yaml). Immutable,
+/// shared by the hosts of one process.
+struct cluster_spec {
+  model::model_config model;
+  model::training_config training;
+  model::data_config data;
+  routing::routing_config routing;
+  fault_config faults;
+  std::vector<host_config> hosts;     ///< every declared host (bootstrap list)
+  std::vector<std::string> holders;   ///< data holders in config order (holder index)
+  double time_scale = 1.0;            ///< emulated delays x this; 0 = no emulated delay
+  std::int64_t max_message_bytes = 64 << 20;
+  double activation_bytes = 0;        ///< one microbatch's activation, for edge costs
+};
+
+// --- link layer (one per process) ------------------------------------------------------
+// (register_atom, host, int32 service, actor)   a host's actor for a service; monitored
+// (send_atom, from, to, int32 service, frame)   carry a frame from -> to, delayed by the
+//                                               emulated link; dropped if `to` is gone
+// (slow_atom, host a, host b, double factor)    the link a <-> b turns `factor` x slower
+// delivers: (deliver_atom, from, frame) to the registered actor of (to, service)
+caf::actor spawn_link_layer(caf::actor_system& sys, routing::network_matrix net,
+                            std::vector<host_config> hosts, double time_scale);
+
+// --- reporter (deploy/: the embedded cluster's driver) -----------------------------------
+// receives, never answers:
+// (iteration_atom, holder, u64 iteration, u32 microbatches, double loss_sum, u32 flows)
+// (share_atom, host, u32 stage, u64 iteration, std::vector<u64> keys)  keys in its share
+// (applied_atom, host, u32 stage, u64 iteration, u64 hash, strvec contributors)
+// (compute_atom, host, u64 iteration, double seconds, double wasted_seconds)
+// (joined_atom, host, u64 steps)          a joiner or repaired replica loaded a state
+// (restart_atom, host, std::string child) a local actor was restarted
+// (left_atom, host, std::string why)      the host left (restart budget spent, or asked)
+// (failure_atom, host, std::string what)  an error a peer caused, handled and reported
+
+// --- one host ------------------------------------------------------------------------
+// The supervisor of a host spawns its membership, link probe, flow balancer and stage (or
+// data holder) actors, restarts a failed one at most faults.max_restarts times within
+// faults.restart_window_ms, and otherwise leaves cleanly. Handlers:
+// (crash_atom, std::string phase)  fault injection: "any" kills the host now; "forward" /
+//                                  "backward" kill it during its next such computation
+// (stop_atom)                      leave cleanly (LEAVE to every peer)
+//
+// membership: (deliver_atom, from, frame) HELLO/LEAVE; (tick_atom) heartbeat + suspicion;
+//   (subscribe_atom, actor) sends it (peer_up_atom, id, i32 stage) / (peer_down_atom, id);
+//   (stage_atom, i32 stage) announce a new stage (-1 while a state download runs)
+// link probe: (deliver_atom, from, frame) PING/PONG; (tick_atom) probes live peers; tells
+//   the balancer (latency_atom, peer, double one_way_s, double bytes_per_s)
+// flow balancer: (deliver_atom, from, frame) flow protocol; (tick_atom); (ready_atom) start;
+//   peer_up/peer_down/latency from membership and probe; pushes its routing table to the
+//   stage: (flows_atom, strvec targets, strvec prevs, strvec nexts)
+// stage / data holder: (deliver_atom, from, frame) ACTIVATION, HOP_PROGRESS,
+//   ITERATION_DONE, GRADIENT_CHUNK, NORM_SHARE, REPLICA_HASH, STATE_REQUEST, STATE_CHUNK;
+//   peer_up/peer_down; flows; (crash_atom, phase) arm an injected crash; (start_atom) (data
+//   holder) begin the next iteration; (resend_atom, u64 key, to, u32 attempt, hint) from a
+//   carrier
+// microbatch carrier (one per in-flight microbatch of a data holder): owns the first hop,
+//   attempt and timeout of its microbatch. (peer_down_atom, id, strvec live_stage1) a host
+//   died; (progress_atom, std::string next_next) HOP_PROGRESS; (done_atom) finished;
+//   (timeout_atom, u32 attempt) hop timeout. Asks the data holder (resend_atom, ...).
+caf::actor spawn_host(caf::actor_system& sys, std::shared_ptr<const cluster_spec> spec,
+                      host_config host, caf::actor link_layer, caf::actor reporter,
+                      bool joining);
+
+} // namespace gwtf::actors

@@ -1,0 +1,66 @@
+#include "actors/iteration_barrier.hpp"
+
+#include <cmath>
+
+namespace gwtf::actors {
+
+iteration_barrier::iteration_barrier(int stages) : stages_(stages) {}
+
+void iteration_barrier::holder_done(const wire::iteration_done& d) {
+  done_[d.iteration].emplace(d.holder, d);
+}
+
+bool iteration_barrier::holders_done(std::uint64_t iteration,
+                                     const std::vector<std::string>& live_holders) const {
+  auto it = done_.find(iteration);
+  if (it == done_.end() || it->second.empty())
+    return false;
+  for (auto& h : live_holders)
+    if (it->second.count(h) == 0)
+      return false;
+  return true;
+}
+
+std::map<std::string, wire::iteration_done> iteration_barrier::reports(std::uint64_t iteration) const {
+  auto it = done_.find(iteration);
+  return it == done_.end() ? std::map<std::string, wire::iteration_done>{} : it->second;
+}
+
+void iteration_barrier::share(std::uint64_t iteration, const std::string& replica) {
+  shares_[iteration].insert(replica);
+}
+
+bool iteration_barrier::shares_complete(std::uint64_t iteration, const std::string& self,
+                                        const std::vector<std::string>& live_replicas) const {
+  auto it = shares_.find(iteration);
+  if (it == shares_.end() || it->second.count(self) == 0)
+    return false;
+  for (auto& r : live_replicas)
+    if (it->second.count(r) == 0)
+      return false;
+  return true;
+}
+
+void iteration_barrier::norm(std::uint64_t iteration, std::uint32_t stage, double sum_squares) {
+  if (stage < static_cast<std::uint32_t>(stages_))
+    norms_[iteration].emplace(stage, sum_squares);
+}
+
+std::optional<double> iteration_barrier::global_norm(std::uint64_t iteration) const {
+  auto it = norms_.find(iteration);
+  if (it == norms_.end() || it->second.size() < static_cast<std::size_t>(stages_))
+    return std::nullopt;
+  double sum = 0;
+  for (auto& [s, v] : it->second)
+    sum += v;
+  return std::sqrt(sum);
+}
+
+void iteration_barrier::finish(std::uint64_t iteration) {
+  auto drop = [&](auto& m) { m.erase(m.begin(), m.upper_bound(iteration)); };
+  drop(done_);
+  drop(shares_);
+  drop(norms_);
+}
+
+} // namespace gwtf::actors

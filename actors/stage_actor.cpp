@@ -1,0 +1,835 @@
+// The compute of a host: a relay stage, or a data holder (stage 0 + the iteration loop +
+// microbatch carriers). Thin: the hop_ledger decides what a message means, the
+// iteration_barrier when an iteration ends, model::stage computes (docs/runtime.md).
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <map>
+#include <set>
+
+#include "model/data.hpp"
+#include "model/stage.hpp"
+#include "model/transformer.hpp"
+
+#include <caf/all.hpp>
+
+#include "actors/hop_ledger.hpp"
+#include "actors/host_internal.hpp"
+#include "actors/iteration_barrier.hpp"
+#include "actors/tensor_bridge.hpp"
+
+namespace gwtf::actors {
+
+namespace {
+
+using ctx_ptr = std::shared_ptr<const host_context>;
+using clock = std::chrono::steady_clock;
+constexpr std::size_t state_chunk_bytes = 1 << 20;
+
+double since(clock::time_point t) {
+  return std::chrono::duration<double>(clock::now() - t).count();
+}
+
+// One microbatch that this data holder originates.
+struct origin {
+  torch::Tensor output;  ///< embedding output, kept for re-sends
+  torch::Tensor targets;
+  std::string first_hop;
+  caf::actor carrier;
+  bool done = false;
+};
+
+struct share_data {
+  std::int64_t count = 0;
+  wire::tensor_payload values;
+};
+
+struct compute_state {
+  ctx_ptr ctx;
+  caf::actor supervisor;
+  std::optional<model::stage> model;
+  std::optional<model::corpus> data;
+  std::unique_ptr<hop_ledger> ledger;
+  std::unique_ptr<iteration_barrier> barrier;
+  std::map<std::uint64_t, torch::Tensor> fwd_out, grad_out, head_grad;
+  std::map<std::uint64_t, double> fwd_seconds;
+  std::map<std::string, std::int32_t> peers; // live peers and their stage
+  std::vector<flow_hop> flows;
+  std::uint64_t current = 0;                 // iteration in progress (= optimizer steps)
+  bool ready = false;                        // holds valid weights
+  std::string armed;                         // injected crash: "forward" / "backward"
+  std::deque<std::pair<std::string, wire::activation>> pending;
+  // aggregation
+  std::map<std::uint64_t, std::map<std::string, share_data>> shares;
+  std::set<std::uint64_t> shared, normed;
+  std::map<std::uint64_t, std::vector<torch::Tensor>> averaged;
+  std::map<std::uint64_t, std::map<std::string, std::uint64_t>> hashes;
+  std::map<std::uint64_t, std::uint64_t> my_hash;
+  // state download (joiners, repairs)
+  std::uint64_t transfer = 0;
+  std::string source;
+  std::vector<std::uint8_t> blob;
+  std::map<std::uint64_t, std::size_t> received;
+  // data holder
+  std::uint32_t holder_index = 0;
+  bool running = false;
+  std::map<std::uint64_t, origin> origins;
+  std::map<std::uint64_t, double> losses;
+  std::uint32_t done_count = 0;
+  std::uint64_t next_carrier = 0;
+  double iteration_seconds = 0;
+};
+
+using self_ptr = caf::stateful_actor<compute_state>*;
+
+bool is_holder(const compute_state& st) { return st.ctx->stage == 0; }
+int stages(const compute_state& st) { return st.ctx->spec->model.stages; }
+const std::string& me(const compute_state& st) { return st.ctx->host.name; }
+
+std::vector<std::string> live_at(const compute_state& st, int stage) {
+  std::vector<std::string> out;
+  for (auto& [id, s] : st.peers)
+    if (s == stage)
+      out.push_back(id);
+  return out;
+}
+
+std::vector<candidate> candidates_at(const compute_state& st, int stage) {
+  std::vector<candidate> out;
+  for (auto& id : live_at(st, stage))
+    out.push_back({id, 0.0});
+  return out;
+}
+
+void report_failure(self_ptr self, const std::string& what) {
+  self->send(self->state.ctx->reporter, failure_atom::value, me(self->state), what);
+}
+
+void report_compute(self_ptr self, std::uint64_t iteration, double seconds, double wasted) {
+  self->send(self->state.ctx->reporter, compute_atom::value, me(self->state), iteration, seconds, wasted);
+}
+
+template <class T>
+T* value_or_report(self_ptr self, model::outcome<T>& r, const std::string& what) {
+  if (auto* e = std::get_if<std::string>(&r)) {
+    report_failure(self, what + ": " + *e);
+    return nullptr;
+  }
+  return &std::get<T>(r);
+}
+
+// An injected crash strikes after the computation it was armed for has run.
+bool crash_now(self_ptr self, const char* phase) {
+  auto& st = self->state;
+  if (st.armed != phase)
+    return false;
+  st.armed.clear();
+  self->send(st.supervisor, crash_atom::value, std::string{"any"});
+  return true;
+}
+
+void send_activation(self_ptr self, const std::string& to, const hop_record& r, wire::direction dir,
+                     const torch::Tensor& t, const std::string& continue_to = {}) {
+  wire::activation a;
+  a.microbatch = r.mb;
+  a.dir = dir;
+  a.path = r.path;
+  a.tensor = to_payload(t);
+  a.attempt = r.attempt;
+  a.continue_to = continue_to;
+  self->state.ctx->send(self, to, service::stage, a);
+}
+
+void progress_upstream(self_ptr self, const hop_record& r) {
+  // path = [..., u, prev, self]: tell u where the microbatch went after prev.
+  if (r.path.size() >= 3 && r.path[r.path.size() - 3] != me(self->state))
+    self->state.ctx->send(self, r.path[r.path.size() - 3], service::stage,
+                          wire::hop_progress{r.mb, r.path});
+}
+
+std::string next_for(self_ptr self, const hop_record& r, const std::string& hint) {
+  auto& st = self->state;
+  int next_stage = (st.ctx->stage + 1) % stages(st);
+  const auto& holder = st.ctx->spec->holders.at(r.mb.holder);
+  if (next_stage == 0)
+    return holder;
+  if (!hint.empty()) {
+    auto it = st.peers.find(hint);
+    if (it != st.peers.end() && it->second == next_stage)
+      return hint;
+  }
+  auto n = next_hop(st.flows, r.prev, holder, r.mb.index, candidates_at(st, next_stage));
+  return n ? *n : std::string{};
+}
+
+void try_share(self_ptr self, std::uint64_t i);
+void try_average(self_ptr self, std::uint64_t i);
+void try_apply(self_ptr self, std::uint64_t i);
+void start_iteration(self_ptr self);
+void handle_forward(self_ptr self, const std::string& from, wire::activation a);
+
+// --- forward / backward at a relay or at the head ------------------------------------
+
+void handle_forward(self_ptr self, const std::string& from, wire::activation a) {
+  auto& st = self->state;
+  if (!st.ready || a.microbatch.iteration > st.current) {
+    st.pending.emplace_back(from, std::move(a));
+    return;
+  }
+  if (a.microbatch.iteration < st.current)
+    return; // an iteration already applied: late duplicate
+  if (a.microbatch.holder >= st.ctx->spec->holders.size()) {
+    report_failure(self, "activation from " + from + " names data holder "
+                           + std::to_string(a.microbatch.holder) + ", which does not exist");
+    return;
+  }
+  auto key = key_of(a.microbatch);
+  bool head = is_holder(st);
+  if (head && st.ctx->spec->holders[a.microbatch.holder] != me(st)) {
+    report_failure(self, "activation from " + from + " for another data holder's microbatch");
+    return;
+  }
+  if (head && st.origins.count(key) == 0) {
+    report_failure(self, "activation from " + from + " for a microbatch this holder never sent");
+    return;
+  }
+  auto action = st.ledger->on_forward(from, a);
+  if (action == forward_action::ignore)
+    return;
+  auto* r = st.ledger->find(key);
+  if (action == forward_action::rebind) {
+    progress_upstream(self, *r);
+    if (r->backward_done) {
+      auto& g = head ? st.head_grad[key] : st.grad_out[key];
+      send_activation(self, r->prev, *r, wire::direction::backward, g);
+    }
+    return;
+  }
+  auto t0 = clock::now();
+  auto input = to_torch(a.tensor);
+  if (head) {
+    auto res = st.model->head(key, input, st.origins[key].targets);
+    auto* h = value_or_report(self, res, "head of microbatch from " + from);
+    double secs = since(t0);
+    report_compute(self, a.microbatch.iteration, secs, 0);
+    if (!h)
+      return;
+    if (crash_now(self, "backward"))
+      return;
+    st.losses.emplace(key, h->loss);
+    st.head_grad[key] = h->grad_input;
+    progress_upstream(self, *r);
+    send_activation(self, r->prev, *r, wire::direction::backward, h->grad_input);
+    st.ledger->sent_backward(key);
+    return;
+  }
+  auto out = st.model->forward(key, input);
+  auto* y = value_or_report(self, out, "forward of microbatch from " + from);
+  double secs = since(t0);
+  report_compute(self, a.microbatch.iteration, secs, 0);
+  if (!y)
+    return;
+  if (crash_now(self, "forward"))
+    return;
+  st.fwd_seconds[key] = secs;
+  progress_upstream(self, *r);
+  auto next = next_for(self, *r, a.continue_to);
+  if (next.empty()) {
+    report_failure(self, "no live next hop for a microbatch; waiting for a re-send");
+    return;
+  }
+  st.fwd_out[key] = *y;
+  send_activation(self, next, *r, wire::direction::forward, *y);
+  st.ledger->sent_forward(key, next);
+}
+
+void finish_origin(self_ptr self, std::uint64_t key);
+
+void handle_backward(self_ptr self, const std::string& from, const wire::activation& a) {
+  auto& st = self->state;
+  if (!st.ready || a.microbatch.iteration != st.current)
+    return;
+  auto key = key_of(a.microbatch);
+  auto t0 = clock::now();
+  if (is_holder(st)) {
+    auto it = st.origins.find(key);
+    if (it == st.origins.end() || it->second.done)
+      return;
+    auto res = st.model->embed_backward(key, to_torch(a.tensor));
+    auto* ok = value_or_report(self, res, "embedding backward of microbatch from " + from);
+    report_compute(self, a.microbatch.iteration, since(t0), 0);
+    if (!ok || crash_now(self, "backward"))
+      return;
+    finish_origin(self, key);
+    return;
+  }
+  if (!st.ledger->on_backward(key))
+    return;
+  auto res = st.model->backward(key, to_torch(a.tensor));
+  auto* g = value_or_report(self, res, "backward of microbatch from " + from);
+  report_compute(self, a.microbatch.iteration, since(t0), 0);
+  if (!g)
+    return;
+  if (crash_now(self, "backward"))
+    return;
+  auto* r = st.ledger->find(key);
+  st.grad_out[key] = *g;
+  send_activation(self, r->prev, *r, wire::direction::backward, *g);
+  st.ledger->sent_backward(key);
+}
+
+// --- peers going down ----------------------------------------------------------------
+
+void on_peer_down(self_ptr self, const std::string& id) {
+  auto& st = self->state;
+  auto it = st.peers.find(id);
+  if (it == st.peers.end())
+    return;
+  st.peers.erase(it);
+  st.flows.erase(std::remove_if(st.flows.begin(), st.flows.end(),
+                                [&](auto& f) { return f.next == id || f.prev == id; }),
+                 st.flows.end());
+  if (is_holder(st)) {
+    auto live1 = live_at(st, 1 % stages(st));
+    for (auto& [key, o] : st.origins)
+      if (!o.done && o.carrier)
+        self->send(o.carrier, peer_down_atom::value, id, live1);
+  } else {
+    for (auto& rs : st.ledger->on_peer_down(id)) {
+      auto* r = st.ledger->find(rs.key);
+      auto cands = candidates_at(st, st.ctx->stage + 1 == stages(st) ? 0 : st.ctx->stage + 1);
+      auto repl = choose_replacement(cands, id);
+      if (!repl || !st.fwd_out.count(rs.key))
+        continue;
+      send_activation(self, *repl, *r, wire::direction::forward, st.fwd_out[rs.key], rs.hint);
+      st.ledger->redirect(rs.key, *repl);
+    }
+  }
+  if (st.source == id && !st.ready)
+    st.transfer = 0; // the download source died: ask another replica
+  // A dead holder or replica may be what an iteration boundary was waiting for.
+  try_share(self, st.current);
+  try_average(self, st.current);
+}
+
+// --- the iteration boundary ----------------------------------------------------------
+
+std::vector<std::string> same_stage(const compute_state& st) { return live_at(st, st.ctx->stage); }
+
+std::vector<std::string> live_holders(const compute_state& st) {
+  auto out = live_at(st, 0);
+  if (is_holder(st))
+    out.push_back(me(st));
+  return out;
+}
+
+void try_share(self_ptr self, std::uint64_t i) {
+  auto& st = self->state;
+  if (!st.ready || i != st.current || st.shared.count(i) > 0
+      || !st.barrier->holders_done(i, live_holders(st)))
+    return;
+  auto g = st.model->gradients();
+  auto* sum = value_or_report(self, g, "gradient sum of iteration " + std::to_string(i));
+  if (!sum)
+    return;
+  st.shared.insert(i);
+  share_data mine;
+  mine.count = sum->count;
+  if (sum->count > 0) {
+    std::vector<torch::Tensor> flat;
+    for (auto& t : sum->sums)
+      flat.push_back(t.reshape({-1}));
+    mine.values = to_payload(torch::cat(flat));
+  }
+  std::vector<std::uint64_t> keys;
+  if (is_holder(st)) {
+    for (auto& [k, o] : st.origins)
+      if (o.done)
+        keys.push_back(k);
+  } else {
+    for (auto& [k, r] : st.ledger->records())
+      if (r.mb.iteration == i && r.backward_done && st.model->counted(k))
+        keys.push_back(k);
+  }
+  self->send(st.ctx->reporter, share_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage), i, keys);
+  wire::gradient_chunk c;
+  c.iteration = i;
+  c.stage = static_cast<std::uint32_t>(st.ctx->stage);
+  c.contributors = {me(st)};
+  c.microbatches = static_cast<std::uint64_t>(mine.count);
+  c.offset = 0;
+  c.total_elements = mine.count > 0 ? static_cast<std::uint64_t>(mine.values.shape[0]) : 0;
+  c.values = mine.count > 0 ? mine.values : wire::tensor_payload{wire::dtype::float32, {0}, nullptr, 0};
+  for (auto& r : same_stage(st))
+    st.ctx->send(self, r, service::stage, c);
+  st.shares[i][me(st)] = std::move(mine);
+  st.barrier->share(i, me(st));
+  try_average(self, i);
+}
+
+void try_average(self_ptr self, std::uint64_t i) {
+  auto& st = self->state;
+  if (!st.ready || i != st.current || st.averaged.count(i) > 0 || st.shared.count(i) == 0
+      || !st.barrier->shares_complete(i, me(st), same_stage(st)))
+    return;
+  auto params = st.model->parameters();
+  std::vector<model::gradient_sum> sums;
+  std::vector<std::string> contributors;
+  for (auto& [replica, s] : st.shares[i]) { // replica-name order: bit-identical everywhere
+    contributors.push_back(replica);
+    model::gradient_sum g;
+    g.count = s.count;
+    if (s.count > 0) {
+      auto flat = to_torch(s.values);
+      std::int64_t off = 0;
+      for (auto& p : params) {
+        auto n = p.tensor.numel();
+        if (off + n > flat.numel())
+          break;
+        g.sums.push_back(flat.narrow(0, off, n).view(p.tensor.sizes()));
+        off += n;
+      }
+      if (off != flat.numel() || g.sums.size() != params.size()) {
+        report_failure(self, "gradient share of " + replica + " has " + std::to_string(flat.numel())
+                               + " elements; this stage has " + std::to_string(off));
+        continue;
+      }
+    }
+    sums.push_back(std::move(g));
+  }
+  std::int64_t total = 0;
+  for (auto& g : sums)
+    total += g.count;
+  std::vector<torch::Tensor> avg;
+  if (total > 0) {
+    avg = model::average(sums);
+  } else {
+    for (auto& p : params)
+      avg.push_back(torch::zeros_like(p.tensor));
+  }
+  double sq = model::stage::squared_norm(avg);
+  st.averaged[i] = std::move(avg);
+  self->send(st.ctx->reporter, applied_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage), i,
+             std::uint64_t{0}, contributors);
+  wire::norm_share n{i, static_cast<std::uint32_t>(st.ctx->stage), sq};
+  for (auto& [id, s] : st.peers)
+    st.ctx->send(self, id, service::stage, n);
+  st.barrier->norm(i, n.stage, sq);
+  try_apply(self, i);
+}
+
+void try_apply(self_ptr self, std::uint64_t i) {
+  auto& st = self->state;
+  if (!st.ready || i != st.current || st.averaged.count(i) == 0)
+    return;
+  auto norm = st.barrier->global_norm(i);
+  if (!norm)
+    return;
+  auto r = st.model->apply(st.averaged[i], static_cast<std::int64_t>(i), *norm);
+  if (!value_or_report(self, r, "optimizer step " + std::to_string(i)))
+    return;
+  // Stashes never used by a backward (a re-routed stream) were wasted compute.
+  double wasted = 0;
+  for (auto k : st.ledger->finish(i)) {
+    if (st.model->drop(k))
+      wasted += st.fwd_seconds.count(k) ? st.fwd_seconds[k] : 0.0;
+    st.fwd_out.erase(k);
+    st.grad_out.erase(k);
+    st.head_grad.erase(k);
+    st.fwd_seconds.erase(k);
+  }
+  if (wasted > 0)
+    report_compute(self, i, 0, wasted);
+  st.averaged.erase(i);
+  st.shares.erase(i);
+  st.barrier->finish(i);
+  st.current = i + 1;
+  auto h = st.model->weights_hash();
+  st.my_hash[i] = h;
+  self->send(st.ctx->reporter, applied_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage), i, h,
+             std::vector<std::string>{});
+  for (auto& r : same_stage(st))
+    st.ctx->send(self, r, service::stage, wire::replica_hash{i, static_cast<std::uint32_t>(st.ctx->stage), h});
+  auto pending = std::move(st.pending);
+  st.pending.clear();
+  for (auto& [from, a] : pending)
+    handle_forward(self, from, std::move(a));
+  if (is_holder(st))
+    start_iteration(self);
+  else
+    try_share(self, st.current);
+}
+
+// --- state download (joiners and repairs) ----------------------------------------
+
+void request_state(self_ptr self) {
+  auto& st = self->state;
+  if (st.ready || st.transfer != 0)
+    return;
+  auto replicas = same_stage(st);
+  if (replicas.empty())
+    return;
+  st.source = replicas.front();
+  st.transfer = (static_cast<std::uint64_t>(std::hash<std::string>{}(me(st))) << 16) + st.current + 1
+                + st.received.size();
+  st.blob.clear();
+  st.received.clear();
+  st.ctx->send(self, st.source, service::stage,
+               wire::state_request{st.transfer, static_cast<std::uint32_t>(st.ctx->stage)});
+}
+
+void enter_download(self_ptr self, const std::string& from) {
+  auto& st = self->state;
+  st.ready = false;
+  st.transfer = 0;
+  self->send(st.supervisor, stage_atom::value, std::int32_t{-1});
+  auto replicas = same_stage(st);
+  if (!from.empty()) {
+    st.source = from;
+    st.transfer = (static_cast<std::uint64_t>(std::hash<std::string>{}(me(st))) << 16) + st.current + 7;
+    st.blob.clear();
+    st.received.clear();
+    st.ctx->send(self, from, service::stage, wire::state_request{st.transfer, static_cast<std::uint32_t>(st.ctx->stage)});
+  } else {
+    request_state(self);
+  }
+}
+
+void on_state_chunk(self_ptr self, const std::string& from, const wire::state_chunk& c) {
+  auto& st = self->state;
+  if (st.ready || c.transfer_id != st.transfer || from != st.source
+      || c.stage != static_cast<std::uint32_t>(st.ctx->stage))
+    return;
+  if (c.total_bytes > static_cast<std::uint64_t>(st.ctx->spec->max_message_bytes) * 64) {
+    report_failure(self, "state from " + from + " announces " + std::to_string(c.total_bytes) + " bytes");
+    return;
+  }
+  if (st.blob.size() != c.total_bytes) {
+    st.blob.assign(c.total_bytes, 0);
+    st.received.clear();
+  }
+  std::copy(c.data.begin(), c.data.end(), st.blob.begin() + static_cast<std::ptrdiff_t>(c.offset));
+  st.received[c.offset] = c.data.size();
+  std::size_t have = 0;
+  for (auto& [o, n] : st.received)
+    have += n;
+  if (have < c.total_bytes)
+    return;
+  auto r = st.model->import_state(st.blob.data(), st.blob.size());
+  st.transfer = 0;
+  if (!value_or_report(self, r, "state from " + from)) {
+    request_state(self);
+    return;
+  }
+  st.ready = true;
+  st.current = static_cast<std::uint64_t>(st.model->steps());
+  st.shared.clear();
+  st.averaged.clear();
+  st.blob = {};
+  self->send(st.supervisor, stage_atom::value, static_cast<std::int32_t>(st.ctx->stage));
+  self->send(st.ctx->reporter, joined_atom::value, me(st), static_cast<std::uint64_t>(st.current));
+  // Microbatches queued while downloading: the ones of the current iteration go on.
+  auto pending = std::move(st.pending);
+  st.pending.clear();
+  for (auto& [f, a] : pending)
+    handle_forward(self, f, std::move(a));
+}
+
+void on_replica_hash(self_ptr self, const std::string& from, const wire::replica_hash& h) {
+  auto& st = self->state;
+  if (h.stage != static_cast<std::uint32_t>(st.ctx->stage))
+    return;
+  st.hashes[h.iteration][from] = h.hash;
+  auto mine = st.my_hash.find(h.iteration);
+  if (mine == st.my_hash.end() || !st.ready)
+    return;
+  // Majority over this replica and the hashes received; ties go to the lowest name.
+  std::map<std::uint64_t, std::pair<int, std::string>> votes;
+  auto vote = [&](const std::string& who, std::uint64_t v) {
+    auto& e = votes[v];
+    ++e.first;
+    if (e.second.empty() || who < e.second)
+      e.second = who;
+  };
+  vote(me(st), mine->second);
+  for (auto& [who, v] : st.hashes[h.iteration])
+    vote(who, v);
+  if (st.hashes[h.iteration].size() < same_stage(st).size())
+    return; // not all in yet
+  auto best = votes.begin();
+  for (auto it = votes.begin(); it != votes.end(); ++it)
+    if (it->second.first > best->second.first
+        || (it->second.first == best->second.first && it->second.second < best->second.second))
+      best = it;
+  st.hashes.erase(h.iteration);
+  st.my_hash.erase(st.my_hash.begin(), st.my_hash.upper_bound(h.iteration));
+  if (best->first != mine->second) {
+    report_failure(self, "weights diverged from replica " + best->second.second + " after iteration "
+                           + std::to_string(h.iteration) + "; downloading its state");
+    enter_download(self, best->second.second);
+  }
+}
+
+// --- data holder: iterations and carriers ----------------------------------------
+
+struct carrier_state {
+  std::uint64_t key = 0;
+  std::string first_hop;
+  std::string hint;
+  std::uint32_t attempt = 0;
+  std::chrono::milliseconds timeout{10000};
+};
+
+caf::behavior carrier(caf::stateful_actor<carrier_state>* self, caf::actor holder, std::uint64_t key,
+                      std::string first_hop, std::chrono::milliseconds timeout) {
+  auto& st = self->state;
+  st.key = key;
+  st.first_hop = std::move(first_hop);
+  st.timeout = timeout;
+  self->delayed_send(self, timeout, timeout_atom::value, std::uint32_t{0});
+  auto resend_to = [self, holder](std::string to) {
+    auto& st = self->state;
+    ++st.attempt;
+    st.first_hop = std::move(to);
+    self->send(holder, resend_atom::value, st.key, st.first_hop, st.attempt, st.hint);
+    st.hint.clear();
+    self->delayed_send(self, st.timeout, timeout_atom::value, st.attempt);
+  };
+  return {
+    [self, resend_to](peer_down_atom, const std::string& dead, const std::vector<std::string>& live) {
+      auto& st = self->state;
+      if (dead == st.hint)
+        st.hint.clear();
+      if (dead != st.first_hop)
+        return;
+      std::vector<candidate> c;
+      for (auto& l : live)
+        c.push_back({l, 0.0});
+      if (auto r = choose_replacement(c, dead))
+        resend_to(*r);
+    },
+    [self](progress_atom, const std::string& next_next) { self->state.hint = next_next; },
+    [self, resend_to](timeout_atom, std::uint32_t attempt) {
+      // No answer within the hop timeout: send the same output again (a hop that holds it
+      // only rebinds, one that lost it computes it).
+      if (attempt == self->state.attempt)
+        resend_to(self->state.first_hop);
+    },
+    [self](done_atom) { self->quit(); },
+  };
+}
+
+void finish_iteration(self_ptr self) {
+  auto& st = self->state;
+  double loss_sum = 0;
+  for (auto& [k, l] : st.losses)
+    loss_sum += l;
+  auto flows = static_cast<std::uint32_t>(st.flows.size());
+  wire::iteration_done d{st.current, me(st), st.done_count, loss_sum};
+  self->send(st.ctx->reporter, iteration_atom::value, me(st), st.current, st.done_count, loss_sum, flows);
+  for (auto& [id, s] : st.peers)
+    st.ctx->send(self, id, service::stage, d);
+  st.barrier->holder_done(d);
+  try_share(self, st.current);
+}
+
+void finish_origin(self_ptr self, std::uint64_t key) {
+  auto& st = self->state;
+  auto& o = st.origins[key];
+  o.done = true;
+  if (o.carrier)
+    self->send(o.carrier, done_atom::value);
+  if (++st.done_count == static_cast<std::uint32_t>(st.ctx->spec->training.microbatches_per_holder))
+    finish_iteration(self);
+}
+
+void start_iteration(self_ptr self) {
+  auto& st = self->state;
+  if (!st.ready || st.current >= static_cast<std::uint64_t>(st.ctx->spec->training.iterations)) {
+    st.running = false;
+    return;
+  }
+  int first_stage = 1 % stages(st);
+  std::vector<flow_hop> mine;
+  for (auto& f : st.flows)
+    if (f.target == me(st) && st.peers.count(f.next) > 0)
+      mine.push_back(f);
+  if (mine.empty()) { // no flow yet: the balancers are still building rings
+    st.running = false;
+    self->delayed_send(self, std::chrono::milliseconds(50), start_atom::value);
+    return;
+  }
+  st.running = true;
+  for (auto& [k, o] : st.origins)
+    if (o.carrier)
+      self->send(o.carrier, done_atom::value);
+  st.origins.clear();
+  st.losses.clear();
+  st.done_count = 0;
+  auto& spec = *st.ctx->spec;
+  for (int j = 0; j < spec.training.microbatches_per_holder; ++j) {
+    model::microbatch_id id{st.current, st.holder_index, static_cast<std::uint32_t>(j)};
+    auto tokens = model::sample(*st.data, spec.training.seed, id, spec.training.microbatch_size,
+                                spec.model.seq_len);
+    auto [inputs, targets] = model::to_inputs_targets(tokens.rows, tokens.cols, tokens.tokens);
+    auto key = id.key();
+    auto t0 = clock::now();
+    auto x = st.model->embed(key, inputs);
+    auto* out = value_or_report(self, x, "embedding");
+    report_compute(self, st.current, since(t0), 0);
+    if (!out)
+      return;
+    if (crash_now(self, "forward"))
+      return;
+    auto& o = st.origins[key];
+    o.output = *out;
+    o.targets = targets;
+    o.first_hop = mine[static_cast<std::size_t>(j) % mine.size()].next;
+    hop_record r;
+    r.mb = wire::microbatch_ref{id.iteration, id.holder, id.index};
+    r.path = {me(st)};
+    send_activation(self, o.first_hop, r, wire::direction::forward, o.output);
+    auto timeout = std::chrono::milliseconds(spec.faults.hop_timeout_ms);
+    o.carrier = self->spawn<caf::linked>(carrier, caf::actor_cast<caf::actor>(self), key, o.first_hop, timeout);
+  }
+  (void)first_stage;
+}
+
+void on_resend(self_ptr self, std::uint64_t key, const std::string& to, std::uint32_t attempt,
+               const std::string& hint) {
+  auto& st = self->state;
+  auto it = st.origins.find(key);
+  if (it == st.origins.end() || it->second.done)
+    return;
+  it->second.first_hop = to;
+  hop_record r;
+  r.mb = wire::microbatch_ref{key >> 24, static_cast<std::uint32_t>(key >> 12 & 0xfff),
+                              static_cast<std::uint32_t>(key & 0xfff)};
+  r.path = {me(st)};
+  r.attempt = attempt;
+  send_activation(self, to, r, wire::direction::forward, it->second.output, hint);
+}
+
+// --- the behaviour ---------------------------------------------------------------
+
+caf::behavior compute(self_ptr self, ctx_ptr ctx, caf::actor supervisor) {
+  auto& st = self->state;
+  st.ctx = ctx;
+  st.supervisor = std::move(supervisor);
+  st.model.emplace(ctx->spec->model, ctx->spec->training, ctx->stage);
+  st.ledger = std::make_unique<hop_ledger>(ctx->host.name);
+  st.barrier = std::make_unique<iteration_barrier>(ctx->spec->model.stages);
+  st.ready = !ctx->joining;
+  if (ctx->stage == 0) {
+    auto& holders = ctx->spec->holders;
+    st.holder_index = static_cast<std::uint32_t>(std::find(holders.begin(), holders.end(), ctx->host.name)
+                                                 - holders.begin());
+    auto c = model::corpus::open(ctx->spec->data, ctx->spec->model.vocab, ctx->spec->model.seq_len);
+    if (auto* why = std::get_if<std::string>(&c)) {
+      report_failure(self, "corpus: " + *why);
+    } else {
+      st.data.emplace(std::move(std::get<model::corpus>(c)));
+      self->send(self, start_atom::value);
+    }
+  }
+  return {
+    [self](deliver_atom, const std::string& from, wire_frame& frame) {
+      auto& st = self->state;
+      auto msg = st.ctx->open(self, from, std::move(frame));
+      if (!msg)
+        return;
+      std::visit(
+        [&](auto& m) {
+          using T = std::decay_t<decltype(m)>;
+          if constexpr (std::is_same_v<T, wire::activation>) {
+            if (m.dir == wire::direction::forward)
+              handle_forward(self, from, std::move(m));
+            else
+              handle_backward(self, from, m);
+          } else if constexpr (std::is_same_v<T, wire::hop_progress>) {
+            if (is_holder(st) && m.path.size() == 3 && m.path[0] == me(st)) {
+              auto o = st.origins.find(key_of(m.microbatch));
+              if (o != st.origins.end() && o->second.carrier && o->second.first_hop == m.path[1])
+                self->send(o->second.carrier, progress_atom::value, m.path[2]);
+            } else {
+              st.ledger->on_progress(m);
+            }
+          } else if constexpr (std::is_same_v<T, wire::iteration_done>) {
+            if (m.holder != from)
+              return;
+            st.barrier->holder_done(m);
+            try_share(self, m.iteration);
+          } else if constexpr (std::is_same_v<T, wire::gradient_chunk>) {
+            if (m.stage != static_cast<std::uint32_t>(st.ctx->stage) || m.iteration < st.current)
+              return;
+            share_data s;
+            s.count = static_cast<std::int64_t>(m.microbatches);
+            s.values = m.values;
+            st.shares[m.iteration][from] = std::move(s);
+            st.barrier->share(m.iteration, from);
+            if (st.ready && m.iteration > st.current + 1) {
+              report_failure(self, "behind replica " + from + " by " + std::to_string(m.iteration - st.current)
+                                     + " iterations; downloading its state");
+              enter_download(self, from);
+              return;
+            }
+            try_average(self, m.iteration);
+          } else if constexpr (std::is_same_v<T, wire::norm_share>) {
+            st.barrier->norm(m.iteration, m.stage, m.sum_squares);
+            try_apply(self, m.iteration);
+          } else if constexpr (std::is_same_v<T, wire::replica_hash>) {
+            on_replica_hash(self, from, m);
+          } else if constexpr (std::is_same_v<T, wire::state_request>) {
+            if (!st.ready || m.stage != static_cast<std::uint32_t>(st.ctx->stage))
+              return;
+            auto blob = st.model->export_state();
+            for (std::size_t off = 0; off < blob.size(); off += state_chunk_bytes) {
+              auto n = std::min(state_chunk_bytes, blob.size() - off);
+              wire::state_chunk c{m.transfer_id, m.stage, off, blob.size(),
+                                  std::vector<std::uint8_t>(blob.begin() + static_cast<std::ptrdiff_t>(off),
+                                                            blob.begin() + static_cast<std::ptrdiff_t>(off + n))};
+              st.ctx->send(self, from, service::stage, c);
+            }
+          } else if constexpr (std::is_same_v<T, wire::state_chunk>) {
+            on_state_chunk(self, from, m);
+          } else {
+            report_failure(self, std::string{"unexpected "} + wire::kind_name(*msg) + " from " + from);
+          }
+        },
+        *msg);
+    },
+    [self](peer_up_atom, const std::string& id, std::int32_t stage) {
+      auto& st = self->state;
+      if (stage < 0) {
+        on_peer_down(self, id);
+        return;
+      }
+      st.peers[id] = stage;
+      if (!st.ready && stage == st.ctx->stage)
+        request_state(self);
+    },
+    [self](peer_down_atom, const std::string& id) { on_peer_down(self, id); },
+    [self](flows_atom, const std::vector<std::string>& t, const std::vector<std::string>& p,
+           const std::vector<std::string>& n) {
+      auto& st = self->state;
+      st.flows.clear();
+      for (std::size_t i = 0; i < t.size() && i < p.size() && i < n.size(); ++i)
+        st.flows.push_back({t[i], p[i], n[i]});
+    },
+    [self](crash_atom, const std::string& phase) { self->state.armed = phase; },
+    [self](start_atom) {
+      if (!self->state.running)
+        start_iteration(self);
+    },
+    [self](resend_atom, std::uint64_t key, const std::string& to, std::uint32_t attempt,
+           const std::string& hint) { on_resend(self, key, to, attempt, hint); },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_compute(caf::event_based_actor* parent, std::shared_ptr<const host_context> ctx) {
+  return parent->spawn<caf::linked>(compute, std::move(ctx), caf::actor_cast<caf::actor>(parent));
+}
+
+} // namespace gwtf::actors
