@@ -11,6 +11,7 @@
 #include "deploy/check_report.hpp"
 #include "deploy/cli.hpp"
 #include "deploy/cluster_config.hpp"
+#include "deploy/embedded.hpp"
 #include "model/reference.hpp"
 #include "model/torch_runtime.hpp"
 
@@ -137,8 +138,18 @@ int main(int argc, char** argv) {
     return run_check(*cfg, opts.config);
   if (opts.action == cli_action::reference)
     return run_reference_mode(*cfg);
+  if (cfg->emulation) {
+    auto r = run_embedded(*cfg, std::cout);
+    if (!r.completed) {
+      for (auto& f : r.failures)
+        std::cerr << "caf-gwtf: " << f << "\n";
+      std::cerr << "caf-gwtf: training did not complete\n";
+      return exit_code::failure;
+    }
+    return exit_code::ok;
+  }
   std::cerr << "caf-gwtf: " << opts.config
-            << " is valid, but this build has no node runtime yet (the actor runtime is "
-               "the next milestone, see docs/architecture.md); use --check\n";
+            << " has no emulation section: running hosts as separate processes over TCP is not "
+               "built yet (docs/runtime.md); add emulation: to run them embedded\n";
   return exit_code::failure;
 }

@@ -1,0 +1,48 @@
+// The embedded local cluster: every virtual host of cluster.yaml in this one process, over
+// the emulated network, with the scripted and random faults of the config. The main job.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "deploy/cluster_config.hpp"
+
+namespace gwtf::deploy {
+
+/// One iteration as the driver saw it.
+struct iteration_row {
+  std::int64_t iteration = 0;
+  double loss = 0;            ///< mean over the iteration's microbatches
+  double tokens_per_s = 0;    ///< its tokens / wall time since the previous iteration ended
+  int flows = 0;              ///< built flows at the data holders
+  int hosts_alive = 0;
+  int crashes = 0;            ///< crashes so far
+  double wasted_fraction = 0; ///< wasted compute seconds / compute seconds, so far
+};
+
+/// What a run produced.
+struct embedded_result {
+  bool completed = false;            ///< every iteration was applied at the data holders
+  std::vector<iteration_row> rows;
+  int crashes = 0, joins = 0, restarts = 0;
+  double compute_s = 0, wasted_s = 0;
+  double wall_s = 0;
+  /// Exactly-once check per (stage, iteration): microbatches missing from, or counted more
+  /// than once in, the gradients a stage averaged. Empty = every one counted exactly once.
+  std::vector<std::string> exactly_once_violations;
+  /// Replica agreement: per stage, the weights hash of every live replica after the last
+  /// iteration it applied.
+  std::map<int, std::map<std::string, std::uint64_t>> final_hashes;
+  std::map<std::string, std::uint64_t> last_applied; ///< host -> last iteration applied
+  std::vector<std::string> joined;                   ///< hosts that loaded a state
+  std::vector<std::string> failures;                 ///< handled errors reported by hosts
+};
+
+/// Runs `cfg` until training.iterations are done or `timeout_s` passes. Prints one progress
+/// line per iteration and a summary to `out`; writes training.loss_out when set.
+embedded_result run_embedded(const cluster_config& cfg, std::ostream& out, double timeout_s = 3600);
+
+} // namespace gwtf::deploy
