@@ -77,7 +77,7 @@ struct compute_state {
   std::map<std::uint64_t, double> losses;
   std::uint32_t done_count = 0;
   std::uint64_t next_carrier = 0;
-  double iteration_seconds = 0;
+  std::int64_t waited_ms = 0; // waiting for a flow
 };
 
 using self_ptr = caf::stateful_actor<compute_state>*;
@@ -654,11 +654,19 @@ void start_iteration(self_ptr self) {
   for (auto& f : st.flows)
     if (f.target == me(st) && st.peers.count(f.next) > 0)
       mine.push_back(f);
+  if (mine.empty() && st.waited_ms >= 4 * st.ctx->spec->routing.gwtf.tick_ms) {
+    // No ring for this holder after several balancer ticks (its relays died and the
+    // survivors are full): degrade to any live first-stage host rather than stall.
+    for (auto& id : live_at(st, first_stage))
+      mine.push_back({me(st), me(st), id});
+  }
   if (mine.empty()) { // no flow yet: the balancers are still building rings
     st.running = false;
+    st.waited_ms += 50;
     self->delayed_send(self, std::chrono::milliseconds(50), start_atom::value);
     return;
   }
+  st.waited_ms = 0;
   st.running = true;
   for (auto& [k, o] : st.origins)
     if (o.carrier)
@@ -692,7 +700,6 @@ void start_iteration(self_ptr self) {
     auto timeout = std::chrono::milliseconds(spec.faults.hop_timeout_ms);
     o.carrier = self->spawn<caf::linked>(carrier, caf::actor_cast<caf::actor>(self), key, o.first_hop, timeout);
   }
-  (void)first_stage;
 }
 
 void on_resend(self_ptr self, std::uint64_t key, const std::string& to, std::uint32_t attempt,

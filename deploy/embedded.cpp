@@ -287,6 +287,8 @@ caf::behavior driver(driver_ptr self, const cluster_config* cfg, std::shared_ptr
     },
     [self](failure_atom, const std::string& host, const std::string& what) {
       auto& f = self->state.result.failures;
+      if (f.size() < 20)
+        *self->state.out << "# " << host << ": " << what << std::endl;
       if (f.size() < 1000)
         f.push_back(host + ": " + what);
     },
