@@ -23,10 +23,11 @@ std::vector<view_change> membership_view::heard(const wire::hello& h, std::int64
   if (h.incarnation > p.hello.incarnation && p.alive)
     out.push_back({h.peer_id, false}); // it restarted: its old state is gone
   bool was_alive = p.alive && h.incarnation == p.hello.incarnation;
+  bool moved = p.hello.stage != h.stage; // e.g. -1 -> its stage once its state is loaded
   p.hello = h;
   p.last_heard_ms = now_ms;
   p.alive = true;
-  if (!was_alive)
+  if (!was_alive || moved)
     out.push_back({h.peer_id, true});
   return out;
 }

@@ -29,8 +29,9 @@ class membership_view {
 public:
   /// `timeout_ms`: a peer silent this long is considered down.
   membership_view(std::string self, std::int64_t timeout_ms);
-  /// A heartbeat/introduction arrived. Reports the peer as up when new, back, or restarted
-  /// with a higher incarnation (the old incarnation is reported down first).
+  /// A heartbeat/introduction arrived. Reports the peer as up when new, back, moved to
+  /// another stage, or restarted with a higher incarnation (the old incarnation is reported
+  /// down first).
   std::vector<view_change> heard(const wire::hello& h, std::int64_t now_ms);
   /// A clean departure.
   std::vector<view_change> left(const wire::leave& l);

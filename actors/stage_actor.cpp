@@ -654,7 +654,9 @@ void start_iteration(self_ptr self) {
   for (auto& f : st.flows)
     if (f.target == me(st) && st.peers.count(f.next) > 0)
       mine.push_back(f);
-  if (mine.empty() && st.waited_ms >= 4 * st.ctx->spec->routing.gwtf.tick_ms) {
+  if (!mine.empty())
+    st.waited_ms = 0;
+  else if (st.waited_ms >= 4 * st.ctx->spec->routing.gwtf.tick_ms) {
     // No ring for this holder after several balancer ticks (its relays died and the
     // survivors are full): degrade to any live first-stage host rather than stall.
     for (auto& id : live_at(st, first_stage))
@@ -666,7 +668,6 @@ void start_iteration(self_ptr self) {
     self->delayed_send(self, std::chrono::milliseconds(50), start_atom::value);
     return;
   }
-  st.waited_ms = 0;
   st.running = true;
   for (auto& [k, o] : st.origins)
     if (o.carrier)

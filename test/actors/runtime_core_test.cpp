@@ -1,0 +1,163 @@
+// The pure cores behind the host actors: no CAF, no threads, no clock.
+#include <doctest/doctest.h>
+
+#include "actors/hop_ledger.hpp"
+#include "actors/iteration_barrier.hpp"
+#include "actors/link_emulator.hpp"
+#include "actors/membership_view.hpp"
+
+using namespace gwtf;
+using namespace gwtf::actors;
+
+namespace {
+
+wire::activation fwd(std::uint64_t it, std::uint32_t idx, std::vector<std::string> path, std::uint32_t attempt = 0) {
+  wire::activation a;
+  a.microbatch = {it, 0, idx};
+  a.path = std::move(path);
+  a.attempt = attempt;
+  return a;
+}
+
+} // namespace
+
+TEST_CASE("hop ledger: a new microbatch is computed once; an equal attempt is a duplicate") {
+  hop_ledger l{"r2"};
+  auto a = fwd(3, 1, {"dh", "r1"});
+  CHECK(l.on_forward("r1", a) == forward_action::compute);
+  CHECK(l.on_forward("r1", a) == forward_action::ignore);
+  auto* r = l.find(key_of(a.microbatch));
+  REQUIRE(r != nullptr);
+  CHECK(r->path == std::vector<std::string>{"dh", "r1", "r2"});
+  CHECK(r->prev == "r1");
+  CHECK(l.on_backward(key_of(a.microbatch)));
+  l.sent_backward(key_of(a.microbatch));
+  CHECK_FALSE(l.on_backward(key_of(a.microbatch))); // counted once
+}
+
+TEST_CASE("hop ledger: a re-send through a replacement rebinds instead of recomputing") {
+  hop_ledger l{"r3"};
+  auto a = fwd(0, 0, {"dh", "r1", "r2a"});
+  REQUIRE(l.on_forward("r2a", a) == forward_action::compute);
+  l.sent_forward(key_of(a.microbatch), "dh");
+  l.sent_backward(key_of(a.microbatch));
+  auto again = fwd(0, 0, {"dh", "r1", "r2b"}, 1);
+  CHECK(l.on_forward("r2b", again) == forward_action::rebind);
+  auto* r = l.find(key_of(a.microbatch));
+  CHECK(r->prev == "r2b");
+  CHECK(r->backward_done); // the caller re-sends its stored gradient to r2b
+}
+
+TEST_CASE("hop ledger: the death of the next hop yields re-sends with the hint from HOP_PROGRESS") {
+  hop_ledger l{"r1"};
+  auto a = fwd(0, 2, {"dh"});
+  auto b = fwd(0, 3, {"dh"});
+  REQUIRE(l.on_forward("dh", a) == forward_action::compute);
+  REQUIRE(l.on_forward("dh", b) == forward_action::compute);
+  l.sent_forward(key_of(a.microbatch), "r2a");
+  l.sent_forward(key_of(b.microbatch), "r2b");
+  l.on_progress(wire::hop_progress{a.microbatch, {"dh", "r1", "r2a", "r3x"}});
+  auto rs = l.on_peer_down("r2a");
+  REQUIRE(rs.size() == 1);
+  CHECK(rs[0].key == key_of(a.microbatch));
+  CHECK(rs[0].hint == "r3x");
+  CHECK(rs[0].attempt == 1);
+  CHECK(l.on_peer_down("r9").empty());
+  l.redirect(rs[0].key, "r2c");
+  CHECK(l.find(rs[0].key)->next == "r2c");
+  // A progress message whose middle hop is not our next hop is ignored.
+  l.on_progress(wire::hop_progress{b.microbatch, {"dh", "r1", "r2z", "r3y"}});
+  CHECK(l.find(key_of(b.microbatch))->next_next.empty());
+  CHECK(l.finish(0).size() == 2);
+  CHECK(l.size() == 0);
+}
+
+TEST_CASE("next hop: own flow from the sender first, then any flow, then the cheapest live host") {
+  std::vector<flow_hop> flows{{"dh", "r1a", "r2a"}, {"dh", "r1b", "r2b"}, {"dh2", "r1a", "r2c"}};
+  std::vector<candidate> live{{"r2a", 1.0}, {"r2b", 0.5}, {"r2c", 0.1}};
+  CHECK(next_hop(flows, "r1a", "dh", 0, live) == "r2a");
+  CHECK(next_hop(flows, "r1z", "dh", 1, live) == "r2b");
+  CHECK(next_hop(flows, "r1z", "dh9", 0, live) == "r2c");
+  CHECK(next_hop(flows, "r1a", "dh", 0, {{"r2b", 0.5}}) == "r2b"); // r2a is dead
+  CHECK_FALSE(next_hop(flows, "r1a", "dh", 0, {}).has_value());
+  CHECK(choose_replacement(live, "r2c") == "r2b");
+}
+
+TEST_CASE("membership view: heartbeats, silence, restarts and clean leaves") {
+  membership_view v{"me", 800};
+  wire::hello h{"r1", "x", wire::peer_role::relay, 1, 4, 7};
+  auto c = v.heard(h, 0);
+  REQUIRE(c.size() == 1);
+  CHECK(c[0].up);
+  CHECK(v.heard(h, 100).empty());
+  CHECK(v.live_at(1) == std::vector<std::string>{"r1"});
+  CHECK(v.tick(900).empty());
+  auto down = v.tick(901);
+  REQUIRE(down.size() == 1);
+  CHECK_FALSE(down[0].up);
+  CHECK(v.live().empty());
+  CHECK(v.heard(h, 950).size() == 1); // back
+  auto restarted = h;
+  restarted.incarnation = 8;
+  auto r = v.heard(restarted, 1000);
+  REQUIRE(r.size() == 2); // old incarnation down, new one up
+  CHECK_FALSE(r[0].up);
+  CHECK(r[1].up);
+  auto moved = restarted;
+  moved.stage = -1; // downloading its state: not a replica meanwhile
+  CHECK(v.heard(moved, 1100).size() == 1);
+  CHECK(v.live_at(1).empty());
+  CHECK(v.left(wire::leave{"r1", 8}).size() == 1);
+  CHECK(v.heard(moved, 1200).empty()); // a late heartbeat of the incarnation that left
+  CHECK(v.heard(wire::hello{"me", "x", wire::peer_role::relay, 1, 1, 1}, 0).empty());
+}
+
+TEST_CASE("iteration barrier: holders, then shares of live replicas, then a norm per stage") {
+  iteration_barrier b{3};
+  CHECK_FALSE(b.holders_done(5, {"dh1", "dh2"}));
+  b.holder_done(wire::iteration_done{5, "dh1", 4, 10.0});
+  CHECK_FALSE(b.holders_done(5, {"dh1", "dh2"}));
+  CHECK(b.holders_done(5, {"dh1"})); // dh2 died
+  b.holder_done(wire::iteration_done{5, "dh2", 4, 11.0});
+  CHECK(b.holders_done(5, {"dh1", "dh2"}));
+  CHECK(b.reports(5).size() == 2);
+  b.share(5, "r1b");
+  CHECK_FALSE(b.shares_complete(5, "r1a", {"r1b"})); // own share missing
+  b.share(5, "r1a");
+  CHECK(b.shares_complete(5, "r1a", {"r1b"}));
+  CHECK_FALSE(b.shares_complete(5, "r1a", {"r1b", "r1c"}));
+  b.norm(5, 0, 1.0);
+  b.norm(5, 1, 2.0);
+  CHECK_FALSE(b.global_norm(5).has_value());
+  b.norm(5, 1, 100.0); // the first share per stage counts
+  b.norm(5, 7, 100.0); // no such stage
+  b.norm(5, 2, 1.0);
+  REQUIRE(b.global_norm(5).has_value());
+  CHECK(*b.global_norm(5) == doctest::Approx(2.0));
+  b.finish(5);
+  CHECK_FALSE(b.global_norm(5).has_value());
+  CHECK(b.reports(5).empty());
+}
+
+TEST_CASE("link emulator: latency plus bytes over bandwidth, queued per link, slowed on demand") {
+  routing::network_matrix m;
+  m.name = "t";
+  m.regions = {"a", "b"};
+  m.latency_ms = {{0, 10}, {10, 0}};
+  m.bandwidth_mbps = {{1000, 8}, {8, 1000}}; // 8 Mbit/s = 1 MB/s
+  link_emulator e{m};
+  REQUIRE(e.place("x", "a"));
+  REQUIRE(e.place("y", "b"));
+  CHECK_FALSE(e.place("z", "nowhere"));
+  auto t1 = e.deliver_at("x", "y", 1'000'000, 0.0);
+  REQUIRE(t1.has_value());
+  CHECK(*t1 == doctest::Approx(1.0 + 0.010));
+  auto t2 = e.deliver_at("x", "y", 500'000, 0.5); // waits for the first transfer
+  CHECK(*t2 == doctest::Approx(1.5 + 0.010));
+  auto back = e.deliver_at("y", "x", 0, 0.5);    // the other direction is its own queue
+  CHECK(*back == doctest::Approx(0.510));
+  e.slow_down("x", "y", 4);
+  CHECK(e.link("y", "x")->latency_ms == doctest::Approx(40));
+  CHECK(e.link("x", "y")->bandwidth_mbps == doctest::Approx(2));
+  CHECK_FALSE(e.deliver_at("x", "nobody", 1, 0).has_value());
+}
