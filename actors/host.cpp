@@ -257,7 +257,8 @@ caf::behavior balancer(caf::stateful_actor<balancer_state>* self, ctx_ptr ctx) {
 struct supervisor_state {
   ctx_ptr ctx;
   caf::actor membership, probe, balancer, compute;
-  std::deque<std::int64_t> restarts;
+  std::deque<std::int64_t> restarts; // times of the restarts inside the window
+  std::uint64_t generation = 0;      // restarts so far: raises the incarnation
   bool leaving = false;
 };
 
@@ -265,7 +266,7 @@ void start_children(caf::stateful_actor<supervisor_state>* self, bool joining) {
   auto& st = self->state;
   auto ctx = std::make_shared<host_context>(*st.ctx);
   ctx->joining = joining;
-  ctx->incarnation = st.ctx->incarnation + st.restarts.size();
+  ctx->incarnation = st.ctx->incarnation + (joining && st.generation > 0 ? 1 : 0);
   st.ctx = ctx;
   st.membership = self->spawn<caf::linked>(membership, ctx);
   st.balancer = self->spawn<caf::linked>(balancer, ctx);
@@ -311,6 +312,7 @@ caf::behavior supervisor(caf::stateful_actor<supervisor_state>* self, ctx_ptr ct
       return;
     }
     st.restarts.push_back(now);
+    ++st.generation;
     self->send(st.ctx->reporter, restart_atom::value, st.ctx->host.name, self->system().render(m.reason));
     for (auto& a : {st.membership, st.probe, st.balancer, st.compute})
       if (a && a.address() != m.source) {

@@ -99,7 +99,8 @@ caf::actor spawn_link_layer(caf::actor_system& sys, routing::network_matrix net,
 // data holder) actors, restarts a failed one at most faults.max_restarts times within
 // faults.restart_window_ms, and otherwise leaves cleanly. Handlers:
 // (crash_atom, std::string phase)  fault injection: "any" kills the host now; "forward" /
-//                                  "backward" kill it during its next such computation
+//                                  "backward" kill it during its next such computation;
+//                                  "actor" fails its stage actor (supervision restarts)
 // (stop_atom)                      leave cleanly (LEAVE to every peer)
 //
 // membership: (deliver_atom, from, frame) HELLO/LEAVE; (tick_atom) heartbeat + suspicion;

@@ -66,14 +66,16 @@ enum class fault_action {
   join,      ///< the host (declared in hosts) comes online
   leave,     ///< the host announces its departure and leaves cleanly
   slow_link, ///< the link host -> peer gets `slowdown` times slower
+  actor_failure, ///< one local actor of the host fails; its supervisor restarts it
 };
 
 /// Names of `fault_action` values as they appear in YAML.
-constexpr std::array<std::pair<fault_action, const char*>, 4> enum_names(fault_action) {
+constexpr std::array<std::pair<fault_action, const char*>, 5> enum_names(fault_action) {
   return {{{fault_action::crash, "crash"},
            {fault_action::join, "join"},
            {fault_action::leave, "leave"},
-           {fault_action::slow_link, "slow_link"}}};
+           {fault_action::slow_link, "slow_link"},
+           {fault_action::actor_failure, "actor_failure"}}};
 }
 
 /// When inside an iteration a crash strikes.

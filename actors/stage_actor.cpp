@@ -54,6 +54,7 @@ struct compute_state {
   std::map<std::uint64_t, torch::Tensor> fwd_out, grad_out, head_grad;
   std::map<std::uint64_t, double> fwd_seconds;
   std::map<std::string, std::int32_t> peers; // live peers and their stage
+  std::set<std::string> gone;                // peers reported down (late frames ignored)
   std::vector<flow_hop> flows;
   std::uint64_t current = 0;                 // iteration in progress (= optimizer steps)
   bool ready = false;                        // holds valid weights
@@ -62,6 +63,7 @@ struct compute_state {
   // aggregation
   std::map<std::uint64_t, std::map<std::string, share_data>> shares;
   std::set<std::uint64_t> shared, normed;
+  std::set<std::uint64_t> replica_lost; // a same-stage replica died: wait for its re-sent work
   std::map<std::uint64_t, std::vector<torch::Tensor>> averaged;
   std::map<std::uint64_t, std::map<std::string, std::uint64_t>> hashes;
   std::map<std::uint64_t, std::uint64_t> my_hash;
@@ -162,6 +164,7 @@ std::string next_for(self_ptr self, const hop_record& r, const std::string& hint
   return n ? *n : std::string{};
 }
 
+void send_share(self_ptr self, std::uint64_t i);
 void try_share(self_ptr self, std::uint64_t i);
 void try_average(self_ptr self, std::uint64_t i);
 void try_apply(self_ptr self, std::uint64_t i);
@@ -276,6 +279,10 @@ void handle_backward(self_ptr self, const std::string& from, const wire::activat
   st.grad_out[key] = *g;
   send_activation(self, r->prev, *r, wire::direction::backward, *g);
   st.ledger->sent_backward(key);
+  if (st.shared.count(a.microbatch.iteration) > 0 && st.averaged.count(a.microbatch.iteration) == 0) {
+    send_share(self, a.microbatch.iteration); // a repair after this replica shared
+    try_average(self, a.microbatch.iteration);
+  }
 }
 
 // --- peers going down ----------------------------------------------------------------
@@ -285,7 +292,9 @@ void on_peer_down(self_ptr self, const std::string& id) {
   auto it = st.peers.find(id);
   if (it == st.peers.end())
     return;
+  auto it_stage = it->second;
   st.peers.erase(it);
+  st.gone.insert(id);
   st.flows.erase(std::remove_if(st.flows.begin(), st.flows.end(),
                                 [&](auto& f) { return f.next == id || f.prev == id; }),
                  st.flows.end());
@@ -307,6 +316,13 @@ void on_peer_down(self_ptr self, const std::string& id) {
   }
   if (st.source == id && !st.ready)
     st.transfer = 0; // the download source died: ask another replica
+  // Its share, if any, is dropped: its microbatches come back through re-sends.
+  if (it_stage == st.ctx->stage)
+    for (auto i = st.current; i <= st.current + 1; ++i)
+      if (st.averaged.count(i) == 0) {
+        st.shares[i].erase(id);
+        st.replica_lost.insert(i);
+      }
   // A dead holder or replica may be what an iteration boundary was waiting for.
   try_share(self, st.current);
   try_average(self, st.current);
@@ -323,11 +339,10 @@ std::vector<std::string> live_holders(const compute_state& st) {
   return out;
 }
 
-void try_share(self_ptr self, std::uint64_t i) {
+// Sends this replica's gradient sum of iteration i to the live replicas of its stage (again
+// after a repair changed it: receivers keep the latest share of each replica).
+void send_share(self_ptr self, std::uint64_t i) {
   auto& st = self->state;
-  if (!st.ready || i != st.current || st.shared.count(i) > 0
-      || !st.barrier->holders_done(i, live_holders(st)))
-    return;
   auto g = st.model->gradients();
   auto* sum = value_or_report(self, g, "gradient sum of iteration " + std::to_string(i));
   if (!sum)
@@ -364,6 +379,14 @@ void try_share(self_ptr self, std::uint64_t i) {
     st.ctx->send(self, r, service::stage, c);
   st.shares[i][me(st)] = std::move(mine);
   st.barrier->share(i, me(st));
+}
+
+void try_share(self_ptr self, std::uint64_t i) {
+  auto& st = self->state;
+  if (!st.ready || i != st.current || st.shared.count(i) > 0
+      || !st.barrier->holders_done(i, live_holders(st)))
+    return;
+  send_share(self, i);
   try_average(self, i);
 }
 
@@ -372,6 +395,18 @@ void try_average(self_ptr self, std::uint64_t i) {
   if (!st.ready || i != st.current || st.averaged.count(i) > 0 || st.shared.count(i) == 0
       || !st.barrier->shares_complete(i, me(st), same_stage(st)))
     return;
+  if (!is_holder(st) && st.replica_lost.count(i) > 0) {
+    // Every microbatch the data holders finished must be in the shares: a replica that died
+    // before its share arrived had its microbatches re-sent to the others (hop_ledger), which
+    // share again once they have counted them.
+    std::int64_t expected = 0, have = 0;
+    for (auto& [h, d] : st.barrier->reports(i))
+      expected += d.microbatches;
+    for (auto& [r, sh] : st.shares[i])
+      have += sh.count;
+    if (have < expected)
+      return;
+  }
   auto params = st.model->parameters();
   std::vector<model::gradient_sum> sums;
   std::vector<std::string> contributors;
@@ -442,6 +477,7 @@ void try_apply(self_ptr self, std::uint64_t i) {
     report_compute(self, i, 0, wasted);
   st.averaged.erase(i);
   st.shares.erase(i);
+  st.replica_lost.erase(i);
   st.barrier->finish(i);
   st.current = i + 1;
   auto h = st.model->weights_hash();
@@ -478,11 +514,15 @@ void request_state(self_ptr self) {
                wire::state_request{st.transfer, static_cast<std::uint32_t>(st.ctx->stage)});
 }
 
-void enter_download(self_ptr self, const std::string& from) {
+// Downloads the stage state from `from` (any replica if empty). `withdraw`: stop being a
+// replica meanwhile (diverged weights); a replica that is only behind stays one, so the
+// others wait for its share instead of finishing the iteration without it.
+void enter_download(self_ptr self, const std::string& from, bool withdraw = true) {
   auto& st = self->state;
   st.ready = false;
   st.transfer = 0;
-  self->send(st.supervisor, stage_atom::value, std::int32_t{-1});
+  if (withdraw)
+    self->send(st.supervisor, stage_atom::value, std::int32_t{-1});
   auto replicas = same_stage(st);
   if (!from.empty()) {
     st.source = from;
@@ -768,17 +808,21 @@ caf::behavior compute(self_ptr self, ctx_ptr ctx, caf::actor supervisor) {
             st.barrier->holder_done(m);
             try_share(self, m.iteration);
           } else if constexpr (std::is_same_v<T, wire::gradient_chunk>) {
-            if (m.stage != static_cast<std::uint32_t>(st.ctx->stage) || m.iteration < st.current)
+            if (m.stage != static_cast<std::uint32_t>(st.ctx->stage) || m.iteration < st.current
+                || st.gone.count(from) > 0 || st.averaged.count(m.iteration) > 0)
               return;
             share_data s;
             s.count = static_cast<std::int64_t>(m.microbatches);
             s.values = m.values;
             st.shares[m.iteration][from] = std::move(s);
             st.barrier->share(m.iteration, from);
-            if (st.ready && m.iteration > st.current + 1) {
-              report_failure(self, "behind replica " + from + " by " + std::to_string(m.iteration - st.current)
-                                     + " iterations; downloading its state");
-              enter_download(self, from);
+            // A replica shares an iteration beyond ours while no data holder finished ours
+            // to us: we loaded a state the others had already moved past. Catch up.
+            if (st.ready && m.iteration > st.current && st.shared.count(st.current) == 0
+                && st.barrier->reports(st.current).empty()) {
+              report_failure(self, "behind replica " + from + " (iteration " + std::to_string(st.current)
+                                     + " < " + std::to_string(m.iteration) + "); downloading its state");
+              enter_download(self, from, false);
               return;
             }
             try_average(self, m.iteration);
@@ -813,6 +857,7 @@ caf::behavior compute(self_ptr self, ctx_ptr ctx, caf::actor supervisor) {
         return;
       }
       st.peers[id] = stage;
+      st.gone.erase(id);
       if (!st.ready && stage == st.ctx->stage)
         request_state(self);
     },
@@ -824,7 +869,12 @@ caf::behavior compute(self_ptr self, ctx_ptr ctx, caf::actor supervisor) {
       for (std::size_t i = 0; i < t.size() && i < p.size() && i < n.size(); ++i)
         st.flows.push_back({t[i], p[i], n[i]});
     },
-    [self](crash_atom, const std::string& phase) { self->state.armed = phase; },
+    [self](crash_atom, const std::string& phase) {
+      if (phase == "actor") // injected failure of this actor: its supervisor restarts the host's actors
+        self->quit(caf::make_error(caf::sec::runtime_error, "injected actor failure"));
+      else
+        self->state.armed = phase;
+    },
     [self](start_atom) {
       if (!self->state.running)
         start_iteration(self);

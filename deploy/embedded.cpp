@@ -105,6 +105,9 @@ void inject(driver_ptr self, std::uint64_t i) {
       case fault_action::slow_link:
         self->send(st.link, slow_atom::value, f.host, f.peer, f.slowdown);
         break;
+      case fault_action::actor_failure:
+        crash(self, f.host, "actor");
+        break;
     }
   }
   if (st.cfg->faults.crash_rate > 0) {
@@ -224,6 +227,8 @@ caf::behavior driver(driver_ptr self, const cluster_config* cfg, std::shared_ptr
       auto name = it->first;
       st.hosts.erase(it);
       st.dead.insert(name);
+      if (m.reason != caf::exit_reason::kill && !st.done)
+        ++st.result.departures;
       if (m.reason == caf::exit_reason::kill && !st.done) {
         ++st.result.crashes;
         // Everything it computed since its last applied iteration is lost.

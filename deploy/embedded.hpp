@@ -28,6 +28,7 @@ struct embedded_result {
   bool completed = false;            ///< every iteration was applied at the data holders
   std::vector<iteration_row> rows;
   int crashes = 0, joins = 0, restarts = 0;
+  int departures = 0;                ///< hosts that left cleanly
   double compute_s = 0, wasted_s = 0;
   double wall_s = 0;
   /// Exactly-once check per (stage, iteration): microbatches missing from, or counted more

@@ -69,7 +69,7 @@ void check_replicas_agree(const deploy::embedded_result& r) {
 TEST_CASE("cluster: without churn the loss equals the reference trainer's within 1e-4 relative") {
   auto cfg = local(20, {});
   std::ostringstream log;
-  auto r = deploy::run_embedded(cfg, log, 600);
+  auto r = deploy::run_embedded(cfg, log, 90);
   INFO(log.str());
   REQUIRE(r.completed);
   auto ref = reference_losses(cfg);
@@ -89,7 +89,7 @@ TEST_CASE("cluster: crashes during a forward and a backward lose no microbatch")
   auto cfg = local(12, {fault(3, actors::fault_action::crash, "r1-london", actors::fault_phase::forward),
                         fault(7, actors::fault_action::crash, "r2-ireland", actors::fault_phase::backward)});
   std::ostringstream log;
-  auto r = deploy::run_embedded(cfg, log, 600);
+  auto r = deploy::run_embedded(cfg, log, 90);
   INFO(log.str());
   REQUIRE(r.completed);
   CHECK(r.crashes == 2);
@@ -113,7 +113,7 @@ TEST_CASE("cluster: crashes during a forward and a backward lose no microbatch")
 TEST_CASE("cluster: a host that joins mid-run ends with weights identical to its replicas") {
   auto cfg = local(10, {fault(4, actors::fault_action::join, "r2-tokyo")});
   std::ostringstream log;
-  auto r = deploy::run_embedded(cfg, log, 600);
+  auto r = deploy::run_embedded(cfg, log, 90);
   INFO(log.str());
   REQUIRE(r.completed);
   CHECK(r.joins == 1);
@@ -127,4 +127,22 @@ TEST_CASE("cluster: a host that joins mid-run ends with weights identical to its
     CHECK(h == stage2.at("r2-tokyo"));
   }
   CHECK(r.exactly_once_violations.empty());
+}
+
+TEST_CASE("cluster: a failing local actor is restarted, and past its restart budget the host leaves") {
+  auto cfg = local(10, {fault(3, actors::fault_action::actor_failure, "r3-virginia"),
+                        fault(6, actors::fault_action::actor_failure, "r3-virginia")});
+  cfg.faults.max_restarts = 1;
+  std::ostringstream log;
+  auto r = deploy::run_embedded(cfg, log, 90);
+  INFO(log.str());
+  REQUIRE(r.completed);
+  CHECK(r.restarts == 1);     // the first failure: restarted, state downloaded again
+  CHECK(r.departures == 1);   // the second within the window: the host leaves cleanly
+  CHECK(r.crashes == 0);
+  CHECK(std::count(r.joined.begin(), r.joined.end(), "r3-virginia") == 1);
+  CHECK(r.rows.back().hosts_alive == 7);
+  for (auto& v : r.exactly_once_violations)
+    FAIL_CHECK(v);
+  check_replicas_agree(r);
 }
