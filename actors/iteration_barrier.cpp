@@ -30,15 +30,26 @@ void iteration_barrier::share(std::uint64_t iteration, const std::string& replic
   shares_[iteration].insert(replica);
 }
 
+std::int64_t iteration_barrier::reported_microbatches(std::uint64_t iteration) const {
+  std::int64_t n = 0;
+  auto it = done_.find(iteration);
+  if (it != done_.end())
+    for (auto& [h, d] : it->second)
+      n += static_cast<std::int64_t>(d.microbatches);
+  return n;
+}
+
 bool iteration_barrier::shares_complete(std::uint64_t iteration, const std::string& self,
-                                        const std::vector<std::string>& live_replicas) const {
+                                        std::int64_t counted) const {
   auto it = shares_.find(iteration);
   if (it == shares_.end() || it->second.count(self) == 0)
     return false;
-  for (auto& r : live_replicas)
-    if (it->second.count(r) == 0)
-      return false;
-  return true;
+  auto d = done_.find(iteration);
+  if (d == done_.end() || d->second.empty())
+    return false;
+  // More than reported: a holder died after its microbatches were counted, or one was
+  // counted twice (the exactly-once instrumentation reports that); waiting cannot help.
+  return counted >= reported_microbatches(iteration);
 }
 
 void iteration_barrier::norm(std::uint64_t iteration, std::uint32_t stage, double sum_squares) {

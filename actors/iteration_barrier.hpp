@@ -1,7 +1,9 @@
 // The end of an iteration as one replica sees it (docs/runtime.md), a pure state machine:
 // 1. every live data holder reported ITERATION_DONE -> this replica shares its gradient sum;
-// 2. shares from every live replica of the stage are in -> average (in replica-name order,
-//    so all replicas compute bit-identical results) and share the stage's squared norm;
+// 2. this replica shared and the shares in count every microbatch the data holders reported
+//    (a replica that carried none of them need not be waited for: a joiner, or one the
+//    others learn of late) -> average the non-empty shares in replica-name order, so all
+//    replicas compute bit-identical results, and share the stage's squared norm;
 // 3. a norm from every stage is in -> clip by the global norm and step.
 #pragma once
 
@@ -28,9 +30,11 @@ public:
   std::map<std::string, wire::iteration_done> reports(std::uint64_t iteration) const;
   /// A replica's share of `iteration` arrived (its payload is kept by the caller).
   void share(std::uint64_t iteration, const std::string& replica);
-  /// Shares of `iteration` from `self` and every replica in `live_replicas` are in.
-  bool shares_complete(std::uint64_t iteration, const std::string& self,
-                       const std::vector<std::string>& live_replicas) const;
+  /// Microbatches of `iteration` the data holders reported done, summed.
+  std::int64_t reported_microbatches(std::uint64_t iteration) const;
+  /// `self` shared `iteration`, some holder reported it, and the shares in (`counted`
+  /// microbatches in all) cover every reported microbatch.
+  bool shares_complete(std::uint64_t iteration, const std::string& self, std::int64_t counted) const;
   /// A stage's squared norm of `iteration`; the first per stage counts.
   void norm(std::uint64_t iteration, std::uint32_t stage, double sum_squares);
   /// sqrt of the sum over stages once every stage reported.

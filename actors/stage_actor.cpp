@@ -63,10 +63,12 @@ struct compute_state {
   // aggregation
   std::map<std::uint64_t, std::map<std::string, share_data>> shares;
   std::set<std::uint64_t> shared, normed;
-  std::set<std::uint64_t> replica_lost; // a same-stage replica died: wait for its re-sent work
   std::map<std::uint64_t, std::vector<torch::Tensor>> averaged;
+  std::map<std::uint64_t, double> my_norm; // this stage's squared norm, until applied
   std::map<std::uint64_t, std::map<std::string, std::uint64_t>> hashes;
   std::map<std::uint64_t, std::uint64_t> my_hash;
+  std::optional<wire::replica_hash> last_hash; // of the last step applied
+  bool fresh = false; // loaded a state and applied no step since: may be behind the others
   // state download (joiners, repairs)
   std::uint64_t transfer = 0;
   std::string source;
@@ -78,6 +80,7 @@ struct compute_state {
   std::map<std::uint64_t, origin> origins;
   std::map<std::uint64_t, double> losses;
   std::uint32_t done_count = 0;
+  std::optional<wire::iteration_done> last_done; // this holder's report of `current`
   std::uint64_t next_carrier = 0;
   std::int64_t waited_ms = 0; // waiting for a flow
 };
@@ -319,10 +322,8 @@ void on_peer_down(self_ptr self, const std::string& id) {
   // Its share, if any, is dropped: its microbatches come back through re-sends.
   if (it_stage == st.ctx->stage)
     for (auto i = st.current; i <= st.current + 1; ++i)
-      if (st.averaged.count(i) == 0) {
+      if (st.averaged.count(i) == 0)
         st.shares[i].erase(id);
-        st.replica_lost.insert(i);
-      }
   // A dead holder or replica may be what an iteration boundary was waiting for.
   try_share(self, st.current);
   try_average(self, st.current);
@@ -337,6 +338,18 @@ std::vector<std::string> live_holders(const compute_state& st) {
   if (is_holder(st))
     out.push_back(me(st));
   return out;
+}
+
+wire::gradient_chunk share_chunk(const compute_state& st, std::uint64_t i, const share_data& mine) {
+  wire::gradient_chunk c;
+  c.iteration = i;
+  c.stage = static_cast<std::uint32_t>(st.ctx->stage);
+  c.contributors = {me(st)};
+  c.microbatches = static_cast<std::uint64_t>(mine.count);
+  c.offset = 0;
+  c.total_elements = mine.count > 0 ? static_cast<std::uint64_t>(mine.values.shape[0]) : 0;
+  c.values = mine.count > 0 ? mine.values : wire::tensor_payload{wire::dtype::float32, {0}, nullptr, 0};
+  return c;
 }
 
 // Sends this replica's gradient sum of iteration i to the live replicas of its stage (again
@@ -367,14 +380,7 @@ void send_share(self_ptr self, std::uint64_t i) {
         keys.push_back(k);
   }
   self->send(st.ctx->reporter, share_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage), i, keys);
-  wire::gradient_chunk c;
-  c.iteration = i;
-  c.stage = static_cast<std::uint32_t>(st.ctx->stage);
-  c.contributors = {me(st)};
-  c.microbatches = static_cast<std::uint64_t>(mine.count);
-  c.offset = 0;
-  c.total_elements = mine.count > 0 ? static_cast<std::uint64_t>(mine.values.shape[0]) : 0;
-  c.values = mine.count > 0 ? mine.values : wire::tensor_payload{wire::dtype::float32, {0}, nullptr, 0};
+  auto c = share_chunk(st, i, mine);
   for (auto& r : same_stage(st))
     st.ctx->send(self, r, service::stage, c);
   st.shares[i][me(st)] = std::move(mine);
@@ -392,25 +398,22 @@ void try_share(self_ptr self, std::uint64_t i) {
 
 void try_average(self_ptr self, std::uint64_t i) {
   auto& st = self->state;
-  if (!st.ready || i != st.current || st.averaged.count(i) > 0 || st.shared.count(i) == 0
-      || !st.barrier->shares_complete(i, me(st), same_stage(st)))
+  if (!st.ready || i != st.current || st.averaged.count(i) > 0 || st.shared.count(i) == 0)
     return;
-  if (!is_holder(st) && st.replica_lost.count(i) > 0) {
-    // Every microbatch the data holders finished must be in the shares: a replica that died
-    // before its share arrived had its microbatches re-sent to the others (hop_ledger), which
-    // share again once they have counted them.
-    std::int64_t expected = 0, have = 0;
-    for (auto& [h, d] : st.barrier->reports(i))
-      expected += d.microbatches;
-    for (auto& [r, sh] : st.shares[i])
-      have += sh.count;
-    if (have < expected)
-      return;
-  }
+  // Every microbatch the data holders finished must be in the shares. A replica that died
+  // before its share arrived had its microbatches re-sent to the others (hop_ledger), which
+  // share again once they have counted them; empty shares change nothing and are not waited for.
+  std::int64_t counted = 0;
+  for (auto& [r, sh] : st.shares[i])
+    counted += sh.count;
+  if (!st.barrier->shares_complete(i, me(st), counted))
+    return;
   auto params = st.model->parameters();
   std::vector<model::gradient_sum> sums;
   std::vector<std::string> contributors;
   for (auto& [replica, s] : st.shares[i]) { // replica-name order: bit-identical everywhere
+    if (s.count == 0)
+      continue;
     contributors.push_back(replica);
     model::gradient_sum g;
     g.count = s.count;
@@ -444,6 +447,7 @@ void try_average(self_ptr self, std::uint64_t i) {
   }
   double sq = model::stage::squared_norm(avg);
   st.averaged[i] = std::move(avg);
+  st.my_norm[i] = sq;
   self->send(st.ctx->reporter, applied_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage), i,
              std::uint64_t{0}, contributors);
   wire::norm_share n{i, static_cast<std::uint32_t>(st.ctx->stage), sq};
@@ -477,15 +481,19 @@ void try_apply(self_ptr self, std::uint64_t i) {
     report_compute(self, i, 0, wasted);
   st.averaged.erase(i);
   st.shares.erase(i);
-  st.replica_lost.erase(i);
+  st.my_norm.erase(i);
   st.barrier->finish(i);
   st.current = i + 1;
+  st.fresh = false;
+  st.last_done.reset();
   auto h = st.model->weights_hash();
   st.my_hash[i] = h;
+  st.hashes.erase(st.hashes.begin(), st.hashes.lower_bound(i > 8 ? i - 8 : 0)); // votes that never completed
   self->send(st.ctx->reporter, applied_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage), i, h,
              std::vector<std::string>{});
+  st.last_hash = wire::replica_hash{i, static_cast<std::uint32_t>(st.ctx->stage), h};
   for (auto& r : same_stage(st))
-    st.ctx->send(self, r, service::stage, wire::replica_hash{i, static_cast<std::uint32_t>(st.ctx->stage), h});
+    st.ctx->send(self, r, service::stage, *st.last_hash);
   auto pending = std::move(st.pending);
   st.pending.clear();
   for (auto& [from, a] : pending)
@@ -494,6 +502,26 @@ void try_apply(self_ptr self, std::uint64_t i) {
     start_iteration(self);
   else
     try_share(self, st.current);
+}
+
+// A peer this host had not known at its stage (a joiner, a restarted host) missed what was
+// sent before: the messages of the iteration in progress that it needs go to it again.
+void catch_up(self_ptr self, const std::string& id, std::int32_t stage) {
+  auto& st = self->state;
+  if (!st.ready)
+    return;
+  if (st.last_done && st.last_done->iteration == st.current)
+    st.ctx->send(self, id, service::stage, *st.last_done);
+  if (auto n = st.my_norm.find(st.current); n != st.my_norm.end())
+    st.ctx->send(self, id, service::stage,
+                 wire::norm_share{st.current, static_cast<std::uint32_t>(st.ctx->stage), n->second});
+  if (stage != st.ctx->stage)
+    return;
+  if (auto s = st.shares.find(st.current); s != st.shares.end())
+    if (auto mine = s->second.find(me(st)); mine != s->second.end())
+      st.ctx->send(self, id, service::stage, share_chunk(st, st.current, mine->second));
+  if (st.last_hash)
+    st.ctx->send(self, id, service::stage, *st.last_hash); // tells a fresh replica where we are
 }
 
 // --- state download (joiners and repairs) ----------------------------------------
@@ -562,9 +590,11 @@ void on_state_chunk(self_ptr self, const std::string& from, const wire::state_ch
     return;
   }
   st.ready = true;
+  st.fresh = true;
   st.current = static_cast<std::uint64_t>(st.model->steps());
   st.shared.clear();
   st.averaged.clear();
+  st.my_norm.clear();
   st.blob = {};
   self->send(st.supervisor, stage_atom::value, static_cast<std::int32_t>(st.ctx->stage));
   self->send(st.ctx->reporter, joined_atom::value, me(st), static_cast<std::uint64_t>(st.current));
@@ -575,10 +605,24 @@ void on_state_chunk(self_ptr self, const std::string& from, const wire::state_ch
     handle_forward(self, f, std::move(a));
 }
 
+// A replica that loaded a state while the others moved on misses the shares, reports and
+// norms they sent before they knew it: it loads the state again from a replica that is ahead.
+// It stays a replica meanwhile; nobody waits for it unless it carries microbatches.
+void behind(self_ptr self, const std::string& from, std::uint64_t their_iteration) {
+  auto& st = self->state;
+  report_failure(self, "behind replica " + from + " (at iteration " + std::to_string(st.current) + ", "
+                         + from + " at " + std::to_string(their_iteration) + "); loading its state again");
+  enter_download(self, from, false);
+}
+
 void on_replica_hash(self_ptr self, const std::string& from, const wire::replica_hash& h) {
   auto& st = self->state;
   if (h.stage != static_cast<std::uint32_t>(st.ctx->stage))
     return;
+  if (st.ready && st.fresh && h.iteration >= st.current) {
+    behind(self, from, h.iteration);
+    return;
+  }
   st.hashes[h.iteration][from] = h.hash;
   auto mine = st.my_hash.find(h.iteration);
   if (mine == st.my_hash.end() || !st.ready)
@@ -666,6 +710,7 @@ void finish_iteration(self_ptr self) {
     loss_sum += l;
   auto flows = static_cast<std::uint32_t>(st.flows.size());
   wire::iteration_done d{st.current, me(st), st.done_count, loss_sum};
+  st.last_done = d;
   self->send(st.ctx->reporter, iteration_atom::value, me(st), st.current, st.done_count, loss_sum, flows);
   for (auto& [id, s] : st.peers)
     st.ctx->send(self, id, service::stage, d);
@@ -816,13 +861,8 @@ caf::behavior compute(self_ptr self, ctx_ptr ctx, caf::actor supervisor) {
             s.values = m.values;
             st.shares[m.iteration][from] = std::move(s);
             st.barrier->share(m.iteration, from);
-            // A replica shares an iteration beyond ours while no data holder finished ours
-            // to us: we loaded a state the others had already moved past. Catch up.
-            if (st.ready && m.iteration > st.current && st.shared.count(st.current) == 0
-                && st.barrier->reports(st.current).empty()) {
-              report_failure(self, "behind replica " + from + " (iteration " + std::to_string(st.current)
-                                     + " < " + std::to_string(m.iteration) + "); downloading its state");
-              enter_download(self, from, false);
+            if (st.ready && st.fresh && m.iteration > st.current) {
+              behind(self, from, m.iteration);
               return;
             }
             try_average(self, m.iteration);
@@ -856,10 +896,14 @@ caf::behavior compute(self_ptr self, ctx_ptr ctx, caf::actor supervisor) {
         on_peer_down(self, id);
         return;
       }
+      auto known = st.peers.find(id);
+      bool is_new = known == st.peers.end() || known->second != stage;
       st.peers[id] = stage;
       st.gone.erase(id);
       if (!st.ready && stage == st.ctx->stage)
         request_state(self);
+      if (is_new)
+        catch_up(self, id, stage);
     },
     [self](peer_down_atom, const std::string& id) { on_peer_down(self, id); },
     [self](flows_atom, const std::vector<std::string>& t, const std::vector<std::string>& p,

@@ -127,9 +127,12 @@ void check_exactly_once(driver_ptr self, std::uint32_t stage, std::uint64_t i) {
   if (c == st.contributors.end())
     return;
   std::map<std::uint64_t, int> seen;
-  for (auto& who : c->second)
-    for (auto k : st.share_keys[{stage, i}][who])
+  for (auto& who : c->second) {
+    auto& keys = st.share_keys[{stage, i}][who];
+    st.result.carried[who] += static_cast<std::int64_t>(keys.size());
+    for (auto k : keys)
       ++seen[k];
+  }
   // The expected microbatches: those the data holders finished.
   int missing = 0, twice = 0;
   auto& reps = st.reports[i];
@@ -373,6 +376,12 @@ embedded_result run_embedded(const cluster_config& cfg, std::ostream& out, doubl
       << result.exactly_once_violations.size() << "; handled peer errors " << result.failures.size() << "\n";
   if (!result.rows.empty())
     out << "# loss " << std::setprecision(4) << result.rows.front().loss << " -> " << result.rows.back().loss << "\n";
+  if (!result.carried.empty()) {
+    out << "# microbatches carried (stage work averaged):";
+    for (auto& [host, n] : result.carried)
+      out << " " << host << "=" << n;
+    out << "\n";
+  }
   write_loss(cfg, result, out);
   return result;
 }

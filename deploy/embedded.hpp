@@ -39,6 +39,9 @@ struct embedded_result {
   std::map<int, std::map<std::string, std::uint64_t>> final_hashes;
   std::map<std::string, std::uint64_t> last_applied; ///< host -> last iteration applied
   std::vector<std::string> joined;                   ///< hosts that loaded a state
+  /// host -> microbatches in the gradient averages its stage applied (one count per stage,
+  /// iteration and microbatch; the first replica to apply an iteration decides)
+  std::map<std::string, std::int64_t> carried;
   std::vector<std::string> failures;                 ///< handled errors reported by hosts
 };
 

@@ -112,7 +112,7 @@ TEST_CASE("membership view: heartbeats, silence, restarts and clean leaves") {
   CHECK(v.heard(wire::hello{"me", "x", wire::peer_role::relay, 1, 1, 1}, 0).empty());
 }
 
-TEST_CASE("iteration barrier: holders, then shares of live replicas, then a norm per stage") {
+TEST_CASE("iteration barrier: holders, then shares covering every reported microbatch, then a norm per stage") {
   iteration_barrier b{3};
   CHECK_FALSE(b.holders_done(5, {"dh1", "dh2"}));
   b.holder_done(wire::iteration_done{5, "dh1", 4, 10.0});
@@ -121,11 +121,15 @@ TEST_CASE("iteration barrier: holders, then shares of live replicas, then a norm
   b.holder_done(wire::iteration_done{5, "dh2", 4, 11.0});
   CHECK(b.holders_done(5, {"dh1", "dh2"}));
   CHECK(b.reports(5).size() == 2);
+  CHECK(b.reported_microbatches(5) == 8);
   b.share(5, "r1b");
-  CHECK_FALSE(b.shares_complete(5, "r1a", {"r1b"})); // own share missing
+  CHECK_FALSE(b.shares_complete(5, "r1a", 8)); // own share missing
   b.share(5, "r1a");
-  CHECK(b.shares_complete(5, "r1a", {"r1b"}));
-  CHECK_FALSE(b.shares_complete(5, "r1a", {"r1b", "r1c"}));
+  CHECK(b.shares_complete(5, "r1a", 8));
+  CHECK_FALSE(b.shares_complete(5, "r1a", 7)); // a replica's share with work in it is missing
+  CHECK(b.shares_complete(5, "r1a", 9));        // over-counted: proceed, instrumentation reports it
+  b.share(6, "r1a");
+  CHECK_FALSE(b.shares_complete(6, "r1a", 0)); // no holder reported iteration 6 yet
   b.norm(5, 0, 1.0);
   b.norm(5, 1, 2.0);
   CHECK_FALSE(b.global_norm(5).has_value());

@@ -117,7 +117,8 @@ TEST_CASE("cluster: a host that joins mid-run ends with weights identical to its
   INFO(log.str());
   REQUIRE(r.completed);
   CHECK(r.joins == 1);
-  REQUIRE(std::count(r.joined.begin(), r.joined.end(), "r2-tokyo") == 1);
+  // It loads a state at least once; again when the others moved on during its download.
+  REQUIRE(std::count(r.joined.begin(), r.joined.end(), "r2-tokyo") >= 1);
   REQUIRE(r.final_hashes.count(2) == 1);
   auto& stage2 = r.final_hashes.at(2);
   REQUIRE(stage2.count("r2-tokyo") == 1);
