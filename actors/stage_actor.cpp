@@ -307,10 +307,14 @@ void on_peer_down(self_ptr self, const std::string& id) {
       if (!o.done && o.carrier)
         self->send(o.carrier, peer_down_atom::value, id, live1);
   } else {
+    bool last = st.ctx->stage + 1 == stages(st);
     for (auto& rs : st.ledger->on_peer_down(id)) {
       auto* r = st.ledger->find(rs.key);
-      auto cands = candidates_at(st, st.ctx->stage + 1 == stages(st) ? 0 : st.ctx->stage + 1);
-      auto repl = choose_replacement(cands, id);
+      // The last stage hands back to the microbatch's own data holder only; with it gone,
+      // its microbatch is gone too.
+      if (last)
+        continue;
+      auto repl = choose_replacement(candidates_at(st, st.ctx->stage + 1), id);
       if (!repl || !st.fwd_out.count(rs.key))
         continue;
       send_activation(self, *repl, *r, wire::direction::forward, st.fwd_out[rs.key], rs.hint);

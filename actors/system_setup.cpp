@@ -15,6 +15,9 @@ system_config::system_config(const node_config& node, const fault_config& faults
   using std::chrono::milliseconds;
   // Torch-heavy handlers: the default 4-thread pool doubled round trips on 2 cores.
   set("scheduler.max-threads", static_cast<size_t>(node.scheduler_threads));
+  // One message per turn: a compute actor's torch handler takes tens of milliseconds, and
+  // heartbeats queued behind a batch of them made healthy peers look dead on a busy machine.
+  set("scheduler.max-throughput", size_t{1});
   // Hung peers (SIGSTOP) are never detected unless both are set.
   set("middleman.heartbeat-interval",
       caf::timespan{milliseconds{faults.heartbeat_interval_ms}});

@@ -1,6 +1,7 @@
 // The embedded local cluster end to end (issue 7's correctness tests): configs/local.yaml's
 // hosts, model and network, shortened, against the reference trainer on the same data.
 #include "model/reference.hpp"
+#include "model/torch_runtime.hpp"
 
 #include <doctest/doctest.h>
 
@@ -15,6 +16,7 @@ using namespace gwtf;
 namespace {
 
 deploy::cluster_config local(int iterations, std::vector<actors::fault_event> script) {
+  model::configure_torch(1); // as caf-gwtf does: the actor threads are the parallelism
   auto r = deploy::load_cluster_config(std::string{GWTF_SOURCE_DIR} + "/configs/local.yaml");
   REQUIRE(r.config.has_value());
   auto cfg = *r.config;
