@@ -129,7 +129,7 @@ void fault_config::validate(const issue_sink& report) const {
 void emulation_config::validate(const issue_sink& report) const {
   if (network.empty())
     report("network", "the path of a network matrix file (see configs/networks/)");
-  check_real(report, "time_scale", time_scale, 0, bound::open, 1e6, bound::closed, "a factor");
+  check_real(report, "time_scale", time_scale, 0, bound::closed, 1e6, bound::closed, "a factor (0: no emulated delay)");
 }
 
 } // namespace gwtf::actors

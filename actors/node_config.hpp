@@ -122,7 +122,7 @@ struct fault_config {
 /// Emulated geo network between the virtual hosts of this process.
 struct emulation_config {
   std::string network;       ///< network matrix file; relative paths start at the config file
-  double time_scale = 1.0;   ///< emulated delays are multiplied by this (0.1 = 10x faster)
+  double time_scale = 1.0;   ///< emulated delays are multiplied by this (0.1 = 10x faster; 0 = none)
 
   /// Reports every invalid field.
   void validate(const issue_sink& report) const;
