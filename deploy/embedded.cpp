@@ -14,6 +14,7 @@
 #include "actors/system_setup.hpp"
 #include "model/data.hpp"
 #include "model/partition.hpp"
+#include "model/torch_runtime.hpp"
 
 namespace gwtf::deploy {
 
@@ -357,6 +358,15 @@ embedded_result run_embedded(const cluster_config& cfg, std::ostream& out, doubl
     return result;
   }
   auto spec = make_spec(cfg);
+  // The actor threads are the parallelism: OpenBLAS threads of its own per matmul
+  // oversubscribed them (2x slower on 2 cores, docs/benchmarks.md). Restored on return.
+  struct blas_guard {
+    int before = model::set_blas_threads(1);
+    ~blas_guard() {
+      if (before > 0)
+        model::set_blas_threads(before);
+    }
+  } blas;
   actors::system_config sc{cfg.node, cfg.faults, false};
   std::promise<void> done;
   auto finished = done.get_future();

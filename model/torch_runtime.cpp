@@ -33,6 +33,22 @@ openblas_config_fn find_openblas() {
 
 } // namespace
 
+int blas_threads() {
+  find_openblas(); // loads it
+  using get_fn = int (*)();
+  if (auto fn = reinterpret_cast<get_fn>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads")))
+    return fn();
+  return -1;
+}
+
+int set_blas_threads(int threads) {
+  int before = blas_threads();
+  using set_fn = void (*)(int);
+  if (auto fn = reinterpret_cast<set_fn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
+    fn(threads);
+  return before;
+}
+
 std::string blas_backend() {
   if (auto fn = find_openblas())
     return fn(); // "OpenBLAS 0.3.21 DYNAMIC_ARCH ..."

@@ -17,6 +17,13 @@ std::string torch_version();
 /// Detected at run time: Debian picks the library through alternatives, not at link time.
 std::string blas_backend();
 
+/// OpenBLAS's own thread count (-1 without OpenBLAS). Several torch users in one process
+/// (the embedded cluster's hosts) want 1 each: its default, one per core, oversubscribed
+/// the actor threads and cost the cluster 2x here (docs/benchmarks.md).
+int blas_threads();
+/// Sets it; no effect without OpenBLAS. Returns the previous value.
+int set_blas_threads(int threads);
+
 /// True when an optimised BLAS (OpenBLAS) is loaded; false for the slow reference BLAS.
 bool blas_is_optimised();
 

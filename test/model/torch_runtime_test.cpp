@@ -12,3 +12,12 @@ TEST_CASE("torch runtime: version, BLAS and a real matmul") {
   CHECK(gwtf::model::blas_is_optimised());
   CHECK(gwtf::model::blas_backend().find("OpenBLAS") == 0);
 }
+
+TEST_CASE("torch runtime: OpenBLAS threads can be set and restored") {
+  int before = gwtf::model::blas_threads();
+  REQUIRE(before >= 1);
+  CHECK(gwtf::model::set_blas_threads(1) == before);
+  CHECK(gwtf::model::blas_threads() == 1);
+  CHECK(gwtf::model::set_blas_threads(before) == 1);
+  CHECK(gwtf::model::blas_threads() == before);
+}
