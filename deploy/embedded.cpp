@@ -357,6 +357,11 @@ embedded_result run_embedded(const cluster_config& cfg, std::ostream& out, doubl
     result.failures.push_back("the embedded cluster needs emulation.network");
     return result;
   }
+  if (cfg.routing.router != routing::router_kind::gwtf) {
+    result.failures.push_back("routing.router: the embedded cluster routes with gwtf only; swarm is not "
+                              "supported here (docs/runtime.md)");
+    return result;
+  }
   auto spec = make_spec(cfg);
   // The actor threads are the parallelism: OpenBLAS threads of its own per matmul
   // oversubscribed them (2x slower on 2 cores, docs/benchmarks.md). Restored on return.

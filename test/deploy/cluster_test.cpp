@@ -149,3 +149,14 @@ TEST_CASE("cluster: a failing local actor is restarted, and past its restart bud
     FAIL_CHECK(v);
   check_replicas_agree(r);
 }
+
+TEST_CASE("cluster: a router the runtime does not run is refused up front, naming the key") {
+  auto cfg = local(5, {});
+  cfg.routing.router = routing::router_kind::swarm;
+  std::ostringstream log;
+  auto r = deploy::run_embedded(cfg, log, 10);
+  CHECK_FALSE(r.completed);
+  REQUIRE(r.failures.size() == 1);
+  CHECK(r.failures[0].find("routing.router") == 0);
+  CHECK(r.rows.empty());
+}
