@@ -41,6 +41,7 @@ struct driver_state {
   std::map<std::pair<std::uint32_t, std::uint64_t>, std::map<std::string, std::vector<std::uint64_t>>> share_keys;
   std::map<std::pair<std::uint32_t, std::uint64_t>, std::vector<std::string>> contributors;
   std::set<std::uint64_t> injected;
+  std::set<std::string> doomed; // armed with a random crash
   std::uint64_t printed = 0;
   bool any_printed = false;
 };
@@ -76,6 +77,21 @@ void crash(driver_ptr self, const std::string& host, const std::string& phase) {
   if (it == st.hosts.end())
     return;
   self->send(it->second, crash_atom::value, phase);
+}
+
+int stage_of(const driver_state& st, const std::string& host) {
+  for (auto& h : st.cfg->hosts)
+    if (h.name == host)
+      return h.role == host_role::data_holder ? 0 : h.stage;
+  return -1;
+}
+
+// Live hosts at `stage` other than `except` that no random crash is armed on.
+int survivors_at(const driver_state& st, int stage, const std::string& except) {
+  int n = 0;
+  for (auto& [name, a] : st.hosts)
+    n += name != except && st.doomed.count(name) == 0 && stage_of(st, name) == stage;
+  return n;
 }
 
 // Scripted faults and random crashes that start with iteration `i`.
@@ -116,8 +132,13 @@ void inject(driver_ptr self, std::uint64_t i) {
       auto r = model::mix64(st.cfg->training.seed ^ model::mix64(i * 1000003 + std::hash<std::string>{}(name)));
       double u = static_cast<double>(r >> 11) / 9007199254740992.0;
       bool holder = std::find(st.spec->holders.begin(), st.spec->holders.end(), name) != st.spec->holders.end();
-      if (!holder && u < st.cfg->faults.crash_rate) // data holders own the data: never crashed at random
-        crash(self, name, (r & 1) ? "forward" : "backward");
+      // Data holders own the data: never crashed at random. Like the paper, random churn keeps
+      // one live host per stage (a stage with none cannot train, whatever the router).
+      if (holder || u >= st.cfg->faults.crash_rate || st.doomed.count(name) > 0
+          || survivors_at(st, stage_of(st, name), name) == 0)
+        continue;
+      st.doomed.insert(name);
+      crash(self, name, (r & 1) ? "forward" : "backward");
     }
   }
 }

@@ -150,6 +150,27 @@ TEST_CASE("cluster: a failing local actor is restarted, and past its restart bud
   check_replicas_agree(r);
 }
 
+TEST_CASE("cluster: random crashes at a per-iteration rate lose no microbatch and leave a host per stage") {
+  auto cfg = local(12, {});
+  cfg.faults.crash_rate = 0.1; // per relay and iteration, drawn from training.seed
+  INFO("seed " << cfg.training.seed);
+  std::ostringstream log;
+  auto r = deploy::run_embedded(cfg, log, 90);
+  INFO(log.str());
+  REQUIRE(r.completed);
+  CHECK(r.crashes >= 1);
+  CHECK(r.crashes <= 3); // 6 relays over 3 stages: one per stage survives
+  for (auto& v : r.exactly_once_violations)
+    FAIL_CHECK(v);
+  auto ref = reference_losses(cfg);
+  REQUIRE(r.rows.size() == ref.size());
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    INFO("iteration " << i << ": cluster " << r.rows[i].loss << ", reference " << ref[i]);
+    CHECK(std::abs(r.rows[i].loss - ref[i]) <= 1e-3 * std::abs(ref[i]));
+  }
+  check_replicas_agree(r);
+}
+
 TEST_CASE("cluster: a router the runtime does not run is refused up front, naming the key") {
   auto cfg = local(5, {});
   cfg.routing.router = routing::router_kind::swarm;
