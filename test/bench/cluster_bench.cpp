@@ -12,6 +12,7 @@
 #include <sstream>
 #include <vector>
 
+#include "bench_config.hpp"
 #include "deploy/cluster_config.hpp"
 #include "deploy/embedded.hpp"
 #include "model/reference.hpp"
@@ -37,17 +38,11 @@ double steady(const std::vector<double>& per_iteration, int warmup) {
 } // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: gwtf-bench-cluster CONFIG [ITERATIONS_PER_RUN] [ROUNDS] [WARMUP]\n");
-    return 2;
-  }
-  auto loaded = deploy::load_cluster_config(argv[1]);
-  if (!loaded.config) {
-    for (auto& e : loaded.errors)
-      std::fprintf(stderr, "%s\n", e.to_string().c_str());
-    return 1;
-  }
-  auto cfg = *loaded.config;
+  int exit_code = 0;
+  auto loaded = bench::load_config(argc, argv, "gwtf-bench-cluster CONFIG [ITERATIONS_PER_RUN] [ROUNDS] [WARMUP]", exit_code);
+  if (!loaded)
+    return exit_code;
+  auto cfg = *loaded;
   int iterations = argc > 2 ? std::atoi(argv[2]) : 12;
   int rounds = argc > 3 ? std::atoi(argv[3]) : 3;
   int warmup = argc > 4 ? std::atoi(argv[4]) : 2;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "bench_config.hpp"
 #include "deploy/cluster_config.hpp"
 #include "model/pipeline.hpp"
 #include "model/reference.hpp"
@@ -17,17 +18,11 @@
 using namespace gwtf;
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: gwtf-bench-model CONFIG [ITERATIONS_PER_ROUND] [ROUNDS]\n");
-    return 2;
-  }
-  auto loaded = deploy::load_cluster_config(argv[1]);
-  if (!loaded.config) {
-    for (auto& e : loaded.errors)
-      std::fprintf(stderr, "%s\n", e.to_string().c_str());
-    return 1;
-  }
-  auto& cfg = *loaded.config;
+  int exit_code = 0;
+  auto loaded = bench::load_config(argc, argv, "gwtf-bench-model CONFIG [ITERATIONS_PER_ROUND] [ROUNDS]", exit_code);
+  if (!loaded)
+    return exit_code;
+  auto& cfg = *loaded;
   int per_round = argc > 2 ? std::atoi(argv[2]) : 10;
   int rounds = argc > 3 ? std::atoi(argv[3]) : 5;
   int holders = 0;

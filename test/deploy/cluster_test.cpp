@@ -52,6 +52,20 @@ actors::fault_event fault(int at, actors::fault_action a, std::string host,
   return f;
 }
 
+// Exactly once: every stage averaged every microbatch of every iteration exactly once.
+// Band: recovery re-sends the same microbatches, so the curve stays on the reference's
+// within 1e-3 relative (only the summation order of the gradient average differs).
+void check_churn_run(const deploy::cluster_config& cfg, const deploy::embedded_result& r) {
+  for (auto& v : r.exactly_once_violations)
+    FAIL_CHECK(v);
+  auto ref = reference_losses(cfg);
+  REQUIRE(r.rows.size() == ref.size());
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    INFO("iteration " << i << ": cluster " << r.rows[i].loss << ", reference " << ref[i]);
+    CHECK(std::abs(r.rows[i].loss - ref[i]) <= 1e-3 * std::abs(ref[i]));
+  }
+}
+
 void check_replicas_agree(const deploy::embedded_result& r) {
   for (auto& [stage, hashes] : r.final_hashes) {
     INFO("stage " << stage);
@@ -95,17 +109,7 @@ TEST_CASE("cluster: crashes during a forward and a backward lose no microbatch")
   INFO(log.str());
   REQUIRE(r.completed);
   CHECK(r.crashes == 2);
-  // Exactly once: every stage averaged every microbatch of every iteration exactly once.
-  for (auto& v : r.exactly_once_violations)
-    FAIL_CHECK(v);
-  // Band: recovery re-sends the same microbatches, so the curve stays on the reference's
-  // within 1e-3 relative (only the summation order of the gradient average differs).
-  auto ref = reference_losses(cfg);
-  REQUIRE(r.rows.size() == ref.size());
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    INFO("iteration " << i << ": cluster " << r.rows[i].loss << ", reference " << ref[i]);
-    CHECK(std::abs(r.rows[i].loss - ref[i]) <= 1e-3 * std::abs(ref[i]));
-  }
+  check_churn_run(cfg, r);
   CHECK(r.wasted_s > 0);                    // the crashed hosts' work was lost...
   CHECK(r.wasted_s < 0.05 * r.compute_s);   // ...and little of it
   CHECK(r.rows.back().hosts_alive == 6);
@@ -160,14 +164,7 @@ TEST_CASE("cluster: random crashes at a per-iteration rate lose no microbatch an
   REQUIRE(r.completed);
   CHECK(r.crashes >= 1);
   CHECK(r.crashes <= 3); // 6 relays over 3 stages: one per stage survives
-  for (auto& v : r.exactly_once_violations)
-    FAIL_CHECK(v);
-  auto ref = reference_losses(cfg);
-  REQUIRE(r.rows.size() == ref.size());
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    INFO("iteration " << i << ": cluster " << r.rows[i].loss << ", reference " << ref[i]);
-    CHECK(std::abs(r.rows[i].loss - ref[i]) <= 1e-3 * std::abs(ref[i]));
-  }
+  check_churn_run(cfg, r);
   check_replicas_agree(r);
 }
 
