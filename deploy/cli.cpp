@@ -5,6 +5,7 @@ namespace gwtf::deploy {
 std::string usage_text() {
   return "usage: caf-gwtf --config FILE [--check]\n"
          "       caf-gwtf reference --config FILE\n"
+         "       caf-gwtf sim --scenario FILE [--router gwtf|swarm|optimal|all] [--seed N] [--out DIR]\n"
          "       caf-gwtf --help | --version\n"
          "\n"
          "caf-gwtf trains one LLM on many volunteer hosts without a coordinator (GWTF).\n"
@@ -13,6 +14,10 @@ std::string usage_text() {
          "  --check         validate FILE and print it resolved, defaults included\n"
          "  reference       train the unpartitioned model of FILE in this process: the\n"
          "                  oracle of distributed runs (prints loss and tokens/s)\n"
+         "  sim             simulate training under churn in virtual time (configs/scenarios/):\n"
+         "                  prints a comparison table, writes CSV, JSON and SVG plots to DIR\n"
+         "                  (default sim-results/<scenario>-seed<N>); --router all (default)\n"
+         "                  runs gwtf, swarm and optimal on the same churn trace\n"
          "  --help          this text\n"
          "  --version       versions of caf-gwtf and its libraries, and the BLAS in use\n"
          "\n"
@@ -20,7 +25,106 @@ std::string usage_text() {
          "Config reference: docs/config.md\n";
 }
 
+namespace {
+
+// `--name VALUE` or `--name=VALUE` at args[i]; advances i past a separate value.
+std::variant<std::string, cli_error> option_value(const std::vector<std::string>& args, std::size_t& i,
+                                                  const std::string& name, const char* what) {
+  const std::string& a = args[i];
+  std::string v;
+  if (a == name) {
+    if (i + 1 >= args.size() || args[i + 1].empty())
+      return cli_error{name + " needs " + what};
+    v = args[++i];
+  } else {
+    v = a.substr(name.size() + 1);
+  }
+  if (v.empty())
+    return cli_error{name + " needs " + what};
+  return v;
+}
+
+bool is_option(const std::string& a, const std::string& name) {
+  return a == name || a.rfind(name + "=", 0) == 0;
+}
+
+std::variant<cli_options, cli_error> parse_sim(const std::vector<std::string>& args) {
+  cli_options out;
+  out.action = cli_action::sim;
+  bool has_router = false;
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      out.action = cli_action::help;
+      return out;
+    }
+    auto take = [&](const char* name, const char* what, std::string& into) -> std::optional<cli_error> {
+      if (!into.empty() || (std::string{name} == "--router" && has_router))
+        return cli_error{std::string{name} + " given twice"};
+      auto v = option_value(args, i, name, what);
+      if (auto* e = std::get_if<cli_error>(&v))
+        return *e;
+      into = std::get<std::string>(v);
+      return std::nullopt;
+    };
+    std::optional<cli_error> err;
+    if (is_option(a, "--scenario")) {
+      err = take("--scenario", "a file name", out.scenario);
+    } else if (is_option(a, "--out")) {
+      err = take("--out", "a directory", out.out);
+    } else if (is_option(a, "--router")) {
+      std::string r;
+      err = take("--router", "gwtf, swarm, optimal or all", r);
+      has_router = true;
+      if (!err) {
+        if (r == "all")
+          out.routers = {"gwtf", "swarm", "optimal"};
+        else if (r == "gwtf" || r == "swarm" || r == "optimal")
+          out.routers = {r};
+        else
+          err = cli_error{"--router: expected gwtf, swarm, optimal or all, got '" + r + "'"};
+      }
+    } else if (is_option(a, "--seed")) {
+      if (out.seed)
+        return cli_error{"--seed given twice"};
+      auto v = option_value(args, i, "--seed", "a number");
+      if (auto* e = std::get_if<cli_error>(&v))
+        return *e;
+      auto& s = std::get<std::string>(v);
+      std::uint64_t n = 0;
+      bool ok = s.size() <= 20 && s.find_first_not_of("0123456789") == std::string::npos;
+      for (char c : s) {
+        if (!ok)
+          break;
+        auto d = static_cast<std::uint64_t>(c - '0');
+        ok = n <= (UINT64_MAX - d) / 10;
+        n = n * 10 + d;
+      }
+      if (!ok)
+        return cli_error{"--seed: expected a non-negative integer below 2^64, got '" + s + "'"};
+      out.seed = n;
+    } else if (is_option(a, "--config") || a == "--check") {
+      err = cli_error{a.substr(0, a.find('=')) + " is not an option of sim (it takes --scenario FILE)"};
+    } else if (!a.empty() && a[0] == '-') {
+      err = cli_error{"unknown option '" + a + "' of sim (see --help)"};
+    } else {
+      err = cli_error{"unexpected argument '" + a + "' (see --help)"};
+    }
+    if (err)
+      return *err;
+  }
+  if (out.scenario.empty())
+    return cli_error{"sim needs --scenario FILE (see configs/scenarios/)"};
+  if (out.routers.empty())
+    out.routers = {"gwtf", "swarm", "optimal"};
+  return out;
+}
+
+} // namespace
+
 std::variant<cli_options, cli_error> parse_cli(const std::vector<std::string>& args) {
+  if (!args.empty() && args[0] == "sim")
+    return parse_sim(args);
   cli_options out;
   bool help = false;
   bool version = false;

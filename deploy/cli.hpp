@@ -1,6 +1,8 @@
 // Command-line parsing of caf-gwtf: pure, so every path is tested without spawning.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -14,12 +16,17 @@ enum class cli_action {
   check,   ///< validate the config and print it resolved, exit 0 or 1
   node,    ///< run the hosts the config declares
   reference, ///< train the unpartitioned model in this process (correctness oracle)
+  sim,       ///< discrete-event simulation of a scenario: GWTF vs SWARM vs the optimum
 };
 
 /// Parsed command line.
 struct cli_options {
   cli_action action = cli_action::help; ///< what to do
   std::string config;                   ///< --config FILE
+  std::string scenario;                 ///< sim: --scenario FILE
+  std::vector<std::string> routers;     ///< sim: --router gwtf|swarm|optimal|all, expanded
+  std::optional<std::uint64_t> seed;    ///< sim: --seed N (overrides the scenario's)
+  std::string out;                      ///< sim: --out DIR (empty: sim-results/<name>-seed<N>)
 };
 
 /// A usage error: one line, exit code 2.

@@ -196,12 +196,6 @@ void reader::report_unknown(const YAML::Node& key_node, const std::string& path,
   error_at(key_node.Mark(), join_path(path, key), msg);
 }
 
-} // namespace detail
-
-namespace {
-
-using detail::reader;
-
 /// Parses text into a YAML document, or records the parser's error.
 std::optional<YAML::Node> parse_yaml(const std::string& text, const std::string& file,
                                      std::vector<config_error>& errors) {
@@ -245,6 +239,15 @@ fs::path resolve(const fs::path& base_dir, const std::string& p) {
   auto abs = fs::absolute(path, ec);
   return (ec ? path : abs).lexically_normal();
 }
+
+} // namespace detail
+
+namespace {
+
+using detail::parse_yaml;
+using detail::reader;
+using detail::resolve;
+using detail::slurp;
 
 network_result parse_network(const std::string& text, const std::string& file) {
   network_result out;

@@ -4,6 +4,8 @@
 #include <fstream>
 #include <iostream>
 
+#include <chrono>
+
 #include <boost/version.hpp>
 #include <caf/config.hpp>
 #include <capnp/common.h>
@@ -12,6 +14,8 @@
 #include "deploy/cli.hpp"
 #include "deploy/cluster_config.hpp"
 #include "deploy/embedded.hpp"
+#include "deploy/scenario.hpp"
+#include "deploy/sim_report.hpp"
 #include "model/reference.hpp"
 #include "model/torch_runtime.hpp"
 
@@ -103,6 +107,64 @@ int run_reference_mode(const cluster_config& cfg) {
   return exit_code::ok;
 }
 
+// Simulates the scenario with each router on the same churn trace; prints the table and
+// writes the outputs.
+int run_sim(const cli_options& opts) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(opts.scenario, ec)) {
+    std::cerr << "caf-gwtf: cannot read scenario '" << opts.scenario << "': "
+              << (std::filesystem::exists(opts.scenario, ec) ? "not a regular file" : "no such file") << "\n";
+    return exit_code::usage;
+  }
+  auto loaded = load_scenario(opts.scenario, opts.seed);
+  for (auto& e : loaded.errors)
+    std::cerr << e.to_string() << "\n";
+  if (!loaded.scenario) {
+    std::cerr << "caf-gwtf: " << opts.scenario << ": " << loaded.errors.size()
+              << " error(s); see docs/simulator.md\n";
+    return exit_code::failure;
+  }
+  auto& sc = *loaded.scenario;
+  auto trace = gwtf::routing::churn_trace(sc.sim);
+  int counts[4] = {0, 0, 0, 0};
+  for (auto& e : trace)
+    ++counts[static_cast<int>(e.kind)];
+  int holders = 0;
+  for (auto& h : sc.sim.hosts)
+    holders += h.stage == 0;
+  std::printf("sim: %s, network %s, %zu hosts (%d data holders), %d stages, %d iterations x %d microbatches, "
+              "seed %llu\n     churn trace: %d crashes, %d leaves, %d joins, %d degrades (the same for every router)\n",
+              sc.config.name.c_str(), sc.sim.net.name.c_str(), sc.sim.hosts.size(), holders, sc.sim.stages,
+              sc.sim.iterations, holders * sc.sim.microbatches_per_holder,
+              static_cast<unsigned long long>(sc.config.seed), counts[0], counts[1], counts[2], counts[3]);
+  std::vector<gwtf::routing::sim_result> results;
+  bool all_completed = true;
+  for (auto& name : opts.routers) {
+    auto r = name == "gwtf" ? gwtf::routing::sim_router::gwtf
+                            : name == "swarm" ? gwtf::routing::sim_router::swarm : gwtf::routing::sim_router::optimal;
+    auto t0 = std::chrono::steady_clock::now();
+    results.push_back(gwtf::routing::simulate(sc.sim, r));
+    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("     %s: simulated %.1f s of training in %.2f s\n", name.c_str(), results.back().total_s, wall);
+    std::fflush(stdout);
+    all_completed = all_completed && results.back().completed;
+  }
+  std::cout << "\n" << comparison_table(summarize(sc.sim, results));
+  std::string dir = opts.out.empty() ? "sim-results/" + sc.config.name + "-seed" + std::to_string(sc.config.seed)
+                                     : opts.out;
+  if (auto err = write_sim_outputs(dir, sc, results); !err.empty()) {
+    std::cerr << "caf-gwtf: " << err << "\n";
+    return exit_code::failure;
+  }
+  std::cout << "\nwrote " << dir << "/{summary.csv,iterations.csv,result.json,throughput.svg,iteration_times.svg}\n";
+  if (!all_completed) {
+    std::cerr << "caf-gwtf: a router did not finish every iteration (see why above); seed "
+              << sc.config.seed << "\n";
+    return exit_code::failure;
+  }
+  return exit_code::ok;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -119,6 +181,8 @@ int main(int argc, char** argv) {
       return exit_code::ok;
     case cli_action::version:
       return print_version();
+    case cli_action::sim:
+      return run_sim(opts);
     case cli_action::check:
     case cli_action::node:
     case cli_action::reference:

@@ -59,6 +59,16 @@ std::size_t edit_distance(const std::string& a, const std::string& b);
 /// Shortest decimal text that reads back as exactly `v`.
 std::string format_double(double v);
 
+/// Parses text into a YAML document, or records the parser's error.
+std::optional<YAML::Node> parse_yaml(const std::string& text, const std::string& file,
+                                     std::vector<config_error>& errors);
+
+/// A whole file's text, or nullopt with `why`.
+std::optional<std::string> slurp(const std::filesystem::path& file, std::string& why);
+
+/// `p` resolved against `base_dir` when relative, absolute and normalised.
+std::filesystem::path resolve(const std::filesystem::path& base_dir, const std::string& p);
+
 // --- reader -------------------------------------------------------------------------------
 
 /// Reads YAML nodes into config structs, collecting errors with file, line and key path.

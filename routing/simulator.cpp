@@ -12,6 +12,7 @@
 #include <optional>
 #include <queue>
 #include <set>
+#include <tuple>
 
 #include "routing/balancer.hpp"
 #include "routing/cost_model.hpp"
@@ -44,25 +45,123 @@ double uniform(std::uint64_t seed, std::uint64_t a, std::uint64_t b) {
 
 } // namespace
 
-std::vector<sim_crash> crash_trace(const sim_scenario& s) {
-  std::vector<sim_crash> out;
-  if (s.crash_rate <= 0)
-    return out;
-  std::vector<int> live(static_cast<std::size_t>(s.stages), 0);
-  for (auto& h : s.hosts)
-    ++live[static_cast<std::size_t>(h.stage)];
-  std::set<std::size_t> dead;
-  for (int i = 0; i < s.iterations; ++i)
-    for (std::size_t h = 0; h < s.hosts.size(); ++h) {
-      auto st = static_cast<std::size_t>(s.hosts[h].stage);
-      if (st == 0 || dead.count(h) > 0 || live[st] <= 1)
-        continue; // data holders own the data; a stage keeps one live relay
-      if (uniform(s.seed, static_cast<std::uint64_t>(i), h) >= s.crash_rate)
-        continue;
-      dead.insert(h);
-      --live[st];
-      out.push_back({h, i, uniform(s.seed ^ 0x5bd1e995ULL, static_cast<std::uint64_t>(i), h)});
+const char* to_string(sim_event_kind k) {
+  switch (k) {
+    case sim_event_kind::crash: return "crash";
+    case sim_event_kind::leave: return "leave";
+    case sim_event_kind::join: return "join";
+    case sim_event_kind::degrade: return "degrade";
+  }
+  return "?";
+}
+
+std::vector<sim_event> churn_trace(const sim_scenario& s) {
+  std::vector<sim_event> out;
+  auto stages = static_cast<std::size_t>(std::max(s.stages, 1));
+  std::vector<int> live(stages, 0);
+  std::vector<double> rate(stages, 0.0); // live microbatches/s per stage: where joiners go
+  std::vector<sim_host> hosts = s.hosts; // then the joiners, as they come
+  std::vector<bool> alive(hosts.size(), true);
+  std::vector<std::size_t> initial_relays;
+  std::set<std::size_t> regions_used;
+  auto add = [&](const sim_host& h, int sign) {
+    if (h.stage > 0 && h.stage < s.stages) {
+      live[static_cast<std::size_t>(h.stage)] += sign;
+      rate[static_cast<std::size_t>(h.stage)] += sign / std::max(h.compute_s, 1e-9);
     }
+  };
+  for (std::size_t h = 0; h < hosts.size(); ++h) {
+    add(hosts[h], 1);
+    if (hosts[h].stage > 0)
+      initial_relays.push_back(h);
+    regions_used.insert(hosts[h].region);
+  }
+  std::vector<std::size_t> regions(regions_used.begin(), regions_used.end());
+  int joined = 0;
+  for (int i = 0; i < s.iterations; ++i) {
+    auto it = static_cast<std::uint64_t>(i);
+    // Candidates of this iteration: the script's and the drawn ones, applied in time order
+    // so that the last-relay rule and the joiners' placement see the cluster of that moment.
+    std::vector<std::pair<sim_event, bool>> cand; // event, scripted
+    for (auto& e : s.script)
+      if (e.iteration == i)
+        cand.emplace_back(e, true);
+    for (std::size_t h = 0; h < hosts.size(); ++h) {
+      if (!alive[h] || hosts[h].stage <= 0)
+        continue;
+      double u = uniform(s.seed, it, h);
+      sim_event e;
+      if (u < s.crash_rate)
+        e.kind = sim_event_kind::crash;
+      else if (u < s.crash_rate + s.leave_rate)
+        e.kind = sim_event_kind::leave;
+      else
+        continue;
+      e.iteration = i;
+      e.at_fraction = uniform(s.seed ^ 0x5bd1e995ULL, it, h);
+      e.host = h;
+      cand.emplace_back(e, false);
+    }
+    if (s.join_rate > 0 && !initial_relays.empty())
+      for (std::size_t k = 0; k < initial_relays.size(); ++k) {
+        if (uniform(s.seed ^ 0x27d4eb2fULL, it, k) >= s.join_rate)
+          continue;
+        auto like = initial_relays[mix(s.seed ^ mix(it * 7919 + k)) % initial_relays.size()];
+        sim_event e;
+        e.kind = sim_event_kind::join;
+        e.iteration = i;
+        e.at_fraction = uniform(s.seed ^ 0x165667b1ULL, it, k);
+        e.joiner = s.hosts[like];
+        e.joiner.name = s.hosts[like].name + "+j" + std::to_string(++joined);
+        e.joiner.stage = -1;
+        cand.emplace_back(e, false);
+      }
+    if (s.degrade_rate > 0 && uniform(s.seed ^ 0x85ebca6bULL, it, 0) < s.degrade_rate) {
+      sim_event e;
+      e.kind = sim_event_kind::degrade;
+      e.iteration = i;
+      e.at_fraction = uniform(s.seed ^ 0xc2b2ae35ULL, it, 0);
+      e.region_a = regions[mix(s.seed ^ mix(it * 31 + 1)) % regions.size()];
+      e.region_b = regions[mix(s.seed ^ mix(it * 31 + 2)) % regions.size()];
+      e.factor = s.degrade_factor;
+      cand.push_back({e, false});
+    }
+    std::stable_sort(cand.begin(), cand.end(),
+                     [](const auto& a, const auto& b) { return a.first.at_fraction < b.first.at_fraction; });
+    for (auto& [e, scripted] : cand) {
+      switch (e.kind) {
+        case sim_event_kind::crash:
+        case sim_event_kind::leave: {
+          if (e.host >= hosts.size() || !alive[e.host])
+            continue; // the script's bad hosts are reported by simulate()
+          auto st = hosts[e.host].stage;
+          if (!scripted && (st <= 0 || st >= s.stages || live[static_cast<std::size_t>(st)] <= 1))
+            continue; // drawn churn keeps one live relay per stage
+          alive[e.host] = false;
+          add(hosts[e.host], -1);
+          break;
+        }
+        case sim_event_kind::join: {
+          if (e.joiner.stage <= 0 || e.joiner.stage >= s.stages) {
+            // The bottleneck stage: the lowest live throughput (ties: the lower stage).
+            int best = 1;
+            for (int st = 2; st < s.stages; ++st)
+              if (rate[static_cast<std::size_t>(st)] < rate[static_cast<std::size_t>(best)])
+                best = st;
+            e.joiner.stage = best;
+          }
+          e.host = hosts.size();
+          hosts.push_back(e.joiner);
+          alive.push_back(true);
+          add(e.joiner, 1);
+          break;
+        }
+        case sim_event_kind::degrade:
+          break;
+      }
+      out.push_back(e);
+    }
+  }
   return out;
 }
 
@@ -85,16 +184,26 @@ struct microbatch {
 
 class engine {
 public:
-  engine(const sim_scenario& s, sim_router r) : s_(s), r_(r) {
-    auto n = s.hosts.size();
+  engine(const sim_scenario& s, sim_router r) : s_(s), r_(r), hosts_(s.hosts), net_(s.net) {
+    trace_ = churn_trace(s);
+    for (auto& e : trace_)
+      if (e.kind == sim_event_kind::join)
+        hosts_.push_back(e.joiner); // at index e.host: the trace numbers joiners in order
+    entered_.assign(hosts_.size(), false);
+    for (std::size_t i = 0; i < s.hosts.size(); ++i)
+      entered_[i] = true;
+    auto n = hosts_.size();
     alive_.assign(n, true);
     busy_until_.assign(n, 0.0);
     inflight_.assign(n, 0);
     waiting_.resize(n);
     iter_work_.assign(n, 0.0);
     crash_time_.assign(n, inf);
-    for (std::size_t i = 0; i < n; ++i)
-      if (s.hosts[i].stage == 0)
+    detect_at_.assign(n, inf);
+    for (std::size_t i = s.hosts.size(); i < n; ++i)
+      alive_[i] = false; // joiners enter when their download is done
+    for (std::size_t i = 0; i < s.hosts.size(); ++i)
+      if (hosts_[i].stage == 0)
         holders_.push_back(i);
     res_.router = r;
   }
@@ -104,9 +213,22 @@ public:
       res_.why = "no data holder";
       return res_;
     }
+    for (std::size_t k = 0; k < s_.script.size(); ++k) {
+      auto& e = s_.script[k];
+      bool removes = e.kind == sim_event_kind::crash || e.kind == sim_event_kind::leave;
+      if (removes && (e.host >= s_.hosts.size() || s_.hosts[e.host].stage == 0)) {
+        res_.why = "script[" + std::to_string(k) + "]: a " + to_string(e.kind) + " needs a relay host";
+        return res_;
+      }
+      if (e.kind == sim_event_kind::degrade
+          && (e.region_a >= s_.net.regions.size() || e.region_b >= s_.net.regions.size() || !(e.factor > 0))) {
+        res_.why = "script[" + std::to_string(k) + "]: a degrade needs two regions of the network and a factor > 0";
+        return res_;
+      }
+    }
     setup_router();
-    for (auto& c : crash_trace(s_))
-      crashes_by_iteration_.emplace(c.iteration, c);
+    for (auto& e : trace_)
+      events_by_iteration_.emplace(e.iteration, e);
     at(0, [this] { try_start_iteration(); });
     while (!pq_.empty() && !finished_) {
       auto e = pq_.top();
@@ -152,9 +274,9 @@ private:
   void dump() const {
     if (!std::getenv("GWTF_SIM_DEBUG"))
       return;
-    for (std::size_t h = 0; h < s_.hosts.size(); ++h)
+    for (std::size_t h = 0; h < hosts_.size(); ++h)
       std::fprintf(stderr, "host %zu stage %d alive %d inflight %d/%d waiting %zu\n", h, stage_of(h), alive_[h] ? 1 : 0,
-                   inflight_[h], s_.hosts[h].capacity, waiting_[h].size());
+                   inflight_[h], hosts_[h].capacity, waiting_[h].size());
     for (auto* mb : mbs_) {
       if (mb->done)
         continue;
@@ -170,15 +292,15 @@ private:
 
   void at(double t, std::function<void()> fn) { pq_.push({t, seq_++, std::move(fn)}); }
 
-  int stage_of(std::size_t h) const { return s_.hosts[h].stage; }
+  int stage_of(std::size_t h) const { return hosts_[h].stage; }
   int S() const { return s_.stages; }
 
   link_estimate est(std::size_t a, std::size_t b) const {
-    return to_estimate(s_.net.link(s_.hosts[a].region, s_.hosts[b].region));
+    return to_estimate(net_.link(hosts_[a].region, hosts_[b].region));
   }
 
   double cost(std::size_t a, std::size_t b) const {
-    return edge_cost(s_.hosts[a].compute_s, s_.hosts[b].compute_s, est(a, b), est(b, a), s_.activation_bytes);
+    return edge_cost(hosts_[a].compute_s, hosts_[b].compute_s, est(a, b), est(b, a), s_.activation_bytes);
   }
 
   // A transfer of `bytes` a -> b that starts now: FIFO per directed link.
@@ -224,7 +346,7 @@ private:
   // Takes a capacity slot on h for mb, now or when one frees.
   // `backward`: the slot is for recomputing a lost stash (a crash re-routes it as such).
   void admit(std::size_t h, microbatch& mb, bool backward, std::function<void()> then) {
-    if (inflight_[h] < s_.hosts[h].capacity) {
+    if (inflight_[h] < hosts_[h].capacity) {
       ++inflight_[h];
       mb.holds[static_cast<std::size_t>(stage_of(h))] = true;
       then();
@@ -240,7 +362,7 @@ private:
     mb.holds[st] = false;
     auto h = mb.path[st];
     --inflight_[h];
-    while (alive_[h] && inflight_[h] < s_.hosts[h].capacity && !waiting_[h].empty()) {
+    while (alive_[h] && inflight_[h] < hosts_[h].capacity && !waiting_[h].empty()) {
       auto w = std::move(waiting_[h].front());
       waiting_[h].pop_front();
       if (w.m->epoch != w.epoch)
@@ -295,7 +417,7 @@ private:
 
   void arrive_forward(microbatch& mb, int s) {
     if (s == S()) { // head + loss + head backward at the data holder
-      compute(mb.holder, mb, 0, s_.hosts[mb.holder].compute_s, [this, &mb] { send_backward(mb, S() - 1); }, {});
+      compute(mb.holder, mb, 0, hosts_[mb.holder].compute_s, [this, &mb] { send_backward(mb, S() - 1); }, {});
       return;
     }
     auto h = mb.path[static_cast<std::size_t>(s)];
@@ -304,9 +426,9 @@ private:
       return;
     }
     admit(h, mb, false, [this, &mb, h, s] {
-      compute(h, mb, s, s_.hosts[h].compute_s / 3, [this, &mb, h, s] {
+      compute(h, mb, s, hosts_[h].compute_s / 3, [this, &mb, h, s] {
         if (r_ == sim_router::swarm)
-          swarm_[mb.holder]->completed(s_.hosts[h].name, swarm_task::forward, s_.hosts[h].compute_s / 3);
+          swarm_[mb.holder]->completed(hosts_[h].name, swarm_task::forward, hosts_[h].compute_s / 3);
         if (s + 1 < S()) {
           auto next = route(mb, s + 1, h);
           if (!next) {
@@ -346,10 +468,10 @@ private:
       lost(mb, s, true);
       return;
     }
-    compute(h, mb, s, s_.hosts[h].compute_s * 2 / 3, [this, &mb, h, s] {
+    compute(h, mb, s, hosts_[h].compute_s * 2 / 3, [this, &mb, h, s] {
       mb.bwd_done[static_cast<std::size_t>(s)] = true;
       if (r_ == sim_router::swarm)
-        swarm_[mb.holder]->completed(s_.hosts[h].name, swarm_task::backward, s_.hosts[h].compute_s * 2 / 3);
+        swarm_[mb.holder]->completed(hosts_[h].name, swarm_task::backward, hosts_[h].compute_s * 2 / 3);
       release(mb, s);
       send_backward(mb, s - 1);
     }, [this, &mb, s] { lost(mb, s, true); });
@@ -366,7 +488,7 @@ private:
   // mb needs dead stage-s host path[s] (forward: to compute; backward: its stash).
   void lost(microbatch& mb, int s, bool backward) {
     auto dead = mb.path[static_cast<std::size_t>(s)];
-    double known = crash_time_[dead] + s_.detect_s;
+    double known = detect_at_[dead];
     if (now_ < known) { // the sender learns of the crash by timeout
       auto epoch = mb.epoch;
       auto* m = &mb;
@@ -378,7 +500,7 @@ private:
     }
     mb.holds[static_cast<std::size_t>(s)] = false; // the dead host's slot went with it
     if (r_ == sim_router::swarm) {
-      auto rec = swarm_[mb.holder]->failed(s_.hosts[dead].name, backward ? swarm_task::backward : swarm_task::forward,
+      auto rec = swarm_[mb.holder]->failed(hosts_[dead].name, backward ? swarm_task::backward : swarm_task::forward,
                                            now_);
       if (rec == swarm_recovery::restart_microbatch) {
         restart(mb);
@@ -413,7 +535,7 @@ private:
         return;
       }
       admit(yy, *m, true, [this, m, s, yy] {
-        compute(yy, *m, s, s_.hosts[yy].compute_s / 3, [this, m, s] { send_backward(*m, s); },
+        compute(yy, *m, s, hosts_[yy].compute_s / 3, [this, m, s] { send_backward(*m, s); },
                 [this, m, s] { lost(*m, s, true); });
       });
     });
@@ -437,12 +559,13 @@ private:
     launch(mb);
   }
 
-  void crash(std::size_t h) {
+  // A crash (peers learn of it `detect` seconds later) or a leave (detect = 0).
+  void crash(std::size_t h, double detect) {
     if (!alive_[h])
       return;
     alive_[h] = false;
     crash_time_[h] = now_;
-    ++res_.crashes;
+    detect_at_[h] = now_ + detect;
     res_.crash_times_s.push_back(now_);
     // Its work of this iteration is lost with its gradients (running compute: the part done).
     double partial = 0;
@@ -456,7 +579,110 @@ private:
     for (auto& w : queued)
       if (w.m->epoch == w.epoch)
         lost(*w.m, stage_of(h), w.backward); // waits for the detection itself
-    at(now_ + s_.detect_s, [this, h] { detected(h); });
+    at(detect_at_[h], [this, h] { detected(h); });
+  }
+
+  void apply(const sim_event& e) {
+    switch (e.kind) {
+      case sim_event_kind::crash:
+      case sim_event_kind::leave:
+        if (!entered_[e.host]) { // still downloading: it never enters
+          left_before_entering_.insert(e.host);
+          ++(e.kind == sim_event_kind::crash ? res_.crashes : res_.leaves);
+          res_.crash_times_s.push_back(now_);
+          return;
+        }
+        if (alive_[e.host])
+          ++(e.kind == sim_event_kind::crash ? res_.crashes : res_.leaves);
+        crash(e.host, e.kind == sim_event_kind::crash ? s_.detect_s : 0);
+        return;
+      case sim_event_kind::join:
+        join(e.host);
+        return;
+      case sim_event_kind::degrade:
+        degrade(e);
+        return;
+    }
+  }
+
+  // The joiner (its stage chosen by the trace: the bottleneck stage, the same for every
+  // router) downloads the weights from the replica with the fastest link, then enters.
+  void join(std::size_t j) {
+    std::optional<std::size_t> from;
+    double eta = inf;
+    for (std::size_t h = 0; h < hosts_.size(); ++h) {
+      if (!alive_[h] || stage_of(h) != stage_of(j))
+        continue;
+      auto e = est(h, j);
+      double t = s_.stage_weight_bytes / e.bandwidth_bytes_s + e.latency_s;
+      if (t < eta) {
+        eta = t;
+        from = h;
+      }
+    }
+    double ready = from ? transfer(*from, j, s_.stage_weight_bytes) : now_;
+    at(ready, [this, j] { enter(j); });
+  }
+
+  void enter(std::size_t j) {
+    if (finished_ || left_before_entering_.count(j) > 0)
+      return;
+    alive_[j] = true;
+    entered_[j] = true;
+    ++res_.joins;
+    res_.join_times_s.push_back(now_);
+    switch (r_) {
+      case sim_router::gwtf: {
+        balancers_[j] = std::make_unique<flow_balancer>(hosts_[j].name, stage_of(j), S(), hosts_[j].capacity, s_.gwtf);
+        for (std::size_t i = 0; i < hosts_.size(); ++i)
+          if (i != j && alive_[i])
+            introduce(i, j);
+        break;
+      }
+      case sim_router::optimal:
+        recompute_optimum();
+        break;
+      case sim_router::swarm:
+        break; // its periodic refresh finds the new peer
+    }
+  }
+
+  // GWTF: i and j learn of each other when they are neighbours (previous, same or next stage).
+  void introduce(std::size_t i, std::size_t j) {
+    int si = stage_of(i), sj = stage_of(j);
+    bool j_next = sj == (si + 1) % S(), i_next = si == (sj + 1) % S();
+    if (j_next || i_next || si == sj) {
+      balancers_[i]->add_peer(hosts_[j].name, sj, j_next ? cost(i, j) : 0.0);
+      balancers_[j]->add_peer(hosts_[i].name, si, i_next ? cost(j, i) : 0.0);
+    }
+  }
+
+  void degrade(const sim_event& e) {
+    ++res_.degrades;
+    auto scale = [&](std::size_t a, std::size_t b) {
+      if (a == b)
+        net_.intra_region.bandwidth_mbps *= e.factor;
+      else
+        net_.bandwidth_mbps[a][b] *= e.factor;
+    };
+    scale(e.region_a, e.region_b);
+    if (e.region_a != e.region_b)
+      scale(e.region_b, e.region_a);
+    // Routers with measurements see it: the oracle at once, GWTF's link probes after the
+    // detection delay (their next measurement); SWARM only through its throughput EMA.
+    if (r_ == sim_router::optimal)
+      recompute_optimum();
+    if (r_ == sim_router::gwtf)
+      at(now_ + s_.detect_s, [this, a = e.region_a, b = e.region_b] {
+        for (std::size_t i = 0; i < hosts_.size(); ++i)
+          for (std::size_t j = 0; j < hosts_.size(); ++j) {
+            if (!alive_[i] || !alive_[j] || stage_of(j) != (stage_of(i) + 1) % S())
+              continue;
+            auto ri = hosts_[i].region, rj = hosts_[j].region;
+            if ((ri == a && rj == b) || (ri == b && rj == a))
+              balancers_[i]->add_peer(hosts_[j].name, stage_of(j), cost(i, j));
+          }
+      });
   }
 
   // Failure detection fired: routers learn of it; microbatches whose gradients at h were
@@ -465,7 +691,7 @@ private:
     if (r_ == sim_router::gwtf)
       for (std::size_t i = 0; i < balancers_.size(); ++i)
         if (alive_[i] && balancers_[i])
-          deliver(i, balancers_[i]->remove_peer(s_.hosts[h].name, tick_));
+          deliver(i, balancers_[i]->remove_peer(hosts_[h].name, tick_));
     if (r_ == sim_router::optimal)
       recompute_optimum();
     if (ending_)
@@ -502,7 +728,7 @@ private:
         return;
       }
       compute(
-        yy, *m, s, s_.hosts[yy].compute_s,
+        yy, *m, s, hosts_[yy].compute_s,
         [this] {
           --pending_repairs_;
           maybe_end_iteration();
@@ -549,10 +775,13 @@ private:
         if (sw->refresh_due(now_))
           sw->refresh(now_, live_relays());
     double prev_len = res_.iteration_s.empty() ? 1.0 : res_.iteration_s.back();
-    auto range = crashes_by_iteration_.equal_range(iteration_);
+    auto range = events_by_iteration_.equal_range(iteration_);
     for (auto it = range.first; it != range.second; ++it) {
-      auto c = it->second;
-      at(now_ + c.at_fraction * prev_len, [this, c] { crash(c.host); });
+      const auto* e = &it->second;
+      at(now_ + e->at_fraction * prev_len, [this, e] {
+        if (!finished_)
+          apply(*e);
+      });
     }
     for (auto h : holders_)
       launch_more(h);
@@ -594,13 +823,16 @@ private:
     double end = now_;
     for (int st = 0; st < S(); ++st) {
       std::vector<std::size_t> reps;
-      for (std::size_t h = 0; h < s_.hosts.size(); ++h)
+      for (std::size_t h = 0; h < hosts_.size(); ++h)
         if (alive_[h] && stage_of(h) == st)
           reps.push_back(h);
+      // All-reduce volume: each replica sends 2 (R-1)/R of the stage's gradient, 2/R to each peer.
+      double full = st == 0 && s_.holder_gradient_bytes > 0 ? s_.holder_gradient_bytes : s_.stage_gradient_bytes;
+      double share = reps.empty() ? 0 : 2 * full / static_cast<double>(reps.size());
       for (auto a : reps)
         for (auto b : reps)
           if (a != b)
-            end = std::max(end, transfer(a, b, s_.stage_gradient_bytes));
+            end = std::max(end, transfer(a, b, share));
     }
     at(end, [this] {
       ending_ = false;
@@ -620,15 +852,15 @@ private:
 
   std::vector<swarm_peer> live_relays() const {
     std::vector<swarm_peer> out;
-    for (std::size_t h = 0; h < s_.hosts.size(); ++h)
+    for (std::size_t h = 0; h < hosts_.size(); ++h)
       if (alive_[h] && stage_of(h) > 0)
-        out.push_back({s_.hosts[h].name, stage_of(h)});
+        out.push_back({hosts_[h].name, stage_of(h)});
     return out;
   }
 
   void setup_router() {
-    for (std::size_t h = 0; h < s_.hosts.size(); ++h)
-      index_[s_.hosts[h].name] = h;
+    for (std::size_t h = 0; h < hosts_.size(); ++h)
+      index_[hosts_[h].name] = h;
     switch (r_) {
       case sim_router::swarm:
         for (auto h : holders_) {
@@ -640,19 +872,13 @@ private:
         recompute_optimum();
         break;
       case sim_router::gwtf: {
-        balancers_.resize(s_.hosts.size());
+        balancers_.resize(hosts_.size());
         for (std::size_t i = 0; i < s_.hosts.size(); ++i)
-          balancers_[i] = std::make_unique<flow_balancer>(s_.hosts[i].name, stage_of(i), S(),
-                                                          s_.hosts[i].capacity, s_.gwtf);
+          balancers_[i] = std::make_unique<flow_balancer>(hosts_[i].name, stage_of(i), S(),
+                                                          hosts_[i].capacity, s_.gwtf);
         for (std::size_t i = 0; i < s_.hosts.size(); ++i)
-          for (std::size_t j = 0; j < s_.hosts.size(); ++j) {
-            if (i == j)
-              continue;
-            int si = stage_of(i), sj = stage_of(j);
-            bool next = sj == (si + 1) % S(), prev = si == (sj + 1) % S();
-            if (next || prev || si == sj)
-              balancers_[i]->add_peer(s_.hosts[j].name, sj, next ? cost(i, j) : 0.0);
-          }
+          for (std::size_t j = i + 1; j < s_.hosts.size(); ++j)
+            introduce(i, j);
         at(0, [this] { gwtf_tick(); });
         break;
       }
@@ -684,7 +910,7 @@ private:
       auto msg = std::make_shared<wire::message>(std::move(o.msg));
       at(t, [this, from, to, msg] {
         if (alive_[to] && alive_[from])
-          deliver(to, balancers_[to]->handle(s_.hosts[from].name, *msg, tick_));
+          deliver(to, balancers_[to]->handle(hosts_[from].name, *msg, tick_));
       });
     }
   }
@@ -692,7 +918,7 @@ private:
   std::vector<const held_flow*> gwtf_flows(std::size_t at, std::size_t holder) const {
     std::vector<const held_flow*> out;
     for (auto& [id, f] : balancers_[at]->flows())
-      if (f.built && f.target == s_.hosts[holder].name && index_.count(f.next) && alive_[index_.at(f.next)])
+      if (f.built && f.target == hosts_[holder].name && index_.count(f.next) && alive_[index_.at(f.next)])
         out.push_back(&f);
     return out;
   }
@@ -700,28 +926,47 @@ private:
   void recompute_optimum() {
     std::vector<flow_node> nodes;
     std::vector<std::size_t> ids;
-    for (std::size_t h = 0; h < s_.hosts.size(); ++h)
+    for (std::size_t h = 0; h < hosts_.size(); ++h)
       if (alive_[h]) {
-        nodes.push_back({stage_of(h), s_.hosts[h].capacity});
+        nodes.push_back({stage_of(h), hosts_[h].capacity});
         ids.push_back(h);
       }
     auto mm = max_flow_min_max(nodes, S(), [&](std::size_t a, std::size_t b) { return cost(ids[a], ids[b]); });
-    // The oracle is single-commodity (docs/routing.md): its unit paths are dealt to the data
-    // holders in turn, each relabelled to start and end at its holder. The relay hops, the
+    // The oracle is single-commodity (docs/routing.md): a unit path may leave one data holder
+    // and return to another. Each path is given to the holder it costs least to close the
+    // ring at (entry + return hop), every holder taking an equal share; the relay hops, the
     // flow count and the capacities stay the oracle's.
     opt_paths_.clear();
-    std::size_t k = 0;
+    std::vector<std::vector<std::size_t>> relays;
     for (auto& p : mm.paths) {
-      if (p.empty())
-        continue;
-      auto holder = holders_[k++ % holders_.size()];
       std::vector<std::size_t> hosts;
       for (auto n : p)
-        hosts.push_back(ids[n]);
-      hosts.front() = holder;
-      if (hosts.size() > static_cast<std::size_t>(S()))
-        hosts.back() = holder;
-      opt_paths_[holder].push_back(hosts);
+        if (stage_of(ids[n]) != 0)
+          hosts.push_back(ids[n]);
+      if (!hosts.empty())
+        relays.push_back(std::move(hosts));
+    }
+    if (relays.empty())
+      return;
+    auto quota = (relays.size() + holders_.size() - 1) / holders_.size();
+    std::vector<std::tuple<double, std::size_t, std::size_t>> pairs; // cost, path, holder
+    for (std::size_t k = 0; k < relays.size(); ++k)
+      for (std::size_t hi = 0; hi < holders_.size(); ++hi) {
+        auto h = holders_[hi];
+        pairs.emplace_back(cost(h, relays[k].front()) + cost(relays[k].back(), h), k, hi);
+      }
+    std::sort(pairs.begin(), pairs.end());
+    std::vector<bool> given(relays.size(), false);
+    std::vector<std::size_t> taken(holders_.size(), 0);
+    for (auto& [c, k, hi] : pairs) {
+      if (given[k] || taken[hi] >= quota)
+        continue;
+      given[k] = true;
+      ++taken[hi];
+      auto h = holders_[hi];
+      std::vector<std::size_t> ring{h};
+      ring.insert(ring.end(), relays[k].begin(), relays[k].end());
+      opt_paths_[h].push_back(std::move(ring));
     }
   }
 
@@ -748,7 +993,7 @@ private:
         // As the runtime does (docs/runtime.md, degraded mode): a holder without a ring for
         // 4 ticks uses the live first-stage hosts directly rather than stall.
         int live1 = 0;
-        for (std::size_t h = 0; h < s_.hosts.size(); ++h)
+        for (std::size_t h = 0; h < hosts_.size(); ++h)
           live1 += alive_[h] && stage_of(h) == 1 % S();
         return live1;
       }
@@ -773,9 +1018,9 @@ private:
   // Least-loaded live host of stage s (ties: lowest index): the fallback of every router.
   std::optional<std::size_t> any_live(int s) const {
     std::optional<std::size_t> best;
-    for (std::size_t h = 0; h < s_.hosts.size(); ++h)
+    for (std::size_t h = 0; h < hosts_.size(); ++h)
       if (alive_[h] && stage_of(h) == s
-          && (!best || inflight_[h] - s_.hosts[h].capacity < inflight_[*best] - s_.hosts[*best].capacity))
+          && (!best || inflight_[h] - hosts_[h].capacity < inflight_[*best] - hosts_[*best].capacity))
         best = h;
     return best;
   }
@@ -785,12 +1030,12 @@ private:
     switch (r_) {
       case sim_router::swarm: {
         auto& sw = *swarm_[mb.holder];
-        for (std::size_t tries = 0; tries < s_.hosts.size(); ++tries) {
+        for (std::size_t tries = 0; tries < hosts_.size(); ++tries) {
           auto c = sw.choose(s, swarm_task::forward, now_);
           if (!c)
             break;
           auto h = index_.at(*c);
-          if (alive_[h] || now_ < crash_time_[h] + s_.detect_s)
+          if (alive_[h] || now_ < detect_at_[h])
             return h; // SWARM cannot know of a crash before its timeout
           sw.failed(*c, swarm_task::forward, now_);
         }
@@ -808,7 +1053,7 @@ private:
       }
       case sim_router::gwtf: {
         // A flow of this holder entering `from` from the hop before it, else any of its flows.
-        const std::string& came_from = s >= 2 ? s_.hosts[mb.path[static_cast<std::size_t>(s - 2)]].name : std::string{};
+        const std::string& came_from = s >= 2 ? hosts_[mb.path[static_cast<std::size_t>(s - 2)]].name : std::string{};
         std::vector<std::size_t> exact, any;
         for (auto* f : gwtf_flows(from, mb.holder)) {
           auto h = index_.at(f->next);
@@ -846,7 +1091,13 @@ private:
   double last_progress_ = 0;
   std::map<std::size_t, std::vector<std::pair<double, double>>> running_;
   std::map<std::pair<std::size_t, std::size_t>, double> link_free_;
-  std::multimap<int, sim_crash> crashes_by_iteration_;
+  std::vector<sim_host> hosts_; // the scenario's, then the joiners (stage set when they join)
+  network_matrix net_;          // degrades as links do
+  std::vector<sim_event> trace_;
+  std::multimap<int, sim_event> events_by_iteration_;
+  std::vector<double> detect_at_; // when peers learn of a crash or leave
+  std::vector<bool> entered_;     // joiners: download done
+  std::set<std::size_t> left_before_entering_;
   std::vector<std::unique_ptr<microbatch>> all_; // stable addresses for pending events
   std::vector<microbatch*> mbs_;                 // this iteration's
   std::map<std::string, std::size_t> index_;

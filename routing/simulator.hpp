@@ -21,9 +21,32 @@ namespace gwtf::routing {
 struct sim_host {
   std::string name;
   std::size_t region = 0; ///< index into the network's regions
-  int stage = 0;          ///< 0 = data holder, 1..S-1 = relay
+  int stage = 0;          ///< 0 = data holder, 1..S-1 = relay; a joiner with -1: the bottleneck stage
   int capacity = 1;       ///< microbatches it can hold (stash) at once
   double compute_s = 0;   ///< forward + backward of one microbatch at its stage, seconds
+};
+
+/// What happens to the cluster.
+enum class sim_event_kind {
+  crash,   ///< the host dies; peers learn of it detect_s later
+  leave,   ///< the host announces it goes and goes: peers know at once, its work is lost
+  join,    ///< a new relay downloads its stage's weights from a replica, then enters
+  degrade, ///< the links between two regions keep `factor` of their bandwidth (both ways)
+};
+const char* to_string(sim_event_kind k);
+
+/// One churn event, at `at_fraction` of the previous iteration's length after iteration
+/// `iteration` starts (so that it hits forward and backward passes). An event that would land
+/// after the last iteration does not happen.
+struct sim_event {
+  sim_event_kind kind = sim_event_kind::crash;
+  int iteration = 0;
+  double at_fraction = 0;
+  std::size_t host = 0;         ///< crash, leave: index into hosts
+  sim_host joiner;              ///< join: the new host (stage -1: placed at the bottleneck)
+  std::size_t region_a = 0;     ///< degrade: the two regions (equal: links inside the region)
+  std::size_t region_b = 0;
+  double factor = 1;            ///< degrade: remaining share of bandwidth, (0, 1]
 };
 
 /// A simulation run's inputs (derived figures; deploy/ builds them from a scenario file).
@@ -33,10 +56,17 @@ struct sim_scenario {
   std::vector<sim_host> hosts;
   int microbatches_per_holder = 8;   ///< each data holder's share of the global batch
   double activation_bytes = 0;       ///< one activation (= one activation gradient)
-  double stage_gradient_bytes = 0;   ///< one replica's gradient share at aggregation
+  double stage_gradient_bytes = 0;   ///< one relay stage's gradients: all-reduced among its replicas
+  double holder_gradient_bytes = 0;  ///< the data holders' stage (embedding, head); 0: as a relay stage
   double tokens_per_microbatch = 0;
   int iterations = 10;
   double crash_rate = 0;             ///< per relay and iteration; a stage keeps one live relay
+  double leave_rate = 0;             ///< per relay and iteration, as crash_rate
+  double join_rate = 0;              ///< per iteration: joins drawn per initial relay with this chance
+  double degrade_rate = 0;           ///< per iteration: chance that one region pair degrades
+  double degrade_factor = 0.25;      ///< bandwidth share a degraded region pair keeps
+  double stage_weight_bytes = 0;     ///< one relay stage's weights (+ optimizer state): a joiner's download
+  std::vector<sim_event> script;     ///< scripted events, merged with the drawn ones
   double detect_s = 2.0;             ///< failure detection delay (heartbeat timeout), all routers
   std::uint64_t seed = 1;
   gwtf_config gwtf;
@@ -46,12 +76,6 @@ struct sim_scenario {
 enum class sim_router { gwtf, swarm, optimal };
 const char* to_string(sim_router r);
 
-/// One crash of the trace.
-struct sim_crash {
-  std::size_t host = 0;
-  int iteration = 0;
-  double at_fraction = 0; ///< when inside the iteration: a fraction of the previous one's length
-};
 
 /// What a run measured.
 struct sim_result {
@@ -66,12 +90,21 @@ struct sim_result {
   std::int64_t microbatches = 0;       ///< completed, over all iterations
   double compute_s = 0;                ///< compute seconds spent, wasted included
   double wasted_s = 0;                 ///< compute seconds thrown away
-  std::vector<double> crash_times_s;   ///< for plots
+  std::vector<double> crash_times_s;   ///< crashes and leaves, for plots
+  std::vector<double> join_times_s;    ///< when joiners entered (download done)
   int crashes = 0;
+  int leaves = 0;
+  int joins = 0;
+  int degrades = 0;
 };
 
-/// The crash trace of a scenario: the same for every router.
-std::vector<sim_crash> crash_trace(const sim_scenario& s);
+/// The churn trace of a scenario, drawn from its seed before any routing happens and merged
+/// with its script (ordered by iteration, then time): the same for every router. Drawn crashes
+/// and leaves hit live relays (joiners included), never a data holder nor the last relay of a
+/// stage; drawn joiners copy the region, capacity and speed of a drawn initial relay. A joiner
+/// without a stage gets the bottleneck stage (lowest live microbatches/s) of that moment, and
+/// its `host` is its index: the scenario's hosts, then the joiners in trace order.
+std::vector<sim_event> churn_trace(const sim_scenario& s);
 
 /// Runs the scenario with `router`.
 sim_result simulate(const sim_scenario& s, sim_router router);

@@ -27,7 +27,7 @@ sim_scenario small(std::uint64_t seed, double crash_rate) {
                          0.2 + 0.1 * static_cast<double>(r)});
   s.microbatches_per_holder = 6;
   s.activation_bytes = 2e6;
-  s.stage_gradient_bytes = 20e6;
+  s.stage_gradient_bytes = 60e6;
   s.tokens_per_microbatch = 1024;
   s.iterations = 12;
   s.crash_rate = crash_rate;
@@ -58,11 +58,12 @@ TEST_CASE("simulator: every router completes every microbatch without churn, was
 
 TEST_CASE("simulator: the same seed gives the same run; the crash trace spares a stage's last relay") {
   auto s = small(7, 0.08);
-  auto trace = crash_trace(s);
+  auto trace = churn_trace(s);
   REQUIRE_FALSE(trace.empty());
   std::map<int, int> dead_per_stage;
   std::set<std::size_t> dead;
   for (auto& c : trace) {
+    CHECK(c.kind == sim_event_kind::crash);
     CHECK(s.hosts[c.host].stage > 0);
     CHECK(dead.insert(c.host).second);
     ++dead_per_stage[s.hosts[c.host].stage];
@@ -82,7 +83,7 @@ TEST_CASE("simulator: under crashes no microbatch is lost, and GWTF wastes less 
   int gwtf_less = 0, runs = 0;
   for (std::uint64_t seed = 1; seed <= 8; ++seed) {
     auto s = small(seed, 0.05);
-    auto trace = crash_trace(s);
+    auto trace = churn_trace(s);
     if (trace.empty())
       continue;
     ++runs;

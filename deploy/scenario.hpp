@@ -1,0 +1,204 @@
+// Simulation scenarios (configs/scenarios/*.yaml) for `caf-gwtf sim`: the network matrix,
+// the model (from which activation size, compute and gradient bytes follow), the hosts per
+// region with their speed and capacity ranges, the iterations and the churn. The loader
+// turns one into a routing::sim_scenario; new scenarios and network matrices need no code.
+// Reference: docs/simulator.md.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "deploy/cluster_config.hpp"
+#include "routing/routing_config.hpp"
+#include "routing/simulator.hpp"
+
+namespace gwtf::deploy {
+
+/// The model as far as the simulation needs it. Per transformer block 12 * hidden^2
+/// parameters; the relay stages share the blocks evenly; the data holders run the embedding
+/// and the head (vocab * hidden parameters each).
+struct sim_model_config {
+  int layers = 24;                   ///< transformer blocks
+  int hidden = 2048;                 ///< model width
+  int seq_len = 1024;                ///< tokens per sequence
+  int microbatch_size = 4;           ///< sequences per microbatch
+  int vocab = 32000;                 ///< vocabulary size
+  int stages = 7;                    ///< pipeline stages, the data holders' stage 0 included
+  int bytes_per_value = 2;           ///< activations, gradients on the wire (2 = fp16/bf16)
+  double download_bytes_per_param = 10; ///< a joiner's download per parameter (weights + Adam state)
+
+  void validate(const issue_sink& report) const;
+};
+
+/// Whether a host group holds data or relays.
+enum class sim_role { data_holder, relay };
+
+constexpr std::array<std::pair<sim_role, const char*>, 2> enum_names(sim_role) {
+  return {{{sim_role::data_holder, "data_holder"}, {sim_role::relay, "relay"}}};
+}
+
+/// `count` hosts in each of `regions` (["all"]: every region of the network).
+struct sim_host_group {
+  sim_role role = sim_role::relay;
+  std::vector<std::string> regions{"all"};
+  int count = 1;                          ///< hosts per region
+  int stage = 0;                          ///< relays: 0 = dealt round-robin over stages 1..S-1
+  std::vector<double> tflops{50.0};       ///< effective TFLOP/s: [value] or [min, max], drawn uniformly
+  std::vector<int> capacity{4};           ///< microbatches held at once: [value] or [min, max]
+
+  void validate(const issue_sink& report) const;
+};
+
+/// One scripted churn event.
+enum class sim_action { crash, leave, join, degrade };
+
+constexpr std::array<std::pair<sim_action, const char*>, 4> enum_names(sim_action) {
+  return {{{sim_action::crash, "crash"},
+           {sim_action::leave, "leave"},
+           {sim_action::join, "join"},
+           {sim_action::degrade, "degrade"}}};
+}
+
+struct sim_script_event {
+  int iteration = 0;                  ///< the iteration it happens in
+  double at = 0.5;                    ///< when: a fraction of the previous iteration's length
+  sim_action action = sim_action::crash;
+  std::string host;                   ///< crash, leave: a relay's name (see docs/simulator.md)
+  std::string region;                 ///< join: where the new relay is
+  int stage = 0;                      ///< join: 0 = the bottleneck stage
+  double tflops = 50;                 ///< join: its speed
+  int capacity = 4;                   ///< join: its capacity
+  std::vector<std::string> regions;   ///< degrade: the two regions (the same twice: inside one)
+  double factor = 0.25;               ///< degrade: share of bandwidth left
+
+  void validate(const issue_sink& report) const;
+};
+
+/// Churn: per-iteration rates, plus a script.
+struct sim_churn_config {
+  double crash_rate = 0;     ///< per relay and iteration
+  double leave_rate = 0;     ///< per relay and iteration (announced: no detection delay)
+  double join_rate = 0;      ///< per initial relay and iteration: a look-alike joins
+  double degrade_rate = 0;   ///< per iteration: one region pair loses bandwidth
+  double degrade_factor = 0.25; ///< share of bandwidth a degraded pair keeps
+  double detect_s = 2.0;     ///< failure detection delay (heartbeat timeout)
+  std::vector<sim_script_event> script;
+
+  void validate(const issue_sink& report) const;
+};
+
+/// The routers' constants.
+struct sim_routing_config {
+  routing::gwtf_config gwtf;
+  routing::swarm_config swarm;
+};
+
+/// A whole scenario file.
+struct sim_scenario_config {
+  std::string name;                   ///< printed and used in output names
+  std::string network;                ///< network matrix file, relative to the scenario file
+  std::uint64_t seed = 1;             ///< hosts' speeds and capacities, and the churn trace
+  int iterations = 20;
+  int microbatches_per_holder = 16;   ///< each data holder's share of the global batch
+  sim_model_config model;
+  std::vector<sim_host_group> hosts;
+  sim_churn_config churn;
+  sim_routing_config routing;
+};
+
+template <class F>
+void visit_fields(F& f, sim_model_config& x) {
+  f("layers", x.layers);
+  f("hidden", x.hidden);
+  f("seq_len", x.seq_len);
+  f("microbatch_size", x.microbatch_size);
+  f("vocab", x.vocab);
+  f("stages", x.stages);
+  f("bytes_per_value", x.bytes_per_value);
+  f("download_bytes_per_param", x.download_bytes_per_param);
+}
+
+template <class F>
+void visit_fields(F& f, sim_host_group& x) {
+  f("role", x.role);
+  f("regions", x.regions);
+  f("count", x.count);
+  f("stage", x.stage);
+  f("tflops", x.tflops);
+  f("capacity", x.capacity);
+}
+
+template <class F>
+void visit_fields(F& f, sim_script_event& x) {
+  f("iteration", x.iteration);
+  f("at", x.at);
+  f("action", x.action);
+  f("host", x.host);
+  f("region", x.region);
+  f("stage", x.stage);
+  f("tflops", x.tflops);
+  f("capacity", x.capacity);
+  f("regions", x.regions);
+  f("factor", x.factor);
+}
+
+template <class F>
+void visit_fields(F& f, sim_churn_config& x) {
+  f("crash_rate", x.crash_rate);
+  f("leave_rate", x.leave_rate);
+  f("join_rate", x.join_rate);
+  f("degrade_rate", x.degrade_rate);
+  f("degrade_factor", x.degrade_factor);
+  f("detect_s", x.detect_s);
+  f("script", x.script);
+}
+
+template <class F>
+void visit_fields(F& f, sim_routing_config& x) {
+  f("gwtf", x.gwtf);
+  f("swarm", x.swarm);
+}
+
+template <class F>
+void visit_fields(F& f, sim_scenario_config& x) {
+  f("name", x.name);
+  f("network", x.network);
+  f("seed", x.seed);
+  f("iterations", x.iterations);
+  f("microbatches_per_holder", x.microbatches_per_holder);
+  f("model", x.model);
+  f("hosts", x.hosts);
+  f("churn", x.churn);
+  f("routing", x.routing);
+}
+
+/// A loaded scenario: the file's values and the simulation inputs derived from them.
+struct loaded_scenario {
+  sim_scenario_config config;
+  routing::sim_scenario sim;
+};
+
+/// The scenario, or every error found (file:line:column: key: message), never both.
+struct scenario_result {
+  std::optional<loaded_scenario> scenario;
+  std::vector<config_error> errors;
+};
+
+/// Reads and validates a scenario file and the network matrix it names; `seed` overrides
+/// the file's seed.
+scenario_result load_scenario(const std::filesystem::path& file, std::optional<std::uint64_t> seed = {});
+
+/// Same, from text; `file` labels errors, `base_dir` resolves the network path.
+scenario_result parse_scenario(const std::string& text, const std::string& file,
+                               const std::filesystem::path& base_dir,
+                               std::optional<std::uint64_t> seed = {});
+
+/// Every key path a scenario accepts, e.g. "churn.crash_rate", "hosts[].tflops".
+std::vector<std::string> scenario_key_paths();
+
+} // namespace gwtf::deploy
