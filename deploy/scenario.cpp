@@ -148,6 +148,7 @@ scenario_result parse_scenario(const std::string& text, const std::string& file,
             "microbatches per data holder and iteration");
   cfg.model.validate(section("model"));
   cfg.churn.validate(section("churn"));
+  check_int(section("routing"), "gwtf_view", cfg.routing.gwtf_view, 0, 1000000, "peers per neighbouring stage (0: all)");
   cfg.routing.gwtf.validate(section("routing.gwtf"));
   cfg.routing.swarm.validate(section("routing.swarm"));
   for (std::size_t i = 0; i < cfg.hosts.size(); ++i)
@@ -183,6 +184,7 @@ scenario_result parse_scenario(const std::string& text, const std::string& file,
   s.iterations = cfg.iterations;
   s.seed = cfg.seed;
   s.gwtf = cfg.routing.gwtf;
+  s.gwtf_view = cfg.routing.gwtf_view;
   s.swarm = cfg.routing.swarm;
   s.crash_rate = cfg.churn.crash_rate;
   s.leave_rate = cfg.churn.leave_rate;

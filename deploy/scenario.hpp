@@ -94,6 +94,7 @@ struct sim_churn_config {
 
 /// The routers' constants.
 struct sim_routing_config {
+  int gwtf_view = 16;          ///< GWTF: live peers a host knows per neighbouring stage (0: all)
   routing::gwtf_config gwtf;
   routing::swarm_config swarm;
 };
@@ -160,6 +161,7 @@ void visit_fields(F& f, sim_churn_config& x) {
 
 template <class F>
 void visit_fields(F& f, sim_routing_config& x) {
+  f("gwtf_view", x.gwtf_view);
   f("gwtf", x.gwtf);
   f("swarm", x.swarm);
 }

@@ -90,14 +90,18 @@ wire::flow_response flow_balancer::response(std::uint64_t id, bool accepted, wir
 
 std::vector<outgoing> flow_balancer::tick(std::int64_t now) {
   std::vector<outgoing> out;
-  // Introductions once, then cost adverts every tick to the previous stage.
+  // Introductions once, then cost adverts every tick to the previous stage (one advert,
+  // computed once: it is the same for every receiver).
+  std::optional<std::vector<wire::target_cost>> ad;
   for (auto& [id, p] : peers_) {
     if (p.stage != prev_stage() || holder())
       continue;
+    if (!ad)
+      ad = advert();
     if (!introduced_)
-      out.push_back({id, wire::introduction{self_, stage_, static_cast<std::uint32_t>(capacity_), advert()}});
+      out.push_back({id, wire::introduction{self_, stage_, static_cast<std::uint32_t>(capacity_), *ad}});
     else
-      out.push_back({id, wire::cost_advert{advert()}});
+      out.push_back({id, wire::cost_advert{*ad}});
   }
   introduced_ = true;
 

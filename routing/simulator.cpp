@@ -634,9 +634,7 @@ private:
     switch (r_) {
       case sim_router::gwtf: {
         balancers_[j] = std::make_unique<flow_balancer>(hosts_[j].name, stage_of(j), S(), hosts_[j].capacity, s_.gwtf);
-        for (std::size_t i = 0; i < hosts_.size(); ++i)
-          if (i != j && alive_[i])
-            introduce(i, j);
+        meet(j);
         break;
       }
       case sim_router::optimal:
@@ -647,13 +645,40 @@ private:
     }
   }
 
-  // GWTF: i and j learn of each other when they are neighbours (previous, same or next stage).
+  // GWTF: i and j learn of each other (a neighbour: previous, same or next stage).
   void introduce(std::size_t i, std::size_t j) {
     int si = stage_of(i), sj = stage_of(j);
     bool j_next = sj == (si + 1) % S(), i_next = si == (sj + 1) % S();
-    if (j_next || i_next || si == sj) {
-      balancers_[i]->add_peer(hosts_[j].name, sj, j_next ? cost(i, j) : 0.0);
-      balancers_[j]->add_peer(hosts_[i].name, si, i_next ? cost(j, i) : 0.0);
+    if (!known_[i].insert(j).second)
+      return;
+    known_[j].insert(i);
+    balancers_[i]->add_peer(hosts_[j].name, sj, j_next ? cost(i, j) : 0.0);
+    balancers_[j]->add_peer(hosts_[i].name, si, i_next ? cost(j, i) : 0.0);
+  }
+
+  // GWTF: i tops up its view of each neighbouring stage to `gwtf_view` live hosts (0: all),
+  // the lowest-latency ones first (as a bootstrap or gossip would hand them out; ties by a
+  // seeded hash). Called at start, on entering and when a known peer is detected gone.
+  void meet(std::size_t i) {
+    std::set<int> stages{(stage_of(i) + S() - 1) % S(), stage_of(i), (stage_of(i) + 1) % S()};
+    for (int st : stages) {
+      std::vector<std::tuple<double, std::uint64_t, std::size_t>> cand;
+      std::size_t have = 0;
+      for (std::size_t j = 0; j < hosts_.size(); ++j) {
+        if (j == i || !alive_[j] || stage_of(j) != st)
+          continue;
+        if (known_[i].count(j) > 0)
+          ++have;
+        else
+          cand.emplace_back(est(i, j).latency_s, mix(s_.seed ^ mix(i * 0x9e37ULL + j)), j);
+      }
+      auto want = s_.gwtf_view > 0 ? static_cast<std::size_t>(s_.gwtf_view) : cand.size() + have;
+      if (have >= want)
+        continue;
+      auto take = std::min(want - have, cand.size());
+      std::partial_sort(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(take), cand.end());
+      for (std::size_t k = 0; k < take; ++k)
+        introduce(i, std::get<2>(cand[k]));
     }
   }
 
@@ -675,7 +700,7 @@ private:
     if (r_ == sim_router::gwtf)
       at(now_ + s_.detect_s, [this, a = e.region_a, b = e.region_b] {
         for (std::size_t i = 0; i < hosts_.size(); ++i)
-          for (std::size_t j = 0; j < hosts_.size(); ++j) {
+          for (auto j : known_[i]) {
             if (!alive_[i] || !alive_[j] || stage_of(j) != (stage_of(i) + 1) % S())
               continue;
             auto ri = hosts_[i].region, rj = hosts_[j].region;
@@ -688,10 +713,17 @@ private:
   // Failure detection fired: routers learn of it; microbatches whose gradients at h were
   // already accumulated are repaired (GWTF, optimal) or restarted (SWARM).
   void detected(std::size_t h) {
-    if (r_ == sim_router::gwtf)
-      for (std::size_t i = 0; i < balancers_.size(); ++i)
-        if (alive_[i] && balancers_[i])
+    if (r_ == sim_router::gwtf) {
+      auto knew = std::move(known_[h]);
+      known_[h].clear();
+      for (auto i : knew) {
+        known_[i].erase(h);
+        if (alive_[i] && balancers_[i]) {
           deliver(i, balancers_[i]->remove_peer(hosts_[h].name, tick_));
+          meet(i);
+        }
+      }
+    }
     if (r_ == sim_router::optimal)
       recompute_optimum();
     if (ending_)
@@ -876,9 +908,9 @@ private:
         for (std::size_t i = 0; i < s_.hosts.size(); ++i)
           balancers_[i] = std::make_unique<flow_balancer>(hosts_[i].name, stage_of(i), S(),
                                                           hosts_[i].capacity, s_.gwtf);
+        known_.resize(hosts_.size());
         for (std::size_t i = 0; i < s_.hosts.size(); ++i)
-          for (std::size_t j = i + 1; j < s_.hosts.size(); ++j)
-            introduce(i, j);
+          meet(i);
         at(0, [this] { gwtf_tick(); });
         break;
       }
@@ -968,6 +1000,16 @@ private:
       ring.insert(ring.end(), relays[k].begin(), relays[k].end());
       opt_paths_[h].push_back(std::move(ring));
     }
+    // Fewer paths than holders: a holder left without one shares its cheapest (the capacity
+    // queues serialise the sharers), so that no holder starves.
+    for (auto& [c, k, hi] : pairs) {
+      auto h = holders_[hi];
+      if (!opt_paths_[h].empty())
+        continue;
+      std::vector<std::size_t> ring{h};
+      ring.insert(ring.end(), relays[k].begin(), relays[k].end());
+      opt_paths_[h].push_back(std::move(ring));
+    }
   }
 
   bool routes_ready() const {
@@ -1030,6 +1072,8 @@ private:
     switch (r_) {
       case sim_router::swarm: {
         auto& sw = *swarm_[mb.holder];
+        if (sw.refresh_due(now_)) // the periodic peer-list refresh (SWARM's DHT lookup)
+          sw.refresh(now_, live_relays());
         for (std::size_t tries = 0; tries < hosts_.size(); ++tries) {
           auto c = sw.choose(s, swarm_task::forward, now_);
           if (!c)
@@ -1097,6 +1141,7 @@ private:
   std::multimap<int, sim_event> events_by_iteration_;
   std::vector<double> detect_at_; // when peers learn of a crash or leave
   std::vector<bool> entered_;     // joiners: download done
+  std::vector<std::set<std::size_t>> known_; // GWTF: whom each host has been introduced to
   std::set<std::size_t> left_before_entering_;
   std::vector<std::unique_ptr<microbatch>> all_; // stable addresses for pending events
   std::vector<microbatch*> mbs_;                 // this iteration's

@@ -70,6 +70,7 @@ struct sim_scenario {
   double detect_s = 2.0;             ///< failure detection delay (heartbeat timeout), all routers
   std::uint64_t seed = 1;
   gwtf_config gwtf;
+  int gwtf_view = 0;                 ///< GWTF: live peers a host knows per neighbouring stage (0: all)
   swarm_config swarm;
 };
 
