@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "deploy/cluster_config.hpp"
 
@@ -100,4 +101,25 @@ TEST_CASE("caf-gwtf reference without a data holder fails with the reason") {
   CHECK(r.code == 1);
   CHECK(r.out == "caf-gwtf: reference needs at least one data_holder in hosts (it samples their "
                  "microbatches)\n");
+}
+
+TEST_CASE("caf-gwtf sim runs a scenario with every router and writes its outputs") {
+  auto dir = std::filesystem::temp_directory_path() / ("gwtf-sim-exe-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  auto r = run("sim --scenario '" + src + "/configs/scenarios/aws-8-churn-0.05.yaml' --seed 3 --out '" + dir.string() + "'");
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("sim: aws-8-churn-0.05, network aws-8, 27 hosts (3 data holders), 7 stages, 100 iterations") != std::string::npos);
+  for (const char* router : {"\ngwtf ", "\nswarm ", "\noptimal "})
+    CHECK(r.out.find(router) != std::string::npos);
+  for (const char* f : {"summary.csv", "iterations.csv", "result.json", "throughput.svg", "iteration_times.svg"})
+    CHECK(std::filesystem::file_size(dir / f) > 0);
+  std::filesystem::remove_all(dir);
+  auto bad = run("sim --scenario '" + src + "/configs/local.yaml'");
+  CHECK(bad.code == 1);
+  CHECK(bad.out.find("local.yaml") != std::string::npos);
+  CHECK(bad.out.find("unknown key") != std::string::npos);
+  auto missing = run("sim --scenario /definitely/not/here.yaml");
+  CHECK(missing.code == 2);
+  CHECK(missing.out == "caf-gwtf: cannot read scenario '/definitely/not/here.yaml': no such file\n");
 }

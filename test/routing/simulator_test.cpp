@@ -111,3 +111,60 @@ TEST_CASE("simulator: under crashes no microbatch is lost, and GWTF wastes less 
   REQUIRE(runs >= 4);
   CHECK(gwtf_less == runs);
 }
+
+TEST_CASE("simulator: joins, leaves and degrading links: the trace places joiners, every router finishes") {
+  auto s = small(3, 0.04);
+  s.leave_rate = 0.04;
+  s.join_rate = 0.08;
+  s.degrade_rate = 0.2;
+  auto trace = churn_trace(s);
+  std::map<sim_event_kind, int> kinds;
+  std::size_t next_joiner = s.hosts.size();
+  std::set<std::size_t> gone;
+  bool joiner_crashed = false;
+  for (auto& e : trace) {
+    ++kinds[e.kind];
+    if (e.kind == sim_event_kind::join) {
+      CHECK(e.host == next_joiner++); // joiners are numbered after the scenario's hosts
+      CHECK(e.joiner.stage >= 1);
+      CHECK(e.joiner.stage < s.stages);
+    }
+    if (e.kind == sim_event_kind::crash || e.kind == sim_event_kind::leave) {
+      CHECK(gone.insert(e.host).second);
+      joiner_crashed = joiner_crashed || e.host >= s.hosts.size();
+    }
+    if (e.kind == sim_event_kind::degrade)
+      CHECK(e.factor == s.degrade_factor);
+  }
+  INFO("trace: " << kinds[sim_event_kind::crash] << " crashes, " << kinds[sim_event_kind::leave] << " leaves, "
+                 << kinds[sim_event_kind::join] << " joins, " << kinds[sim_event_kind::degrade] << " degrades");
+  REQUIRE(kinds[sim_event_kind::join] > 0);
+  REQUIRE(kinds[sim_event_kind::leave] > 0);
+  REQUIRE(kinds[sim_event_kind::degrade] > 0);
+  CHECK(joiner_crashed); // joiners churn like everyone else
+  for (auto r : {sim_router::gwtf, sim_router::swarm, sim_router::optimal}) {
+    INFO("router " << std::string{to_string(r)} << ", seed " << s.seed);
+    auto x = simulate(s, r);
+    REQUIRE_MESSAGE(x.completed, x.why);
+    CHECK(x.microbatches == 12 * 2 * 6);
+    CHECK(x.joins > 0);
+    CHECK(x.joins <= kinds[sim_event_kind::join]);
+    CHECK(x.leaves > 0);
+    CHECK(x.join_times_s.size() == static_cast<std::size_t>(x.joins));
+    for (std::size_t i = 1; i < x.iteration_end_s.size(); ++i)
+      CHECK(x.iteration_end_s[i] > x.iteration_end_s[i - 1]);
+  }
+}
+
+TEST_CASE("simulator: with a bounded GWTF view (one peer per neighbouring stage) every microbatch is routed") {
+  auto s = small(1, 0.0);
+  auto all = simulate(s, sim_router::gwtf);
+  s.gwtf_view = 1; // one known peer per neighbouring stage, topped up after crashes
+  auto one = simulate(s, sim_router::gwtf);
+  REQUIRE(all.completed);
+  REQUIRE_MESSAGE(one.completed, one.why);
+  CHECK(one.microbatches == all.microbatches);
+  REQUIRE_FALSE(one.flows.empty());
+  for (auto f : one.flows)
+    CHECK(f >= 1);
+}
