@@ -7,6 +7,7 @@
 #include <string>
 
 #include "deploy/cluster_config.hpp"
+#include "deploy/scenario.hpp"
 #include "deploy/yaml_fields.hpp"
 
 namespace {
@@ -54,4 +55,16 @@ TEST_CASE("docs/config.md documents exactly the keys the loader accepts") {
     CHECK_MESSAGE(documented.count(k) == 1, "undocumented key: " << k);
   for (auto& k : documented)
     CHECK_MESSAGE(accepted.count(k) == 1, "documented key that the loader does not accept: " << k);
+}
+
+TEST_CASE("docs/simulator.md documents exactly the keys a scenario accepts") {
+  auto documented = documented_keys(read_file(std::string{GWTF_SOURCE_DIR} + "/docs/simulator.md"));
+  std::set<std::string> accepted;
+  for (auto& k : gwtf::deploy::scenario_key_paths())
+    accepted.insert(k);
+  CHECK(accepted.size() > 30);
+  for (auto& k : accepted)
+    CHECK_MESSAGE(documented.count(k) == 1, "undocumented scenario key: " << k);
+  for (auto& k : documented)
+    CHECK_MESSAGE(accepted.count(k) == 1, "documented key that a scenario does not accept: " << k);
 }
