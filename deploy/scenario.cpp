@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "common/seeded.hpp"
 #include "deploy/yaml_fields.hpp"
 
 namespace gwtf::deploy {
@@ -29,16 +30,6 @@ void check_range(const issue_sink& report, const std::string& key, const std::ve
                   + format_number(static_cast<double>(v[1])) + "]");
 }
 
-std::uint64_t mix(std::uint64_t x) { // splitmix64: the same draws on every platform
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-double unit(std::uint64_t seed, std::uint64_t a, std::uint64_t b) {
-  return static_cast<double>(mix(seed ^ mix(a * 0x100000001b3ULL + b)) >> 11) / 9007199254740992.0;
-}
 
 double draw(const std::vector<double>& r, double u) {
   return r.size() == 1 ? r[0] : r[0] + (r[1] - r[0]) * u;
@@ -232,8 +223,8 @@ scenario_result parse_scenario(const std::string& text, const std::string& file,
         auto& region = s.net.regions[reg];
         host.name = region + (holder ? "-dh" : "-r") + std::to_string(per_region[region + (holder ? "h" : "r")]++);
         host.region = reg;
-        double tflops = draw(grp.tflops, unit(cfg.seed, 1, drawn));
-        host.capacity = draw(grp.capacity, unit(cfg.seed, 2, drawn));
+        double tflops = draw(grp.tflops, seeded_unit(cfg.seed, 1, drawn));
+        host.capacity = draw(grp.capacity, seeded_unit(cfg.seed, 2, drawn));
         ++drawn;
         if (holder) {
           host.stage = 0;

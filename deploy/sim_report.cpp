@@ -17,7 +17,7 @@ double quantile(std::vector<double> v, double q) {
   if (v.empty())
     return 0;
   std::sort(v.begin(), v.end());
-  auto idx = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size()))) ;
+  auto idx = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size())));
   return v[std::min(v.size() - 1, idx == 0 ? 0 : idx - 1)];
 }
 
@@ -120,11 +120,10 @@ struct frame {
         << xml_escape(ylabel) << "</text>\n";
   }
 
-  void legend(std::size_t row, const std::string& text, const char* stroke, const char* dash = nullptr) {
+  void legend(std::size_t row, const std::string& text, const char* stroke) {
     double lx = w - right + 15, ly = top + 10 + 20 * static_cast<double>(row);
     svg << "<line x1=\"" << lx << "\" y1=\"" << ly << "\" x2=\"" << lx + 22 << "\" y2=\"" << ly << "\" stroke=\""
-        << stroke << "\" stroke-width=\"2\"" << (dash ? std::string{" stroke-dasharray=\""} + dash + "\"" : "")
-        << "/>\n<text x=\"" << lx + 28 << "\" y=\"" << ly + 4 << "\">" << xml_escape(text) << "</text>\n";
+        << stroke << "\" stroke-width=\"2\"/>\n<text x=\"" << lx + 28 << "\" y=\"" << ly + 4 << "\">" << xml_escape(text) << "</text>\n";
   }
 
   void polyline(const std::vector<std::pair<double, double>>& pts, const char* stroke) {

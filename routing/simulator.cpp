@@ -14,6 +14,7 @@
 #include <set>
 #include <tuple>
 
+#include "common/seeded.hpp"
 #include "routing/balancer.hpp"
 #include "routing/cost_model.hpp"
 #include "routing/optimum.hpp"
@@ -29,21 +30,6 @@ const char* to_string(sim_router r) {
   }
   return "?";
 }
-
-namespace {
-
-std::uint64_t mix(std::uint64_t x) { // splitmix64
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-double uniform(std::uint64_t seed, std::uint64_t a, std::uint64_t b) {
-  return static_cast<double>(mix(seed ^ mix(a * 0x100000001b3ULL + b)) >> 11) / 9007199254740992.0;
-}
-
-} // namespace
 
 const char* to_string(sim_event_kind k) {
   switch (k) {
@@ -89,7 +75,7 @@ std::vector<sim_event> churn_trace(const sim_scenario& s) {
     for (std::size_t h = 0; h < hosts.size(); ++h) {
       if (!alive[h] || hosts[h].stage <= 0)
         continue;
-      double u = uniform(s.seed, it, h);
+      double u = seeded_unit(s.seed, it, h);
       sim_event e;
       if (u < s.crash_rate)
         e.kind = sim_event_kind::crash;
@@ -98,31 +84,31 @@ std::vector<sim_event> churn_trace(const sim_scenario& s) {
       else
         continue;
       e.iteration = i;
-      e.at_fraction = uniform(s.seed ^ 0x5bd1e995ULL, it, h);
+      e.at_fraction = seeded_unit(s.seed ^ 0x5bd1e995ULL, it, h);
       e.host = h;
       cand.emplace_back(e, false);
     }
     if (s.join_rate > 0 && !initial_relays.empty())
       for (std::size_t k = 0; k < initial_relays.size(); ++k) {
-        if (uniform(s.seed ^ 0x27d4eb2fULL, it, k) >= s.join_rate)
+        if (seeded_unit(s.seed ^ 0x27d4eb2fULL, it, k) >= s.join_rate)
           continue;
-        auto like = initial_relays[mix(s.seed ^ mix(it * 7919 + k)) % initial_relays.size()];
+        auto like = initial_relays[mix64(s.seed ^ mix64(it * 7919 + k)) % initial_relays.size()];
         sim_event e;
         e.kind = sim_event_kind::join;
         e.iteration = i;
-        e.at_fraction = uniform(s.seed ^ 0x165667b1ULL, it, k);
+        e.at_fraction = seeded_unit(s.seed ^ 0x165667b1ULL, it, k);
         e.joiner = s.hosts[like];
         e.joiner.name = s.hosts[like].name + "+j" + std::to_string(++joined);
         e.joiner.stage = -1;
         cand.emplace_back(e, false);
       }
-    if (s.degrade_rate > 0 && uniform(s.seed ^ 0x85ebca6bULL, it, 0) < s.degrade_rate) {
+    if (s.degrade_rate > 0 && seeded_unit(s.seed ^ 0x85ebca6bULL, it, 0) < s.degrade_rate) {
       sim_event e;
       e.kind = sim_event_kind::degrade;
       e.iteration = i;
-      e.at_fraction = uniform(s.seed ^ 0xc2b2ae35ULL, it, 0);
-      e.region_a = regions[mix(s.seed ^ mix(it * 31 + 1)) % regions.size()];
-      e.region_b = regions[mix(s.seed ^ mix(it * 31 + 2)) % regions.size()];
+      e.at_fraction = seeded_unit(s.seed ^ 0xc2b2ae35ULL, it, 0);
+      e.region_a = regions[mix64(s.seed ^ mix64(it * 31 + 1)) % regions.size()];
+      e.region_b = regions[mix64(s.seed ^ mix64(it * 31 + 2)) % regions.size()];
       e.factor = s.degrade_factor;
       cand.push_back({e, false});
     }
@@ -670,7 +656,7 @@ private:
         if (known_[i].count(j) > 0)
           ++have;
         else
-          cand.emplace_back(est(i, j).latency_s, mix(s_.seed ^ mix(i * 0x9e37ULL + j)), j);
+          cand.emplace_back(est(i, j).latency_s, mix64(s_.seed ^ mix64(i * 0x9e37ULL + j)), j);
       }
       auto want = s_.gwtf_view > 0 ? static_cast<std::size_t>(s_.gwtf_view) : cand.size() + have;
       if (have >= want)
