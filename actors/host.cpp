@@ -174,8 +174,8 @@ caf::behavior balancer(caf::stateful_actor<balancer_state>* self, ctx_ptr ctx) {
   st.ready = !ctx->joining;
   auto edge = [self, ctx, stages](const std::string& id, std::int32_t stage) {
     auto& st = self->state;
-    int next = (ctx->stage + 1) % stages;
-    if (stage != next)
+    int next = (ctx->stage + 1) % stages, prev = (ctx->stage + stages - 1) % stages;
+    if (stage != next && stage != prev)
       return 0.0;
     routing::link_estimate est{0.05, 50e6};
     if (auto l = st.links.find(id); l != st.links.end())

@@ -72,7 +72,10 @@ void put(schema::FlowEntry::Builder b, const flow_entry& x) {
   b.setTarget(txt(x.target));
   b.setPrev(txt(x.prev));
   b.setNext(txt(x.next));
-  b.setCost(x.cost);
+  b.setHeadCost(x.head_cost);
+  b.setInCost(x.in_cost);
+  b.setOutCost(x.out_cost);
+  b.setTailCost(x.tail_cost);
 }
 
 template <class ListBuilder, class T>
@@ -183,12 +186,15 @@ struct filler {
     auto b = body.initMoveResponse();
     b.setProposalId(x.proposal_id);
     b.setAccepted(x.accepted);
+    b.setFlowId(x.flow_id);
   }
   void operator()(const flow_sync& x) {
     auto b = body.initFlowSync();
     b.setKind(static_cast<schema::SyncKind>(x.kind));
     b.setFlowId(x.flow_id);
     b.setTarget(txt(x.target));
+    b.setCost(x.cost);
+    b.setNode(txt(x.node));
   }
   void operator()(const ping& x) {
     auto b = body.initPing();
@@ -391,7 +397,10 @@ void get(schema::FlowEntry::Reader r, flow_entry& x, checker& c, const std::stri
   c.text(r.getTarget(), f + ".target", 1, max_id, x.target);
   c.text(r.getPrev(), f + ".prev", 0, max_id, x.prev);
   c.text(r.getNext(), f + ".next", 0, max_id, x.next);
-  c.non_negative(r.getCost(), f + ".cost", x.cost);
+  c.non_negative(r.getHeadCost(), f + ".headCost", x.head_cost);
+  c.non_negative(r.getInCost(), f + ".inCost", x.in_cost);
+  c.non_negative(r.getOutCost(), f + ".outCost", x.out_cost);
+  c.non_negative(r.getTailCost(), f + ".tailCost", x.tail_cost);
 }
 
 template <class ListReader, class T>
@@ -526,12 +535,17 @@ void get(schema::MoveProposal::Reader r, move_proposal& x, checker& c) {
 void get(schema::MoveResponse::Reader r, move_response& x, checker&) {
   x.proposal_id = r.getProposalId();
   x.accepted = r.getAccepted();
+  x.flow_id = r.getFlowId();
 }
 
 void get(schema::FlowSync::Reader r, flow_sync& x, checker& c) {
-  c.enumeration(r.getKind(), 4, "flowSync.kind", x.kind);
+  c.enumeration(r.getKind(), 5, "flowSync.kind", x.kind);
   x.flow_id = r.getFlowId();
   c.text(r.getTarget(), "flowSync.target", 1, max_id, x.target);
+  c.non_negative(r.getCost(), "flowSync.cost", x.cost);
+  c.text(r.getNode(), "flowSync.node", 0, max_id, x.node);
+  if (c.ok() && (x.kind == sync_kind::redirect) == x.node.empty())
+    c.bad(wire_error::bad_field, "flowSync.node: set exactly when kind is redirect");
 }
 
 void get(schema::Ping::Reader r, ping& x, checker&) {

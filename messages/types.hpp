@@ -141,7 +141,13 @@ struct flow_entry {
   std::string target;
   std::string prev; ///< upstream host
   std::string next; ///< downstream host; empty while half-built
-  double cost = 0;
+  double head_cost = 0; ///< seconds: data holder -> ... -> prev
+  double in_cost = 0;   ///< d(prev, the listing host)
+  double out_cost = 0;  ///< d(the listing host, next)
+  double tail_cost = 0; ///< next -> ... -> data holder
+
+  /// The whole ring's cost.
+  double ring() const { return head_cost + in_cost + out_cost + tail_cost; }
 };
 
 /// A node's flows, published to same-stage peers.
@@ -167,16 +173,19 @@ struct move_proposal {
 struct move_response {
   std::uint64_t proposal_id = 0;
   bool accepted = false;
+  std::uint64_t flow_id = 0; ///< accepted: the responder's flow handed to the proposer
 };
 
 /// Anti-entropy message kinds.
-enum class sync_kind : std::uint8_t { check, confirm, cancel, push_back };
+enum class sync_kind : std::uint8_t { check, confirm, cancel, push_back, redirect };
 
 /// Anti-entropy on one flow.
 struct flow_sync {
   sync_kind kind = sync_kind::check;
   std::uint64_t flow_id = 0;
   std::string target;
+  double cost = 0;  ///< check: sender -> data holder along the flow; confirm: holder -> receiver
+  std::string node; ///< redirect: the new next hop
 };
 
 /// Link probe request.

@@ -150,7 +150,10 @@ struct FlowEntry {
   target @1 :Text;
   prev @2 :Text;          # upstream host
   next @3 :Text;          # downstream host; empty while half-built
-  cost @4 :Float64;
+  headCost @4 :Float64;   # seconds: data holder -> ... -> prev (the path before the edge in)
+  inCost @5 :Float64;     # d(prev, holder of this entry)
+  outCost @6 :Float64;    # d(holder of this entry, next)
+  tailCost @7 :Float64;   # next -> ... -> data holder (the path after the edge out)
 }
 
 # A node publishes its flows to same-stage peers.
@@ -177,6 +180,7 @@ struct MoveProposal {
 struct MoveResponse {
   proposalId @0 :UInt64;
   accepted @1 :Bool;
+  flowId @2 :UInt64;      # accepted: the responder's flow handed to the proposer
 }
 
 enum SyncKind {
@@ -184,6 +188,7 @@ enum SyncKind {
   confirm @1;             # yes
   cancel @2;              # drop it: the other end no longer agrees
   pushBack @3;            # I cannot carry it any more: re-route it upstream
+  redirect @4;            # from a flow's next hop to its previous one: send it to `node` now
 }
 
 # Anti-entropy on one flow.
@@ -191,6 +196,9 @@ struct FlowSync {
   kind @0 :SyncKind;
   flowId @1 :UInt64;
   target @2 :Text;
+  cost @3 :Float64;       # check: the sender's cost back to the data holder along the flow;
+                          # confirm: the path cost from the data holder to the receiver
+  node @4 :Text;          # redirect: the new next hop; empty otherwise
 }
 
 # --- link probes --------------------------------------------------------------------

@@ -1,5 +1,7 @@
 #include "routing/balancer.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -12,6 +14,10 @@ bool stale(double current, double believed) {
   return current > believed * (1 + 1e-9) + 1e-12;
 }
 
+bool differs(double a, double b) {
+  return std::abs(a - b) > 1e-9 * (1 + std::abs(a));
+}
+
 std::uint64_t name_hash(const std::string& s) {
   std::uint64_t h = 1469598103934665603ULL;
   for (unsigned char c : s)
@@ -22,13 +28,79 @@ std::uint64_t name_hash(const std::string& s) {
 } // namespace
 
 flow_balancer::flow_balancer(std::string self, int stage, int stages, int capacity,
-                             const gwtf_config& cfg)
-  : self_(std::move(self)), stage_(stage), stages_(stages), capacity_(capacity), cfg_(cfg) {}
+                             const gwtf_config& cfg, std::uint64_t seed)
+  : self_(std::move(self)), stage_(stage), stages_(stages), capacity_(capacity), cfg_(cfg),
+    temperature_(cfg.initial_temperature), rng_(seed ^ name_hash(self_)) {}
+
+int flow_balancer::spare() const {
+  int taken = static_cast<int>(flows_.size());
+  for (auto& [id, e] : expected_)
+    taken += e.agreed ? 1 : 0;
+  if (proposal_ && proposal_->kind == wire::move_kind::redirect)
+    ++taken; // the slot a REDIRECT would fill
+  return capacity_ - taken;
+}
+
+double flow_balancer::edge(const std::string& peer) const {
+  auto it = peers_.find(peer);
+  return it == peers_.end() ? 0.0 : it->second.edge;
+}
+
+bool flow_balancer::is_peer(const std::string& id, int stage) const {
+  auto it = peers_.find(id);
+  return it != peers_.end() && it->second.stage == stage;
+}
+
+double flow_balancer::down_cost(const held_flow& f) const {
+  return edge(f.next) + f.tail;
+}
+
+std::optional<double> flow_balancer::ring_cost(const held_flow& f) const {
+  if (!f.built || !f.tail_known || f.next.empty())
+    return std::nullopt;
+  if (holder())
+    return down_cost(f);
+  if (!f.head_known || f.prev.empty())
+    return std::nullopt;
+  return f.head + edge(f.prev) + down_cost(f);
+}
+
+std::optional<wire::flow_entry> flow_balancer::entry(const held_flow& f) const {
+  if (holder() || !ring_cost(f) || !is_peer(f.prev, prev_stage()) || !is_peer(f.next, next_stage()))
+    return std::nullopt;
+  return wire::flow_entry{f.id, f.target, f.prev, f.next, f.head, edge(f.prev), edge(f.next), f.tail};
+}
+
+// The cost from here back to the data holder changed: tell the upstream hop (it answers
+// with a CONFIRM carrying the cost from the data holder, or a CANCEL).
+void flow_balancer::send_down_cost(const held_flow& f, std::vector<outgoing>& out) const {
+  if (!holder() && f.built && f.tail_known && !f.prev.empty())
+    out.push_back({f.prev, wire::flow_sync{wire::sync_kind::check, f.id, f.target, down_cost(f), {}}});
+}
+
+std::optional<double> flow_balancer::up_cost(const held_flow& f) const {
+  if (holder())
+    return 0.0;
+  if (!f.head_known || f.prev.empty())
+    return std::nullopt;
+  return f.head + edge(f.prev);
+}
+
+// The cost from the data holder up to here: tell `to` (the next hop).
+void flow_balancer::confirm_to(const held_flow& f, const std::string& to, std::vector<outgoing>& out) const {
+  if (auto up = up_cost(f))
+    out.push_back({to, wire::flow_sync{wire::sync_kind::confirm, f.id, f.target, *up, {}}});
+}
+
+void flow_balancer::send_up_cost(const held_flow& f, std::vector<outgoing>& out) const {
+  if (f.built && !f.next.empty() && next_stage() != 0)
+    confirm_to(f, f.next, out);
+}
 
 void flow_balancer::add_peer(const std::string& id, int stage, double edge_cost) {
   auto& p = peers_[id];
   p.stage = stage;
-  p.edge = edge_cost;
+  p.edge = stage == next_stage() || stage == prev_stage() ? edge_cost : 0.0;
   // The data holders closing a ring always take their own flows back.
   if (stage == 0 && next_stage() == 0)
     p.heard = true;
@@ -83,9 +155,14 @@ std::vector<wire::target_cost> flow_balancer::advert() const {
 
 wire::flow_response flow_balancer::response(std::uint64_t id, bool accepted, wire::reject_reason why,
                                             const std::string& target) const {
+  if (accepted) {
+    // An accept carries this flow's cost from here back to its data holder.
+    auto it = flows_.find(id);
+    double down = it != flows_.end() && it->second.tail_known ? down_cost(it->second) : 0.0;
+    return wire::flow_response{id, true, wire::reject_reason::none, down, -spare()};
+  }
   auto c = cost_to(target);
-  return wire::flow_response{id, accepted, accepted ? wire::reject_reason::none : why,
-                             c ? *c : 0.0, c ? -spare() : 0};
+  return wire::flow_response{id, false, why, c ? *c : 0.0, c ? -spare() : 0};
 }
 
 std::vector<outgoing> flow_balancer::tick(std::int64_t now) {
@@ -124,11 +201,17 @@ std::vector<outgoing> flow_balancer::tick(std::int64_t now) {
       release(fid, out, wire::reject_reason::no_spare_path);
   }
 
-  // Anti-entropy: every few ticks each relay asks its upstream whether it still feeds it.
-  if (!holder() && now % cfg_.anti_entropy_ticks == 0)
+  // Anti-entropy: every few ticks each relay asks its upstream whether it still feeds it,
+  // telling it the flow's cost back to the data holder (the answer carries the cost from it).
+  // A data holder, which nobody downstream checks, asks the relay closing each ring.
+  if (now % cfg_.anti_entropy_ticks == 0)
     for (auto& [fid, f] : flows_)
       if (f.built && !f.prev.empty())
-        out.push_back({f.prev, wire::flow_sync{wire::sync_kind::check, fid, f.target}});
+        out.push_back({f.prev, wire::flow_sync{wire::sync_kind::check, fid, f.target,
+                                               holder() ? 0.0 : down_cost(f), {}}});
+
+  if (!holder())
+    anneal_tick(now, out);
 
   // A data holder starts as many flows as its capacity allows and a first hop can take.
   if (holder()) {
@@ -154,11 +237,19 @@ void flow_balancer::forward_request(held_flow& f, std::vector<outgoing>& out) {
     release(f.id, out, wire::reject_reason::no_spare_path);
     return;
   }
-  f.next = next->first;
-  auto& p = peers_[next->first];
-  double believed = next_stage() == 0 ? 0.0 : p.costs[f.target];
-  if (next_stage() != 0)
+  request_to(f, next->first, out);
+}
+
+void flow_balancer::request_to(held_flow& f, const std::string& next, std::vector<outgoing>& out) {
+  f.next = next;
+  f.tail_known = false;
+  auto& p = peers_[next];
+  double believed = 0.0;
+  if (next_stage() != 0) {
+    if (auto it = p.costs.find(f.target); it != p.costs.end())
+      believed = it->second;
     ++p.demand; // one slot of it is now spoken for, until its next advert
+  }
   out.push_back({f.next, wire::flow_request{f.id, f.target, believed}});
 }
 
@@ -172,7 +263,7 @@ void flow_balancer::release(std::uint64_t id, std::vector<outgoing>& out, wire::
     out.push_back({f.prev, response(id, false, why, f.target)});
   // Downstream hops of a flow we give up must drop it as well.
   if (!f.next.empty() && !(holder() && f.next == f.prev))
-    out.push_back({f.next, wire::flow_sync{wire::sync_kind::cancel, id, f.target}});
+    out.push_back({f.next, wire::flow_sync{wire::sync_kind::cancel, id, f.target, 0.0, {}}});
 }
 
 std::vector<outgoing> flow_balancer::on_request(const std::string& from, const wire::flow_request& r,
@@ -198,9 +289,31 @@ std::vector<outgoing> flow_balancer::on_request(const std::string& from, const w
       out.push_back({from, response(r.flow_id, false, wire::reject_reason::duplicate, r.target)});
       return out;
     }
+    if (it->second.prev != from)
+      it->second.head_known = false; // the new upstream's CONFIRM will tell
     it->second.prev = from;
     if (it->second.built)
       out.push_back({from, response(r.flow_id, true, wire::reject_reason::none, r.target)});
+    return out;
+  }
+  // A flow a same-stage peer handed to us (an agreed move), sent by its upstream hop: carry
+  // it on to the hop it had, whatever our current costs.
+  if (auto e = expected_.find(r.flow_id); e != expected_.end() && e->second.prev == from
+      && e->second.target == r.target && is_peer(e->second.next, next_stage())) {
+    held_flow f;
+    f.id = r.flow_id;
+    f.target = r.target;
+    f.prev = from;
+    f.since_tick = now;
+    auto next = e->second.next;
+    expected_.erase(e);
+    auto& slot = flows_[f.id] = f;
+    request_to(slot, next, out);
+    // It overtook (or replaced a lost) acceptance of our proposal: that is the answer.
+    if (proposal_
+        && std::find(proposal_->candidates.begin(), proposal_->candidates.end(), r.flow_id)
+             != proposal_->candidates.end())
+      conclude(true, r.flow_id, now, out);
     return out;
   }
   if (spare() <= 0) {
@@ -234,11 +347,18 @@ std::vector<outgoing> flow_balancer::on_response(const std::string& from, const 
     return out; // late or foreign: nothing to do
   auto& f = it->second;
   if (r.accepted) {
-    if (f.built)
+    bool changed = !f.tail_known || differs(f.tail, r.current_cost);
+    f.tail = r.current_cost;
+    f.tail_known = true;
+    if (f.built) {
+      if (changed)
+        send_down_cost(f, out); // a re-route downstream changed the ring: tell upstream
       return out;
+    }
     f.built = true;
     if (!holder())
       out.push_back({f.prev, response(f.id, true, wire::reject_reason::none, f.target)});
+    send_up_cost(f, out);
     return out;
   }
   // Refresh our view of the rejecting peer, then try another next hop.
@@ -279,15 +399,73 @@ std::vector<outgoing> flow_balancer::handle(const std::string& from, const wire:
     return on_request(from, *r, now);
   if (auto* r = std::get_if<wire::flow_response>(&msg))
     return on_response(from, *r, now);
-  if (auto* s = std::get_if<wire::flow_sync>(&msg)) {
-    std::vector<outgoing> out;
-    auto it = flows_.find(s->flow_id);
-    // Anti-entropy: a downstream hop asks whether we still feed it this flow.
-    if (s->kind == wire::sync_kind::check) {
-      if (it == flows_.end() || it->second.next != from)
-        out.push_back({from, wire::flow_sync{wire::sync_kind::cancel, s->flow_id, s->target}});
+  if (auto* s = std::get_if<wire::flow_sync>(&msg))
+    return on_sync(from, *s, now);
+  if (auto* p = std::get_if<wire::move_proposal>(&msg))
+    return on_proposal(from, *p, now);
+  if (auto* r = std::get_if<wire::move_response>(&msg))
+    return on_move_response(from, *r, now);
+  if (auto* l = std::get_if<wire::flow_listing>(&msg)) {
+    if (!holder() && is_peer(from, stage_) && l->peer_id == from)
+      listings_[from] = l->flows;
+    return {};
+  }
+  return {};
+}
+
+std::vector<outgoing> flow_balancer::on_sync(const std::string& from, const wire::flow_sync& sync,
+                                             std::int64_t now) {
+  std::vector<outgoing> out;
+  auto* s = &sync;
+  auto it = flows_.find(s->flow_id);
+  // Anti-entropy: a downstream hop asks whether we still feed it this flow, and tells us
+  // its cost back to the data holder.
+  if (s->kind == wire::sync_kind::check) {
+    if (it == flows_.end() || it->second.next != from) {
+      // A flow we just handed to a peer: its new hop is splicing itself in; stay silent.
+      auto h = handed_.find(s->flow_id);
+      if (h == handed_.end() || h->second.first != from)
+        out.push_back({from, wire::flow_sync{wire::sync_kind::cancel, s->flow_id, s->target, 0.0, {}}});
       return out;
     }
+    auto& f = it->second;
+    bool changed = !f.tail_known || differs(f.tail, s->cost);
+    f.tail = s->cost;
+    f.tail_known = true;
+    if (changed)
+      send_down_cost(f, out);
+    confirm_to(f, from, out);
+    return out;
+  }
+  // The upstream hop's cost from the data holder.
+  if (s->kind == wire::sync_kind::confirm) {
+    if (holder() || it == flows_.end() || it->second.prev != from)
+      return out;
+    auto& f = it->second;
+    bool changed = !f.head_known || differs(f.head, s->cost);
+    f.head = s->cost;
+    f.head_known = true;
+    if (changed)
+      send_up_cost(f, out);
+    return out;
+  }
+  // Our next hop handed the flow to a same-stage peer: send it there.
+  if (s->kind == wire::sync_kind::redirect) {
+    if (it == flows_.end() || it->second.next != from || s->node == from)
+      return out;
+    auto& f = it->second;
+    f.built = false;
+    f.since_tick = now;
+    f.tried.clear();
+    if (is_peer(s->node, next_stage())) {
+      request_to(f, s->node, out);
+    } else {
+      f.tried.insert(from); // a stranger: re-route on our own
+      forward_request(f, out);
+    }
+    return out;
+  }
+  {
     // Only the upstream hop of a flow may cancel it here.
     if (s->kind != wire::sync_kind::cancel || it == flows_.end() || it->second.prev != from)
       return out;
@@ -299,15 +477,22 @@ std::vector<outgoing> flow_balancer::handle(const std::string& from, const wire:
     auto f = it->second;
     flows_.erase(it);
     if (!f.next.empty())
-      out.push_back({f.next, wire::flow_sync{wire::sync_kind::cancel, f.id, f.target}});
+      out.push_back({f.next, wire::flow_sync{wire::sync_kind::cancel, f.id, f.target, 0.0, {}}});
     return out;
   }
-  return {};
 }
 
 std::vector<outgoing> flow_balancer::remove_peer(const std::string& id, std::int64_t now) {
   std::vector<outgoing> out;
   peers_.erase(id);
+  listings_.erase(id);
+  if (proposal_ && proposal_->peer == id) {
+    for (auto c : proposal_->candidates)
+      expected_.erase(c);
+    proposal_.reset();
+  }
+  for (auto e = expected_.begin(); e != expected_.end();)
+    e = e->second.prev == id || e->second.next == id ? expected_.erase(e) : std::next(e);
   std::vector<std::uint64_t> affected;
   for (auto& [fid, f] : flows_)
     if (f.next == id || f.prev == id)
@@ -338,7 +523,7 @@ std::vector<outgoing> flow_balancer::remove_peer(const std::string& id, std::int
       auto target = f.target;
       flows_.erase(it);
       if (!next.empty() && next != id)
-        out.push_back({next, wire::flow_sync{wire::sync_kind::cancel, fid, target}});
+        out.push_back({next, wire::flow_sync{wire::sync_kind::cancel, fid, target, 0.0, {}}});
       continue;
     }
     // Downstream is gone: the flow becomes half-built here and is re-routed (GWTF: a crash
@@ -349,6 +534,239 @@ std::vector<outgoing> flow_balancer::remove_peer(const std::string& id, std::int
     forward_request(f, out);
   }
   return out;
+}
+
+// --- simulated annealing (docs/routing.md, "Annealing moves") ------------------------
+
+bool flow_balancer::anneal_accepts(double before, double after) {
+  if (before <= 0)
+    return false;
+  double gain = before - after;
+  if (gain >= cfg_.min_gain * before)
+    return true;
+  // Worsening (or negligible) moves pass with probability exp(gain / T), the gain in percent
+  // of the affected flows' max cost, so that T is unit-free.
+  if (temperature_ <= cfg_.min_temperature)
+    return false;
+  double p = std::exp(100.0 * (gain - cfg_.min_gain * before) / before / temperature_);
+  return std::uniform_real_distribution<double>{0, 1}(rng_) < p;
+}
+
+void flow_balancer::executed(wire::move_kind kind, bool worsening) {
+  if (kind == wire::move_kind::swap)
+    ++stats_.swaps;
+  else
+    ++stats_.redirects;
+  if (worsening)
+    ++stats_.worsening;
+  temperature_ = std::max(cfg_.min_temperature, temperature_ * cfg_.cooling);
+}
+
+// The moves this node could propose, best first. REDIRECT: a peer's flow u -> P -> v that
+// would cost less as u -> me -> v (needs a spare slot here). SWAP: my costliest flow for one
+// of a peer's; only the peer knows what mine would cost there, so `after` is the part known
+// here (a lower bound on the max after the move) and the peer decides.
+std::vector<flow_balancer::candidate>
+flow_balancer::candidates(wire::move_kind kind, std::optional<wire::flow_entry>& gives) const {
+  std::vector<candidate> out;
+  gives.reset();
+  if (kind == wire::move_kind::redirect && spare() <= 0)
+    return out;
+  if (kind == wire::move_kind::swap) {
+    for (auto& [id, f] : flows_)
+      if (auto e = entry(f); e && (!gives || e->ring() > gives->ring()))
+        gives = e;
+    if (!gives)
+      return out;
+  }
+  for (auto& [peer, list] : listings_) {
+    for (auto& g : list) {
+      if (flows_.count(g.flow_id) > 0 || expected_.count(g.flow_id) > 0 || g.next.empty()
+          || !is_peer(g.prev, prev_stage()) || !is_peer(g.next, next_stage())
+          || (next_stage() == 0 && g.next != g.target))
+        continue;
+      candidate c{peer, g, g.ring(), 0};
+      c.flow.in_cost = edge(g.prev);
+      c.flow.out_cost = edge(g.next);
+      c.after = c.flow.ring();
+      if (kind == wire::move_kind::swap) {
+        if (g.flow_id == gives->flow_id)
+          continue;
+        c.before = std::max(c.before, gives->ring());
+      }
+      out.push_back(c);
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const candidate& a, const candidate& b) {
+    double ga = (a.before - a.after) / a.before, gb = (b.before - b.after) / b.before;
+    return ga != gb ? ga > gb : a.flow.flow_id < b.flow.flow_id;
+  });
+  return out;
+}
+
+void flow_balancer::anneal_tick(std::int64_t now, std::vector<outgoing>& out) {
+  // Expire what a lost message left behind.
+  if (proposal_ && now - proposal_->since > cfg_.half_built_ttl_ticks) {
+    for (auto c : proposal_->candidates)
+      if (auto e = expected_.find(c); e != expected_.end() && !e->second.agreed)
+        expected_.erase(e);
+    proposal_.reset();
+  }
+  for (auto e = expected_.begin(); e != expected_.end();)
+    e = now - e->second.since > cfg_.half_built_ttl_ticks ? expected_.erase(e) : std::next(e);
+  for (auto h = handed_.begin(); h != handed_.end();)
+    h = now - h->second.second > cfg_.half_built_ttl_ticks ? handed_.erase(h) : std::next(h);
+
+  // Publish our flows to the same-stage peers.
+  wire::flow_listing listing{self_, {}};
+  for (auto& [id, f] : flows_)
+    if (auto e = entry(f))
+      listing.flows.push_back(*e);
+  for (auto& [id, p] : peers_)
+    if (p.stage == stage_)
+      out.push_back({id, listing});
+
+  if (!moves_enabled_ || proposal_)
+    return;
+  bool swap_first = std::uniform_real_distribution<double>{0, 1}(rng_) < cfg_.swap_probability;
+  for (auto kind : swap_first ? std::array{wire::move_kind::swap, wire::move_kind::redirect}
+                              : std::array{wire::move_kind::redirect, wire::move_kind::swap}) {
+    std::optional<wire::flow_entry> gives;
+    auto cands = candidates(kind, gives);
+    if (cands.empty())
+      continue;
+    // Improving moves first: offer the peer with the best one all of its improving flows,
+    // it picks with its own fresher costs. Otherwise one random move, if the annealing
+    // lets it through.
+    std::vector<candidate> offer;
+    auto improving = [&](const candidate& c) { return c.before - c.after >= cfg_.min_gain * c.before; };
+    if (improving(cands.front())) {
+      for (auto& c : cands)
+        if (c.peer == cands.front().peer && improving(c) && offer.size() < 8)
+          offer.push_back(c);
+    } else {
+      auto& c = cands[std::uniform_int_distribution<std::size_t>{0, cands.size() - 1}(rng_)];
+      if (anneal_accepts(c.before, c.after))
+        offer.push_back(c);
+    }
+    if (offer.empty())
+      continue;
+    wire::move_proposal p{++next_proposal_, kind, {}, offer.front().before, offer.front().after, temperature_};
+    proposal proposal{p.proposal_id, offer.front().peer, kind, gives ? gives->flow_id : 0, {}, now,
+                      !improving(offer.front())};
+    if (gives)
+      p.flows.push_back(*gives);
+    for (auto& c : offer) {
+      p.flows.push_back(c.flow);
+      proposal.candidates.push_back(c.flow.flow_id);
+      expected_[c.flow.flow_id] = expectation{c.flow.target, c.flow.prev, c.flow.next, now, false};
+    }
+    proposal_ = std::move(proposal);
+    ++stats_.proposed;
+    out.push_back({proposal_->peer, std::move(p)});
+    return;
+  }
+}
+
+// A same-stage peer will carry flow `id` from now on: its upstream hop sends it there, the
+// peer splices itself in front of our next hop (which must not cancel meanwhile).
+void flow_balancer::hand_over(std::uint64_t id, const std::string& to, std::int64_t now,
+                              std::vector<outgoing>& out) {
+  auto it = flows_.find(id);
+  if (it == flows_.end())
+    return;
+  auto& f = it->second;
+  out.push_back({f.prev, wire::flow_sync{wire::sync_kind::redirect, id, f.target, 0.0, to}});
+  handed_[id] = {f.next, now};
+  flows_.erase(it);
+}
+
+std::vector<outgoing> flow_balancer::on_proposal(const std::string& from, const wire::move_proposal& p,
+                                                 std::int64_t now) {
+  std::vector<outgoing> out;
+  auto reject = [&] {
+    out.push_back({from, wire::move_response{p.proposal_id, false, 0}});
+    return out;
+  };
+  // One outstanding proposal per node: while ours waits, we take part in no other move.
+  if (holder() || !moves_enabled_ || proposal_ || !is_peer(from, stage_) || p.flows.empty())
+    return reject();
+  bool swap = p.kind == wire::move_kind::swap;
+  std::size_t first = swap ? 1 : 0;
+  double mine_before = 0, mine_after = 0; // swap: the proposer's flow, here
+  if (swap) {
+    auto& f = p.flows.front();
+    if (flows_.count(f.flow_id) > 0 || expected_.count(f.flow_id) > 0 || !is_peer(f.prev, prev_stage())
+        || !is_peer(f.next, next_stage()) || (next_stage() == 0 && f.next != f.target))
+      return reject();
+    mine_before = f.ring();
+    mine_after = f.head_cost + edge(f.prev) + edge(f.next) + f.tail_cost;
+  }
+  std::optional<std::uint64_t> best;
+  double best_before = 0, best_after = 0;
+  for (std::size_t k = first; k < p.flows.size(); ++k) {
+    auto& c = p.flows[k];
+    auto it = flows_.find(c.flow_id);
+    if (it == flows_.end() || it->second.prev != c.prev || it->second.next != c.next)
+      continue;
+    auto ring = ring_cost(it->second);
+    if (!ring || !entry(it->second))
+      continue;
+    auto& g = it->second;
+    double before = std::max(mine_before, *ring);
+    double after = std::max(mine_after, g.head + c.in_cost + c.out_cost + g.tail);
+    if (!best || (before - after) / before > (best_before - best_after) / best_before) {
+      best = g.id;
+      best_before = before;
+      best_after = after;
+    }
+  }
+  if (!best || !anneal_accepts(best_before, best_after))
+    return reject();
+  hand_over(*best, from, now, out);
+  if (swap) {
+    auto& f = p.flows.front();
+    expected_[f.flow_id] = expectation{f.target, f.prev, f.next, now, true};
+  }
+  ++stats_.accepted;
+  executed(p.kind, best_before - best_after < cfg_.min_gain * best_before);
+  out.push_back({from, wire::move_response{p.proposal_id, true, *best}});
+  return out;
+}
+
+std::vector<outgoing> flow_balancer::on_move_response(const std::string& from, const wire::move_response& r,
+                                                      std::int64_t now) {
+  std::vector<outgoing> out;
+  if (proposal_ && proposal_->id == r.proposal_id && proposal_->peer == from)
+    conclude(r.accepted, r.flow_id, now, out);
+  return out;
+}
+
+// The answer to our proposal: the response, or (when the handed flow overtakes it) the
+// flow itself.
+void flow_balancer::conclude(bool accepted, std::uint64_t flow_id, std::int64_t now, std::vector<outgoing>& out) {
+  auto done = std::move(*proposal_);
+  proposal_.reset();
+  bool chosen = accepted
+                && std::find(done.candidates.begin(), done.candidates.end(), flow_id) != done.candidates.end();
+  for (auto c : done.candidates) {
+    auto e = expected_.find(c);
+    if (e == expected_.end())
+      continue;
+    if (chosen && c == flow_id) {
+      e->second.agreed = true;
+      e->second.since = now;
+    } else {
+      expected_.erase(e);
+    }
+  }
+  if (!chosen)
+    return;
+  // Our half of a swap. A flow that is being re-routed goes too: the peer holds a slot for
+  // it, and keeping it would leave us over capacity.
+  if (done.kind == wire::move_kind::swap)
+    hand_over(done.gives, done.peer, now, out);
+  executed(done.kind, done.worsening);
 }
 
 } // namespace gwtf::routing

@@ -9,13 +9,18 @@
 // disconnects (flows through a lost peer are released and rebuilt), and anti-entropy: every
 // few ticks each hop CHECKs its upstream, which cancels flows it no longer feeds, so lost
 // messages cannot leave orphan reservations; a data holder rebuilds a ring whose closing hop
-// stays missing.
-// Not yet: annealing moves (REDIRECT/SWAP): see docs/routing.md.
+// stays missing. Ring costs travel with the protocol (accepts and CHECKs carry the cost back
+// to the data holder, CONFIRMs the cost from it), so every relay knows each flow's ring cost
+// split around itself, and lists its flows to same-stage peers. Simulated annealing then
+// moves flows between same-stage peers: REDIRECT (a peer hands me one of its flows) and SWAP
+// (we exchange one flow each), with the min-max criterion, one outstanding proposal per node
+// and the handover executed by the flow's upstream hop (docs/routing.md).
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -41,6 +46,19 @@ struct held_flow {
   std::int64_t since_tick = 0; ///< when it was reserved (TTL of half-built flows)
   std::set<std::string> tried; ///< next hops that rejected it
   std::int64_t unclosed_since = -1; ///< data holder: when the ring lost its closing hop
+  double head = 0;             ///< relay: cost data holder -> ... -> prev (from prev's CONFIRM)
+  bool head_known = false;
+  double tail = 0;             ///< cost next -> ... -> data holder (from next's accept / CHECK)
+  bool tail_known = false;
+};
+
+/// Counters of the annealing moves of one balancer.
+struct move_stats {
+  int proposed = 0;         ///< proposals sent
+  int accepted = 0;         ///< proposals this node accepted as responder
+  int redirects = 0;        ///< executed REDIRECTs (either side)
+  int swaps = 0;            ///< executed SWAPs (either side)
+  int worsening = 0;        ///< executed moves that the annealing let through
 };
 
 /// The balancer of one node.
@@ -48,10 +66,13 @@ class flow_balancer {
 public:
   /// `stage` 0 = data holder, 1..stages-1 = relay; `capacity` = flows it may hold (a data
   /// holder: flows it originates).
-  flow_balancer(std::string self, int stage, int stages, int capacity, const gwtf_config& cfg);
+  /// `seed` drives the annealing draws (mixed with `self`, so every node draws differently).
+  flow_balancer(std::string self, int stage, int stages, int capacity, const gwtf_config& cfg,
+                std::uint64_t seed = 0);
 
   /// Declares a neighbour: a node of the previous, same or next stage. `edge_cost` is d(self,
-  /// peer) for next-stage peers (for the last relay stage: the data holders), else ignored.
+  /// peer) for previous- and next-stage peers (for the last relay stage the next stage is the
+  /// data holders, for the first the previous one), else ignored.
   void add_peer(const std::string& id, int stage, double edge_cost);
 
   /// The peer is gone (crash, leave): flows through it are released and rebuilt.
@@ -69,8 +90,20 @@ public:
   /// Best known cost from here to data holder `target` over nodes with spare capacity.
   std::optional<double> cost_to(const std::string& target) const;
 
-  /// Flows this node can still take.
-  int spare() const { return capacity_ - static_cast<int>(flows_.size()); }
+  /// Flows this node can still take (slots promised to agreed handovers count as taken).
+  int spare() const;
+
+  /// The cost of flow `f`'s whole ring as this node knows it (relays: head + in + out + tail;
+  /// data holders: out + tail), once the protocol has delivered both halves.
+  std::optional<double> ring_cost(const held_flow& f) const;
+
+  /// Stops (false) or resumes proposing and accepting annealing moves; handovers already
+  /// agreed still complete. Lets a test take a quiescent snapshot.
+  void set_moves(bool enabled) { moves_enabled_ = enabled; }
+
+  /// The current annealing temperature (percent of the affected flows' max cost).
+  double temperature() const { return temperature_; }
+  const move_stats& moves() const { return stats_; }
 
   const std::string& id() const { return self_; }
   int stage() const { return stage_; }
@@ -84,7 +117,49 @@ private:
     bool heard = false;                  ///< an advert or introduction arrived
   };
 
+  /// A move this node proposed and awaits an answer to (at most one: the concurrency control).
+  struct proposal {
+    std::uint64_t id = 0;
+    std::string peer;
+    wire::move_kind kind = wire::move_kind::redirect;
+    std::uint64_t gives = 0;                ///< swap: the flow this node hands over
+    std::vector<std::uint64_t> candidates;  ///< the peer's flows it may hand to this node
+    std::int64_t since = 0;
+    bool worsening = false;                 ///< let through by the annealing
+  };
+  /// A flow a same-stage peer is handing over: its upstream hop will send it here.
+  struct expectation {
+    std::string target, prev, next;
+    std::int64_t since = 0;
+    bool agreed = false; ///< the move was accepted: it holds a slot of capacity
+  };
+  /// A move candidate as the proposer evaluates it.
+  struct candidate {
+    std::string peer;
+    wire::flow_entry flow; ///< the peer's flow, with in/out as they would be here
+    double before = 0;     ///< max cost of the affected flows now
+    double after = 0;      ///< and after the move (a swap: the part known here)
+  };
+
   bool holder() const { return stage_ == 0; }
+  double edge(const std::string& peer) const;
+  bool is_peer(const std::string& id, int stage) const;
+  std::optional<wire::flow_entry> entry(const held_flow& f) const;
+  double down_cost(const held_flow& f) const;
+  void send_down_cost(const held_flow& f, std::vector<outgoing>& out) const;
+  void send_up_cost(const held_flow& f, std::vector<outgoing>& out) const;
+  std::optional<double> up_cost(const held_flow& f) const;
+  void confirm_to(const held_flow& f, const std::string& to, std::vector<outgoing>& out) const;
+  void request_to(held_flow& f, const std::string& next, std::vector<outgoing>& out);
+  void hand_over(std::uint64_t id, const std::string& to, std::int64_t now, std::vector<outgoing>& out);
+  bool anneal_accepts(double before, double after);
+  void executed(wire::move_kind kind, bool worsening);
+  void anneal_tick(std::int64_t now, std::vector<outgoing>& out);
+  std::vector<candidate> candidates(wire::move_kind kind, std::optional<wire::flow_entry>& gives) const;
+  std::vector<outgoing> on_proposal(const std::string& from, const wire::move_proposal& p, std::int64_t now);
+  std::vector<outgoing> on_move_response(const std::string& from, const wire::move_response& r, std::int64_t now);
+  void conclude(bool accepted, std::uint64_t flow_id, std::int64_t now, std::vector<outgoing>& out);
+  std::vector<outgoing> on_sync(const std::string& from, const wire::flow_sync& s, std::int64_t now);
   int next_stage() const { return (stage_ + 1) % stages_; }
   int prev_stage() const { return (stage_ + stages_ - 1) % stages_; }
   std::optional<std::pair<std::string, double>> best_next(const std::string& target,
@@ -106,6 +181,17 @@ private:
   std::map<std::uint64_t, held_flow> flows_;
   std::uint64_t next_flow_ = 0;
   bool introduced_ = false;
+
+  // Annealing.
+  std::map<std::string, std::vector<wire::flow_entry>> listings_; ///< same-stage peers' flows
+  std::optional<proposal> proposal_;
+  std::map<std::uint64_t, expectation> expected_;
+  std::map<std::uint64_t, std::pair<std::string, std::int64_t>> handed_; ///< flow -> (old next, when)
+  double temperature_;
+  std::mt19937_64 rng_;
+  std::uint64_t next_proposal_ = 0;
+  bool moves_enabled_ = true;
+  move_stats stats_;
 };
 
 } // namespace gwtf::routing

@@ -28,6 +28,7 @@ struct gwtf_config {
   double cooling = 0.95;              ///< temperature factor after each executed move
   double min_temperature = 0.01;      ///< temperature floor; below it only improving moves pass
   double swap_probability = 0.5;      ///< chance that a move attempt is a SWAP (else REDIRECT)
+  double min_gain = 0.002;            ///< a move improves when it lowers the max cost by this fraction
   int half_built_ttl_ticks = 5;       ///< ticks a half-built flow may wait before it is dropped
   int anti_entropy_ticks = 3;         ///< ticks between CHECKs of the flows one holds
   int request_timeout_ms = 1000;      ///< a FLOW_REQUEST without answer counts as rejected
@@ -63,6 +64,7 @@ void visit_fields(F& f, gwtf_config& x) {
   f("cooling", x.cooling);
   f("min_temperature", x.min_temperature);
   f("swap_probability", x.swap_probability);
+  f("min_gain", x.min_gain);
   f("half_built_ttl_ticks", x.half_built_ttl_ticks);
   f("anti_entropy_ticks", x.anti_entropy_ticks);
   f("request_timeout_ms", x.request_timeout_ms);

@@ -619,7 +619,8 @@ private:
     res_.join_times_s.push_back(now_);
     switch (r_) {
       case sim_router::gwtf: {
-        balancers_[j] = std::make_unique<flow_balancer>(hosts_[j].name, stage_of(j), S(), hosts_[j].capacity, s_.gwtf);
+        balancers_[j] = std::make_unique<flow_balancer>(hosts_[j].name, stage_of(j), S(), hosts_[j].capacity,
+                                                        s_.gwtf, s_.seed);
         meet(j);
         break;
       }
@@ -634,12 +635,12 @@ private:
   // GWTF: i and j learn of each other (a neighbour: previous, same or next stage).
   void introduce(std::size_t i, std::size_t j) {
     int si = stage_of(i), sj = stage_of(j);
-    bool j_next = sj == (si + 1) % S(), i_next = si == (sj + 1) % S();
     if (!known_[i].insert(j).second)
       return;
     known_[j].insert(i);
-    balancers_[i]->add_peer(hosts_[j].name, sj, j_next ? cost(i, j) : 0.0);
-    balancers_[j]->add_peer(hosts_[i].name, si, i_next ? cost(j, i) : 0.0);
+    // d for previous- and next-stage peers; the balancer ignores it for same-stage ones.
+    balancers_[i]->add_peer(hosts_[j].name, sj, cost(i, j));
+    balancers_[j]->add_peer(hosts_[i].name, si, cost(j, i));
   }
 
   // GWTF: i tops up its view of each neighbouring stage to `gwtf_view` live hosts (0: all),
@@ -690,8 +691,10 @@ private:
             if (!alive_[i] || !alive_[j] || stage_of(j) != (stage_of(i) + 1) % S())
               continue;
             auto ri = hosts_[i].region, rj = hosts_[j].region;
-            if ((ri == a && rj == b) || (ri == b && rj == a))
+            if ((ri == a && rj == b) || (ri == b && rj == a)) {
               balancers_[i]->add_peer(hosts_[j].name, stage_of(j), cost(i, j));
+              balancers_[j]->add_peer(hosts_[i].name, stage_of(i), cost(j, i));
+            }
           }
       });
   }
@@ -893,7 +896,7 @@ private:
         balancers_.resize(hosts_.size());
         for (std::size_t i = 0; i < s_.hosts.size(); ++i)
           balancers_[i] = std::make_unique<flow_balancer>(hosts_[i].name, stage_of(i), S(),
-                                                          hosts_[i].capacity, s_.gwtf);
+                                                          hosts_[i].capacity, s_.gwtf, s_.seed);
         known_.resize(hosts_.size());
         for (std::size_t i = 0; i < s_.hosts.size(); ++i)
           meet(i);

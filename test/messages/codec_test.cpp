@@ -287,6 +287,28 @@ TEST_CASE("codec: numbers, ranges and consistency of protocol messages") {
   }));
   CHECK(accepted_with_reason.detail == "flowResponse.reason: 'none' exactly when accepted");
 
+  auto redirect_nowhere = reject(craft([](auto env) {
+    auto f = env.initBody().initFlowSync();
+    f.setKind(schema::SyncKind::REDIRECT);
+    f.setTarget("dh");
+  }));
+  CHECK(redirect_nowhere.detail == "flowSync.node: set exactly when kind is redirect");
+  auto check_with_node = reject(craft([](auto env) {
+    auto f = env.initBody().initFlowSync();
+    f.setKind(schema::SyncKind::CHECK);
+    f.setTarget("dh");
+    f.setNode("r2");
+  }));
+  CHECK(check_with_node.detail == "flowSync.node: set exactly when kind is redirect");
+  auto negative_tail = reject(craft([](auto env) {
+    auto l = env.initBody().initFlowListing();
+    l.setPeerId("p");
+    auto e = l.initFlows(1)[0];
+    e.setTarget("dh");
+    e.setTailCost(-1);
+  }));
+  CHECK(negative_tail.detail.rfind("flowListing.flows[0].tailCost: a finite number >= 0", 0) == 0);
+
   auto chunk = reject(craft([](auto env) {
     auto g = env.initBody().initGradientChunk();
     g.initContributors(1).set(0, "r1");

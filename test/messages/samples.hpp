@@ -24,8 +24,8 @@ inline std::vector<wire::message> all_samples() {
   using namespace wire;
   hello h{"relay-fra-7", "10.0.1.7:4242", peer_role::relay, 2, 8, 42};
   hello dh{"dh-virginia", "10.0.0.1:4242", peer_role::data_holder, 0, 6, 1};
-  flow_entry f1{1001, "dh-virginia", "r1-ohio", "r3-frankfurt", 0.125};
-  flow_entry f2{1002, "dh-frankfurt", "r1-london", "", 0.5};
+  flow_entry f1{1001, "dh-virginia", "r1-ohio", "r3-frankfurt", 0.125, 0.25, 0.0625, 1.5};
+  flow_entry f2{1002, "dh-frankfurt", "r1-london", "", 0.5, 0.75, 0, 0};
   std::vector<message> out{
     h,
     leave{"relay-fra-7", 42},
@@ -40,8 +40,8 @@ inline std::vector<wire::message> all_samples() {
     flow_response{77, false, reject_reason::stale_cost, 0.5, 2},
     flow_listing{"r2-oregon", {f1, f2}},
     move_proposal{5, move_kind::swap, {f1, f2}, 0.9, 0.7, 1.7},
-    move_response{5, true},
-    flow_sync{sync_kind::push_back, 1001, "dh-virginia"},
+    move_response{5, true, 1002},
+    flow_sync{sync_kind::redirect, 1001, "dh-virginia", 0.375, "r2-ireland"},
     ping{9, 123456789, std::vector<std::uint8_t>(100, 0xab)},
     pong{9, 123456789, 100},
     bandwidth_sample{"r1-ohio", 1 << 20, 2'500'000},

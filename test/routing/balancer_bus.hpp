@@ -96,6 +96,32 @@ public:
   /// Stops losing messages (to let the protocol settle before an audit).
   void heal() { drop_ = 0; }
 
+  /// A quiescent snapshot for an audit: no new annealing moves, then `ticks` ticks for the
+  /// agreed ones (and everything they set off) to complete.
+  void settle(int ticks = 24) {
+    for (auto& [id, node] : nodes_)
+      node.set_moves(false);
+    run(ticks);
+  }
+
+  void resume_moves() {
+    for (auto& [id, node] : nodes_)
+      node.set_moves(true);
+  }
+
+  /// Annealing moves executed so far, over all nodes (each counted on both sides).
+  routing::move_stats moves() const {
+    routing::move_stats m;
+    for (auto& [id, node] : nodes_) {
+      m.proposed += node.moves().proposed;
+      m.accepted += node.moves().accepted;
+      m.redirects += node.moves().redirects;
+      m.swaps += node.moves().swaps;
+      m.worsening += node.moves().worsening;
+    }
+    return m;
+  }
+
   /// Crashes a node: it stops; every neighbour learns of it (failure detection).
   void crash(const std::string& id) {
     dead_.insert(id);
