@@ -33,11 +33,12 @@ flow_balancer::flow_balancer(std::string self, int stage, int stages, int capaci
     temperature_(cfg.initial_temperature), rng_(seed ^ name_hash(self_)) {}
 
 int flow_balancer::spare() const {
+  // A SWAP's incoming flow holds its slot once agreed (ours has left); a REDIRECT's does not,
+  // so that proposing never hides spare capacity from flow building: the handed flow is
+  // admitted on arrival only if a slot is still free.
   int taken = static_cast<int>(flows_.size());
   for (auto& [id, e] : expected_)
-    taken += e.agreed ? 1 : 0;
-  if (proposal_ && proposal_->kind == wire::move_kind::redirect)
-    ++taken; // the slot a REDIRECT would fill
+    taken += e.agreed && e.swap ? 1 : 0;
   return capacity_ - taken;
 }
 
@@ -296,10 +297,17 @@ std::vector<outgoing> flow_balancer::on_request(const std::string& from, const w
       out.push_back({from, response(r.flow_id, true, wire::reject_reason::none, r.target)});
     return out;
   }
-  // A flow a same-stage peer handed to us (an agreed move), sent by its upstream hop: carry
-  // it on to the hop it had, whatever our current costs.
-  if (auto e = expected_.find(r.flow_id); e != expected_.end() && e->second.prev == from
-      && e->second.target == r.target && is_peer(e->second.next, next_stage())) {
+  // A flow we handed to a same-stage peer: the sender (a hop that moved concurrently) must
+  // send it there.
+  if (auto h = handed_.find(r.flow_id); h != handed_.end() && h->second.to != from) {
+    out.push_back({from, wire::flow_sync{wire::sync_kind::redirect, r.flow_id, r.target, 0.0, h->second.to}});
+    return out;
+  }
+  // A flow a same-stage peer handed to us (an agreed move), sent by its upstream hop (not
+  // necessarily the one listed: that hop may have moved it on concurrently): carry it on to
+  // the hop it had, whatever our current costs.
+  if (auto e = expected_.find(r.flow_id); e != expected_.end() && e->second.target == r.target
+      && is_peer(e->second.next, next_stage()) && (e->second.swap || spare() > 0)) {
     held_flow f;
     f.id = r.flow_id;
     f.target = r.target;
@@ -424,7 +432,7 @@ std::vector<outgoing> flow_balancer::on_sync(const std::string& from, const wire
     if (it == flows_.end() || it->second.next != from) {
       // A flow we just handed to a peer: its new hop is splicing itself in; stay silent.
       auto h = handed_.find(s->flow_id);
-      if (h == handed_.end() || h->second.first != from)
+      if (h == handed_.end() || h->second.old_next != from)
         out.push_back({from, wire::flow_sync{wire::sync_kind::cancel, s->flow_id, s->target, 0.0, {}}});
       return out;
     }
@@ -552,7 +560,7 @@ bool flow_balancer::anneal_accepts(double before, double after) {
   return std::uniform_real_distribution<double>{0, 1}(rng_) < p;
 }
 
-void flow_balancer::executed(wire::move_kind kind, bool worsening) {
+void flow_balancer::executed(wire::move_kind kind, bool worsening, std::int64_t now) {
   if (kind == wire::move_kind::swap)
     ++stats_.swaps;
   else
@@ -560,6 +568,10 @@ void flow_balancer::executed(wire::move_kind kind, bool worsening) {
   if (worsening)
     ++stats_.worsening;
   temperature_ = std::max(cfg_.min_temperature, temperature_ * cfg_.cooling);
+  // Let the ring costs settle before the next proposal, for a random 1-4 ticks: hops of other
+  // stages may be moving the same flows on costs that predate this move, and a fixed pause
+  // would keep them in step.
+  quiet_until_ = std::max(quiet_until_, now + 1 + static_cast<std::int64_t>(rng_() % 4));
 }
 
 // The moves this node could propose, best first. REDIRECT: a peer's flow u -> P -> v that
@@ -571,7 +583,7 @@ flow_balancer::candidates(wire::move_kind kind, std::optional<wire::flow_entry>&
   std::vector<candidate> out;
   gives.reset();
   if (kind == wire::move_kind::redirect && spare() <= 0)
-    return out;
+    return out; // (a slot can still be taken before the flow arrives: it is then refused)
   if (kind == wire::move_kind::swap) {
     for (auto& [id, f] : flows_)
       if (auto e = entry(f); e && (!gives || e->ring() > gives->ring()))
@@ -615,7 +627,7 @@ void flow_balancer::anneal_tick(std::int64_t now, std::vector<outgoing>& out) {
   for (auto e = expected_.begin(); e != expected_.end();)
     e = now - e->second.since > cfg_.half_built_ttl_ticks ? expected_.erase(e) : std::next(e);
   for (auto h = handed_.begin(); h != handed_.end();)
-    h = now - h->second.second > cfg_.half_built_ttl_ticks ? handed_.erase(h) : std::next(h);
+    h = now - h->second.since > cfg_.half_built_ttl_ticks ? handed_.erase(h) : std::next(h);
 
   // Publish our flows to the same-stage peers.
   wire::flow_listing listing{self_, {}};
@@ -626,7 +638,7 @@ void flow_balancer::anneal_tick(std::int64_t now, std::vector<outgoing>& out) {
     if (p.stage == stage_)
       out.push_back({id, listing});
 
-  if (!moves_enabled_ || proposal_)
+  if (!moves_enabled_ || proposal_ || now < quiet_until_)
     return;
   bool swap_first = std::uniform_real_distribution<double>{0, 1}(rng_) < cfg_.swap_probability;
   for (auto kind : swap_first ? std::array{wire::move_kind::swap, wire::move_kind::redirect}
@@ -659,7 +671,8 @@ void flow_balancer::anneal_tick(std::int64_t now, std::vector<outgoing>& out) {
     for (auto& c : offer) {
       p.flows.push_back(c.flow);
       proposal.candidates.push_back(c.flow.flow_id);
-      expected_[c.flow.flow_id] = expectation{c.flow.target, c.flow.prev, c.flow.next, now, false};
+      expected_[c.flow.flow_id] =
+        expectation{c.flow.target, c.flow.prev, c.flow.next, now, false, kind == wire::move_kind::swap};
     }
     proposal_ = std::move(proposal);
     ++stats_.proposed;
@@ -677,7 +690,7 @@ void flow_balancer::hand_over(std::uint64_t id, const std::string& to, std::int6
     return;
   auto& f = it->second;
   out.push_back({f.prev, wire::flow_sync{wire::sync_kind::redirect, id, f.target, 0.0, to}});
-  handed_[id] = {f.next, now};
+  handed_[id] = handed{f.next, to, now};
   flows_.erase(it);
 }
 
@@ -689,6 +702,10 @@ std::vector<outgoing> flow_balancer::on_proposal(const std::string& from, const 
     return out;
   };
   // One outstanding proposal per node: while ours waits, we take part in no other move.
+  // Two peers that proposed to each other would refuse each other forever: the proposal of
+  // the smaller id goes ahead, the other side withdraws its own.
+  if (proposal_ && proposal_->peer == from && from < self_)
+    conclude(false, 0, now, out);
   if (holder() || !moves_enabled_ || proposal_ || !is_peer(from, stage_) || p.flows.empty())
     return reject();
   bool swap = p.kind == wire::move_kind::swap;
@@ -726,10 +743,10 @@ std::vector<outgoing> flow_balancer::on_proposal(const std::string& from, const 
   hand_over(*best, from, now, out);
   if (swap) {
     auto& f = p.flows.front();
-    expected_[f.flow_id] = expectation{f.target, f.prev, f.next, now, true};
+    expected_[f.flow_id] = expectation{f.target, f.prev, f.next, now, true, true};
   }
   ++stats_.accepted;
-  executed(p.kind, best_before - best_after < cfg_.min_gain * best_before);
+  executed(p.kind, best_before - best_after < cfg_.min_gain * best_before, now);
   out.push_back({from, wire::move_response{p.proposal_id, true, *best}});
   return out;
 }
@@ -760,13 +777,17 @@ void flow_balancer::conclude(bool accepted, std::uint64_t flow_id, std::int64_t 
       expected_.erase(e);
     }
   }
-  if (!chosen)
+  if (!chosen) {
+    // Back off for a random 0-2 ticks, so that proposers contending for the same peers
+    // do not meet in lockstep again.
+    quiet_until_ = now + 1 + static_cast<std::int64_t>(rng_() % 3);
     return;
+  }
   // Our half of a swap. A flow that is being re-routed goes too: the peer holds a slot for
   // it, and keeping it would leave us over capacity.
   if (done.kind == wire::move_kind::swap)
     hand_over(done.gives, done.peer, now, out);
-  executed(done.kind, done.worsening);
+  executed(done.kind, done.worsening, now);
 }
 
 } // namespace gwtf::routing

@@ -90,7 +90,7 @@ public:
   /// Best known cost from here to data holder `target` over nodes with spare capacity.
   std::optional<double> cost_to(const std::string& target) const;
 
-  /// Flows this node can still take (slots promised to agreed handovers count as taken).
+  /// Flows this node can still take (slots promised to agreed SWAPs count as taken).
   int spare() const;
 
   /// The cost of flow `f`'s whole ring as this node knows it (relays: head + in + out + tail;
@@ -131,7 +131,8 @@ private:
   struct expectation {
     std::string target, prev, next;
     std::int64_t since = 0;
-    bool agreed = false; ///< the move was accepted: it holds a slot of capacity
+    bool agreed = false; ///< the move was accepted
+    bool swap = false;   ///< part of a SWAP: once agreed it holds a slot of capacity
   };
   /// A move candidate as the proposer evaluates it.
   struct candidate {
@@ -153,7 +154,7 @@ private:
   void request_to(held_flow& f, const std::string& next, std::vector<outgoing>& out);
   void hand_over(std::uint64_t id, const std::string& to, std::int64_t now, std::vector<outgoing>& out);
   bool anneal_accepts(double before, double after);
-  void executed(wire::move_kind kind, bool worsening);
+  void executed(wire::move_kind kind, bool worsening, std::int64_t now);
   void anneal_tick(std::int64_t now, std::vector<outgoing>& out);
   std::vector<candidate> candidates(wire::move_kind kind, std::optional<wire::flow_entry>& gives) const;
   std::vector<outgoing> on_proposal(const std::string& from, const wire::move_proposal& p, std::int64_t now);
@@ -186,10 +187,17 @@ private:
   std::map<std::string, std::vector<wire::flow_entry>> listings_; ///< same-stage peers' flows
   std::optional<proposal> proposal_;
   std::map<std::uint64_t, expectation> expected_;
-  std::map<std::uint64_t, std::pair<std::string, std::int64_t>> handed_; ///< flow -> (old next, when)
+  /// A flow this node handed to a same-stage peer, remembered for a TTL.
+  struct handed {
+    std::string old_next; ///< its CHECKs get no CANCEL meanwhile: the new hop splices in
+    std::string to;       ///< the peer that carries it now: requests for it are sent there
+    std::int64_t since = 0;
+  };
+  std::map<std::uint64_t, handed> handed_;
   double temperature_;
   std::mt19937_64 rng_;
   std::uint64_t next_proposal_ = 0;
+  std::int64_t quiet_until_ = 0; ///< no proposals before this tick (back-off after a refusal)
   bool moves_enabled_ = true;
   move_stats stats_;
 };

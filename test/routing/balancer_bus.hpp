@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <map>
 #include <random>
@@ -203,6 +204,7 @@ struct flow_audit {
   bool over_capacity = false;
   bool through_dead = false;
   double max_cost = 0;            ///< largest ring cost
+  int cost_mismatches = 0;        ///< hops whose own idea of their ring's cost is wrong
   std::vector<std::string> problems;
 };
 
@@ -251,6 +253,18 @@ inline flow_audit audit(const balancer_bus& bus, const flow_instance& in) {
         a.max_cost = std::max(a.max_cost, cost);
         for (auto& h : hops)
           on_ring.insert({h, fid});
+        // Every hop (and the data holder) must know the ring's cost as the protocol
+        // delivered it: accepts, CHECKs and CONFIRMs carry the two halves.
+        hops.push_back(id);
+        for (auto& h : hops) {
+          auto& node = bus.nodes().at(h);
+          auto known = node.ring_cost(node.flows().at(fid));
+          if (!known || std::abs(*known - cost) > 1e-9 * (1 + cost)) {
+            ++a.cost_mismatches;
+            a.problems.push_back(h + " thinks flow " + std::to_string(fid) + " costs "
+                                 + (known ? std::to_string(*known) : "?") + ", it costs " + std::to_string(cost));
+          }
+        }
       } else {
         ++a.broken;
         a.problems.push_back("flow " + std::to_string(fid) + " of " + id + " is not a complete ring");

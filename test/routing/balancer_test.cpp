@@ -31,6 +31,25 @@ void check_valid(const test::flow_audit& a) {
   CHECK_FALSE(a.through_dead);
   CHECK(a.broken == 0);
   CHECK(a.orphans == 0);
+  CHECK(a.cost_mismatches == 0);
+}
+
+// Three hosts per ring: holder dh (capacity 2), a and b at stage 1, c and d at stage 2, all of
+// capacity 1. Greedy building puts the first flow on dh-a-c (0.3) and leaves dh-b-d (1.2);
+// the min-max optimum is dh-a-d and dh-b-c (0.5 each), one exchange away.
+test::flow_instance crossed() {
+  test::flow_instance in;
+  in.stages = 3;
+  in.ids = {"dh", "a", "b", "c", "d"};
+  in.stage = {0, 1, 1, 2, 2};
+  in.capacity = {2, 1, 1, 1, 1};
+  in.cost.assign(5, std::vector<double>(5, 0.1));
+  auto set = [&](int x, int y, double c) { in.cost[x][y] = in.cost[y][x] = c; };
+  set(1, 3, 0.1); // a-c
+  set(2, 4, 1.0); // b-d
+  set(1, 4, 0.3); // a-d
+  set(2, 3, 0.3); // b-c
+  return in;
 }
 
 } // namespace
@@ -179,4 +198,97 @@ TEST_CASE("balancer: with 2% of messages lost, anti-entropy leaves no orphans an
   }
   MESSAGE("with message loss and a crash, max flow reached on " << reached << " of " << cases);
   CHECK(reached >= cases * 9 / 10);
+}
+
+TEST_CASE("balancer: a SWAP takes the greedy flows to the min-max optimum; without moves they stay") {
+  auto in = crossed();
+  for (std::uint64_t seed = 1; seed <= 10; ++seed) {
+    INFO("seed " << seed);
+    // b comes late: the first flow takes dh-a-c, the second can only take dh-b-d.
+    test::balancer_bus still{in, seed, 0.1, {}, {"b"}};
+    still.settle(10); // moves off from the start: greedy building only
+    still.join("b");
+    still.settle(30);
+    auto greedy = test::audit(still, in);
+    check_valid(greedy);
+    CHECK(greedy.complete == 2);
+    CHECK(greedy.max_cost == doctest::Approx(1.2));
+    CHECK(still.moves().swaps == 0);
+
+    test::balancer_bus bus{in, seed, 0.1, {}, {"b"}};
+    bus.run(10);
+    bus.join("b");
+    bus.run(80);
+    bus.settle();
+    auto a = test::audit(bus, in);
+    check_valid(a);
+    CHECK(a.complete == 2);
+    CHECK(a.max_cost == doctest::Approx(0.5));
+    CHECK(bus.moves().swaps >= 2); // counted by both sides
+  }
+}
+
+TEST_CASE("balancer: a REDIRECT hands a flow to a cheaper replica that joined with spare capacity") {
+  // dh -> a -> dh built while a2 (cheaper, same stage) is offline; a2 joins: no new flow can
+  // be built (dh's capacity is 1), only a move can use it.
+  test::flow_instance in;
+  in.stages = 2;
+  in.ids = {"dh", "a", "a2"};
+  in.stage = {0, 1, 1};
+  in.capacity = {1, 3, 3};
+  in.cost = {{0, 0.5, 0.2}, {0.5, 0, 0.1}, {0.2, 0.1, 0}};
+  test::balancer_bus bus{in, 4, 0.1, {}, {"a2"}};
+  bus.run(10);
+  CHECK(test::audit(bus, in).max_cost == doctest::Approx(1.0));
+  bus.join("a2");
+  bus.run(20);
+  bus.settle();
+  auto a = test::audit(bus, in);
+  check_valid(a);
+  CHECK(a.complete == 1);
+  CHECK(a.max_cost == doctest::Approx(0.4));
+  CHECK(bus.moves().redirects >= 2);
+  CHECK(bus.nodes().at("a2").flows().size() == 1);
+  CHECK(bus.nodes().at("a").flows().empty());
+}
+
+TEST_CASE("balancer: one outstanding proposal per node; proposals about flows it does not hold are refused") {
+  routing::gwtf_config cfg;
+  routing::flow_balancer me{"a", 1, 3, 1, cfg, 7};
+  me.add_peer("dh", 0, 0.1);
+  me.add_peer("c", 2, 0.1);
+  me.add_peer("b", 1, 0);
+  me.add_peer("q", 1, 0);
+  // b lists a flow that would be cheaper here (spare slot: a REDIRECT).
+  wire::flow_entry g{42, "dh", "dh", "c", 0.0, 0.4, 0.9, 0.1};
+  CHECK(me.handle("b", wire::flow_listing{"b", {g}}, 1).empty());
+  auto out = me.tick(1);
+  const wire::move_proposal* sent = nullptr;
+  for (auto& o : out)
+    if (auto* p = std::get_if<wire::move_proposal>(&o.msg); p && o.to == "b")
+      sent = p;
+  REQUIRE(sent != nullptr);
+  CHECK(sent->kind == wire::move_kind::redirect);
+  REQUIRE(sent->flows.size() == 1);
+  CHECK(sent->flows[0].in_cost == doctest::Approx(0.1));  // our edges, for b to judge
+  CHECK(sent->flows[0].out_cost == doctest::Approx(0.1));
+  CHECK(me.spare() == 1); // proposing hides no capacity from flow building
+
+  // While it waits, a proposal from q is refused, whatever it offers.
+  auto answer = me.handle("q", wire::move_proposal{9, wire::move_kind::redirect, {g}, 1.4, 0.3, 1.7}, 1);
+  REQUIRE(answer.size() == 1);
+  auto* r = std::get_if<wire::move_response>(&answer[0].msg);
+  REQUIRE(r != nullptr);
+  CHECK_FALSE(r->accepted);
+  CHECK(me.tick(2).size() >= 1); // listings only: no second proposal
+  CHECK(me.moves().proposed == 1);
+
+  // b refuses: the slot is free again, and a later proposal about a flow a does not hold,
+  // from b, is refused too (no state change).
+  CHECK(me.handle("b", wire::move_response{sent->proposal_id, false, 0}, 2).empty());
+  me.set_moves(false);
+  auto bogus = me.handle("b", wire::move_proposal{10, wire::move_kind::redirect, {g}, 1.4, 0.3, 1.7}, 3);
+  REQUIRE(bogus.size() == 1);
+  CHECK_FALSE(std::get<wire::move_response>(bogus[0].msg).accepted);
+  CHECK(me.flows().empty());
 }
