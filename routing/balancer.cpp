@@ -361,6 +361,7 @@ std::vector<outgoing> flow_balancer::on_response(const std::string& from, const 
     if (f.built) {
       if (changed)
         send_down_cost(f, out); // a re-route downstream changed the ring: tell upstream
+      send_up_cost(f, out);     // and the (possibly new) next hop its head
       return out;
     }
     f.built = true;
@@ -462,12 +463,14 @@ std::vector<outgoing> flow_balancer::on_sync(const std::string& from, const wire
     if (it == flows_.end() || it->second.next != from || s->node == from)
       return out;
     auto& f = it->second;
-    f.built = false;
     f.since_tick = now;
     f.tried.clear();
     if (is_peer(s->node, next_stage())) {
+      // The flow stays usable meanwhile (the new hop carries it on as soon as it has it);
+      // a refusal re-routes it as any push-back does.
       request_to(f, s->node, out);
     } else {
+      f.built = false;
       f.tried.insert(from); // a stranger: re-route on our own
       forward_request(f, out);
     }
