@@ -609,7 +609,8 @@ flow_balancer::candidates(wire::move_kind kind, std::optional<wire::flow_entry>&
           continue;
         c.before = std::max(c.before, gives->ring());
       }
-      out.push_back(c);
+      if (c.before > 0) // (a peer listing zero costs: nothing to gain, and no ratio)
+        out.push_back(c);
     }
   }
   std::sort(out.begin(), out.end(), [](const candidate& a, const candidate& b) {
@@ -735,6 +736,8 @@ std::vector<outgoing> flow_balancer::on_proposal(const std::string& from, const 
     auto& g = it->second;
     double before = std::max(mine_before, *ring);
     double after = std::max(mine_after, g.head + c.in_cost + c.out_cost + g.tail);
+    if (before <= 0)
+      continue;
     if (!best || (before - after) / before > (best_before - best_after) / best_before) {
       best = g.id;
       best_before = before;
