@@ -3,6 +3,7 @@
 #include <chrono>
 #include <deque>
 #include <map>
+#include <set>
 
 #include <caf/all.hpp>
 
@@ -32,13 +33,15 @@ struct membership_state {
   std::unique_ptr<membership_view> view;
   std::vector<caf::actor> subscribers;
   wire::hello me;
+  std::set<std::string> known; // peers the link found (node mode), besides the declared hosts
 };
 
 caf::behavior membership(caf::stateful_actor<membership_state>* self, ctx_ptr ctx) {
   auto& st = self->state;
   st.view = std::make_unique<membership_view>(ctx->host.name, ctx->spec->faults.connection_timeout_ms);
   st.me.peer_id = ctx->host.name;
-  st.me.address = "embedded";
+  st.me.address = ctx->spec->advertise.empty() ? "embedded" : ctx->spec->advertise;
+  st.me.region = ctx->host.region;
   st.me.role = ctx->host.role == host_role::data_holder ? wire::peer_role::data_holder
                                                         : wire::peer_role::relay;
   st.me.stage = ctx->joining ? -1 : ctx->stage;
@@ -56,8 +59,10 @@ caf::behavior membership(caf::stateful_actor<membership_state>* self, ctx_ptr ct
   };
   auto beat = [self, ctx] {
     for (auto& h : ctx->spec->hosts)
-      if (h.name != ctx->host.name)
+      if (h.name != ctx->host.name && self->state.known.count(h.name) == 0)
         ctx->send(self, h.name, service::membership, self->state.me);
+    for (auto& name : self->state.known)
+      ctx->send(self, name, service::membership, self->state.me);
   };
   self->send(self, tick_atom::value);
   return {
@@ -82,6 +87,10 @@ caf::behavior membership(caf::stateful_actor<membership_state>* self, ctx_ptr ct
         if (l->peer_id == from)
           notify(self->state.view->left(*l));
       }
+    },
+    [self, ctx](known_atom, const std::string& name) {
+      if (name != ctx->host.name && self->state.known.insert(name).second)
+        ctx->send(self, name, service::membership, self->state.me);
     },
     [self](subscribe_atom, caf::actor a) {
       for (auto& id : self->state.view->live())
@@ -282,6 +291,7 @@ void start_children(caf::stateful_actor<supervisor_state>* self, bool joining) {
   reg(service::stage, st.compute);
   for (auto& a : {st.probe, st.balancer, st.compute})
     self->send(st.membership, subscribe_atom::value, a);
+  self->send(ctx->link, subscribe_atom::value, st.membership); // peers found (node mode)
 }
 
 caf::behavior supervisor(caf::stateful_actor<supervisor_state>* self, ctx_ptr ctx) {

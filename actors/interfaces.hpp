@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,8 @@ using done_atom = caf::atom_constant<caf::atom("done")>;
 using timeout_atom = caf::atom_constant<caf::atom("timeout")>;
 using start_atom = caf::atom_constant<caf::atom("start")>;
 using stop_atom = caf::atom_constant<caf::atom("stop")>;
+using net_atom = caf::atom_constant<caf::atom("net")>;
+using known_atom = caf::atom_constant<caf::atom("known")>;
 // reporter events
 using iteration_atom = caf::atom_constant<caf::atom("iteration")>;
 using applied_atom = caf::atom_constant<caf::atom("applied")>;
@@ -57,7 +60,8 @@ using left_atom = caf::atom_constant<caf::atom("left")>;
 using failure_atom = caf::atom_constant<caf::atom("failure")>;
 
 /// Where a frame goes inside its destination host.
-enum class service : std::int32_t { membership = 0, probe = 1, balancer = 2, stage = 3 };
+/// `link` is the links' own traffic in node mode (GOSSIP: who is where).
+enum class service : std::int32_t { membership = 0, probe = 1, balancer = 2, stage = 3, link = 4 };
 
 /// Everything every host of a run knows before it starts (from cluster.yaml). Immutable,
 /// shared by the hosts of one process.
@@ -72,6 +76,7 @@ struct cluster_spec {
   double time_scale = 1.0;            ///< emulated delays x this; 0 = no emulated delay
   std::int64_t max_message_bytes = 64 << 20;
   double activation_bytes = 0;        ///< one microbatch's activation, for edge costs
+  std::string advertise;              ///< node mode: the address peers dial; empty: embedded
 };
 
 // --- link layer (one per process) ------------------------------------------------------
@@ -82,6 +87,26 @@ struct cluster_spec {
 // delivers: (deliver_atom, from, frame) to the registered actor of (to, service)
 caf::actor spawn_link_layer(caf::actor_system& sys, routing::network_matrix net,
                             std::vector<host_config> hosts, double time_scale);
+
+// --- TCP link (node mode: one host per process) -------------------------------------------
+// The same handlers as the link layer above, for this process's one host, plus
+// (subscribe_atom, actor)   sends it (known_atom, name) for every peer it finds (membership)
+// and between the links of two processes, over CAF's middleman:
+// (net_atom, from, to, int32 service, frame)   service::link carries GOSSIP (discovery)
+struct net_link_options {
+  host_config self;                         ///< this process's host
+  std::string advertise;                    ///< "host:port" peers dial
+  std::vector<std::string> bootstrap;       ///< dialled while no peer is connected
+  std::uint64_t cluster = 0;                ///< hash every peer must share
+  std::uint64_t incarnation = 0;            ///< raises on every start of the process
+  std::optional<routing::network_matrix> network; ///< emulated delays, if any
+  double time_scale = 1.0;                  ///< emulated delays x this
+  std::int64_t max_message_bytes = 64 << 20;
+  int connect_timeout_ms = 2000;            ///< a dial that takes longer fails
+  int gossip_interval_ms = 500;             ///< gossip to a few peers, redial lost ones
+  caf::actor reporter;                      ///< (failure_atom, host, what) for refused input
+};
+caf::actor spawn_net_link(caf::actor_system& sys, net_link_options opts);
 
 // --- reporter (deploy/: the embedded cluster's driver) -----------------------------------
 // receives, never answers:

@@ -7,15 +7,6 @@ namespace gwtf::actors {
 
 namespace {
 
-bool valid_name(const std::string& s) {
-  if (s.empty() || s.size() > 64)
-    return false;
-  for (unsigned char c : s)
-    if (!std::isalnum(c) && c != '.' && c != '_' && c != '-')
-      return false;
-  return true;
-}
-
 void check_endpoint(const issue_sink& report, const std::string& key, const std::string& text,
                     bool port_zero_ok) {
   auto ep = parse_endpoint(text);
@@ -62,6 +53,8 @@ std::optional<endpoint> parse_endpoint(const std::string& text) {
 void node_config::validate(const issue_sink& report) const {
   check_endpoint(report, "listen", listen, true);
   check_endpoint(report, "inspect", inspect, true);
+  if (!advertise.empty())
+    check_endpoint(report, "advertise", advertise, true);
   for (std::size_t i = 0; i < bootstrap.size(); ++i)
     check_endpoint(report, "bootstrap[" + std::to_string(i) + "]", bootstrap[i], false);
   check_int(report, "scheduler_threads", scheduler_threads, 1, 256, "a number of threads");
@@ -70,7 +63,7 @@ void node_config::validate(const issue_sink& report) const {
 }
 
 void host_config::validate(int stages, const issue_sink& report) const {
-  if (!valid_name(name))
+  if (!is_host_name(name))
     report("name", "a host name of 1-64 characters from [A-Za-z0-9._-], got '" + name + "'");
   if (role == host_role::data_holder) {
     if (stage != -1 && stage != 0)

@@ -27,6 +27,7 @@ std::optional<endpoint> parse_endpoint(const std::string& text);
 /// Process-level network settings.
 struct node_config {
   std::string listen = "127.0.0.1:0";      ///< address the middleman publishes on; port 0 = any
+  std::string advertise;                   ///< address peers dial (NAT, containers); empty = listen
   std::vector<std::string> bootstrap;      ///< "host:port" of peers to join through
   std::string inspect = "127.0.0.1:0";     ///< address of the inspection shell server
   int scheduler_threads = 2;               ///< CAF worker threads (more oversubscribes torch)
@@ -131,6 +132,7 @@ struct emulation_config {
 template <class F>
 void visit_fields(F& f, node_config& x) {
   f("listen", x.listen);
+  f("advertise", x.advertise);
   f("bootstrap", x.bootstrap);
   f("inspect", x.inspect);
   f("scheduler_threads", x.scheduler_threads);

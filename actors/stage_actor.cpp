@@ -879,8 +879,10 @@ caf::behavior compute(self_ptr self, ctx_ptr ctx, caf::actor supervisor) {
             if (!st.ready || m.stage != static_cast<std::uint32_t>(st.ctx->stage))
               return;
             auto blob = st.model->export_state();
-            for (std::size_t off = 0; off < blob.size(); off += state_chunk_bytes) {
-              auto n = std::min(state_chunk_bytes, blob.size() - off);
+            // Chunks stay well below the peers' frame limit (node.max_message_bytes).
+            auto chunk = std::min(state_chunk_bytes, static_cast<std::size_t>(st.ctx->spec->max_message_bytes / 2));
+            for (std::size_t off = 0; off < blob.size(); off += chunk) {
+              auto n = std::min(chunk, blob.size() - off);
               wire::state_chunk c{m.transfer_id, m.stage, off, blob.size(),
                                   std::vector<std::uint8_t>(blob.begin() + static_cast<std::ptrdiff_t>(off),
                                                             blob.begin() + static_cast<std::ptrdiff_t>(off + n))};

@@ -41,6 +41,19 @@ inline void check_real(const issue_sink& report, const std::string& key, double 
                   + (hi_kind == bound::open ? ")" : "]") + ", got " + format_number(value));
 }
 
+/// A host name: 1-64 characters from [A-Za-z0-9._-] (the wire checks the same charset).
+inline bool is_host_name(const std::string& s) {
+  if (s.empty() || s.size() > 64)
+    return false;
+  for (char ch : s) {
+    bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9')
+              || ch == '.' || ch == '_' || ch == '-';
+    if (!ok)
+      return false;
+  }
+  return true;
+}
+
 /// An issue_sink that prefixes every key with `prefix.` before passing it on.
 inline issue_sink nested_sink(const issue_sink& report, std::string prefix) {
   return [&report, prefix = std::move(prefix)](const std::string& key, const std::string& e) {

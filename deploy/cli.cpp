@@ -3,7 +3,8 @@
 namespace gwtf::deploy {
 
 std::string usage_text() {
-  return "usage: caf-gwtf --config FILE [--check]\n"
+  return "usage: caf-gwtf --config FILE [--check] [--join]\n"
+         "       caf-gwtf launch --config FILE [--logs DIR]\n"
          "       caf-gwtf reference --config FILE\n"
          "       caf-gwtf sim --scenario FILE [--router gwtf|swarm|optimal|all] [--seed N] [--out DIR]\n"
          "       caf-gwtf --help | --version\n"
@@ -12,6 +13,12 @@ std::string usage_text() {
          "\n"
          "  --config FILE   cluster.yaml of this process (configs/local.yaml: embedded cluster)\n"
          "  --check         validate FILE and print it resolved, defaults included\n"
+         "                  FILE with one host: node mode, this process is that host and\n"
+         "                  trains with its peers over TCP; with several: embedded cluster\n"
+         "  --join          node mode: enter a running cluster (download the stage state)\n"
+         "  launch          run each host of a multi-host FILE as its own process on\n"
+         "                  127.0.0.1 (node mode), faults as real signals; host configs and\n"
+         "                  logs in DIR (default launch-logs/)\n"
          "  reference       train the unpartitioned model of FILE in this process: the\n"
          "                  oracle of distributed runs (prints loss and tokens/s)\n"
          "  sim             simulate training under churn in virtual time (configs/scenarios/):\n"
@@ -130,10 +137,11 @@ std::variant<cli_options, cli_error> parse_cli(const std::vector<std::string>& a
   bool version = false;
   bool check = false;
   bool has_config = false;
-  bool reference = false;
+  bool reference = false, launch = false;
   std::size_t first = 0;
-  if (!args.empty() && args[0] == "reference") {
-    reference = true;
+  if (!args.empty() && (args[0] == "reference" || args[0] == "launch")) {
+    reference = args[0] == "reference";
+    launch = args[0] == "launch";
     first = 1;
   }
   for (std::size_t i = first; i < args.size(); ++i) {
@@ -157,6 +165,17 @@ std::variant<cli_options, cli_error> parse_cli(const std::vector<std::string>& a
           return cli_error{"--config needs a file name"};
       }
       has_config = true;
+    } else if (a == "--join" && !reference && !launch) {
+      out.join = true;
+    } else if ((is_option(a, "--report") && !reference && !launch) || (is_option(a, "--logs") && launch)) {
+      auto name = a.substr(0, a.find('='));
+      auto& into = name == "--report" ? out.report : out.logs;
+      if (!into.empty())
+        return cli_error{name + " given twice"};
+      auto v = option_value(args, i, name, name == "--report" ? "HOST:PORT" : "a directory");
+      if (auto* e = std::get_if<cli_error>(&v))
+        return *e;
+      into = std::get<std::string>(v);
     } else if (!a.empty() && a[0] == '-') {
       return cli_error{"unknown option '" + a + "' (see --help)"};
     } else {
@@ -171,10 +190,13 @@ std::variant<cli_options, cli_error> parse_cli(const std::vector<std::string>& a
     return cli_error{args.empty() ? "missing --config FILE (see --help)"
                                   : (check ? "--check needs --config FILE"
                                            : "missing --config FILE (see --help)")};
-  } else if (reference && check) {
-    return cli_error{"--check is not an option of reference (validate with: --config FILE --check)"};
+  } else if ((reference || launch) && check) {
+    return cli_error{std::string{"--check is not an option of "} + (reference ? "reference" : "launch")
+                     + " (validate with: --config FILE --check)"};
   } else {
-    out.action = reference ? cli_action::reference : (check ? cli_action::check : cli_action::node);
+    out.action = reference ? cli_action::reference
+                 : launch  ? cli_action::launch
+                           : (check ? cli_action::check : cli_action::node);
   }
   return out;
 }

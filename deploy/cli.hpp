@@ -17,6 +17,7 @@ enum class cli_action {
   node,    ///< run the hosts the config declares
   reference, ///< train the unpartitioned model in this process (correctness oracle)
   sim,       ///< discrete-event simulation of a scenario: GWTF vs SWARM vs the optimum
+  launch,    ///< one process per host of a multi-host config on 127.0.0.1, faults as signals
 };
 
 /// Parsed command line.
@@ -27,6 +28,9 @@ struct cli_options {
   std::vector<std::string> routers;     ///< sim: --router gwtf|swarm|optimal|all, expanded
   std::optional<std::uint64_t> seed;    ///< sim: --seed N (overrides the scenario's)
   std::string out;                      ///< sim: --out DIR (empty: sim-results/<name>-seed<N>)
+  bool join = false;                    ///< node: --join (enter a running cluster)
+  std::string report;                   ///< node: --report HOST:PORT (used by launch)
+  std::string logs;                     ///< launch: --logs DIR (empty: launch-logs/<time>)
 };
 
 /// A usage error: one line, exit code 2.

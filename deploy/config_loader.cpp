@@ -325,9 +325,6 @@ void validate_cluster(cluster_config& cfg, reader& r, const fs::path& base_dir,
     if (!p.has_filename() || fs::is_directory(p, ec))
       r.error_for("training.loss_out", "expected a file path for the loss series, got the "
                                          "directory '" + p.string() + "'");
-    else if (!fs::is_directory(p.parent_path(), ec))
-      r.error_for("training.loss_out", "expected a file in an existing directory, '"
-                                         + p.parent_path().string() + "' does not exist");
     cfg.training.loss_out = p.string();
   }
 
@@ -344,8 +341,35 @@ void validate_cluster(cluster_config& cfg, reader& r, const fs::path& base_dir,
                                           + std::to_string(ev.at_iteration));
   }
 
+  bool node_mode = cfg.hosts.size() == 1;
+  if (node_mode) {
+    // One host per process: the roster of data holders cannot be read off hosts.
+    auto& h = cfg.hosts.front();
+    auto& roster = cfg.training.data_holders;
+    if (roster.empty())
+      r.error_for("training.data_holders",
+                  "expected the names of the cluster's data holders, the same list on every host "
+                  "(node mode: hosts has one entry, so the roster cannot be read off it)");
+    else if (h.role == actors::host_role::data_holder
+             && std::find(roster.begin(), roster.end(), h.name) == roster.end())
+      r.error_for("training.data_holders", "expected this data holder '" + h.name + "' in the list");
+    if (h.role == actors::host_role::relay && h.stage < 1)
+      r.error_for("hosts[0].stage", "expected a relay stage in [1, " + std::to_string(cfg.model.stages - 1)
+                                      + "] (node mode does not place hosts at the bottleneck stage yet)");
+  } else if (!cfg.training.data_holders.empty()) {
+    std::vector<std::string> declared;
+    for (auto& h : cfg.hosts)
+      if (h.role == actors::host_role::data_holder)
+        declared.push_back(h.name);
+    auto listed = cfg.training.data_holders;
+    std::sort(declared.begin(), declared.end());
+    std::sort(listed.begin(), listed.end());
+    if (declared != listed)
+      r.error_for("training.data_holders", "expected exactly the data holders declared in hosts, in any order");
+  }
+
   // Without bootstrap peers nothing else can join: this process must hold a whole pipeline.
-  if (cfg.node.bootstrap.empty() && !cfg.hosts.empty()) {
+  if (!node_mode && cfg.node.bootstrap.empty() && !cfg.hosts.empty()) {
     std::set<std::string> late; // hosts that only come online through a join event
     for (auto& ev : cfg.faults.script)
       if (ev.action == actors::fault_action::join)

@@ -1,19 +1,12 @@
+// The embedded local cluster: every virtual host of the config as actors of this process,
+// over one emulated link layer. The driver (driver.cpp) does the rest.
 #include "deploy/embedded.hpp"
 
-#include <chrono>
-#include <fstream>
-#include <future>
-#include <iomanip>
-#include <iostream>
-#include <set>
-#include <sstream>
+#include <map>
 
 #include <caf/all.hpp>
 
-#include "actors/interfaces.hpp"
-#include "actors/system_setup.hpp"
-#include "model/data.hpp"
-#include "model/partition.hpp"
+#include "deploy/driver.hpp"
 #include "model/torch_runtime.hpp"
 
 namespace gwtf::deploy {
@@ -21,354 +14,62 @@ namespace gwtf::deploy {
 namespace {
 
 using namespace gwtf::actors;
-using clock = std::chrono::steady_clock;
 
-struct driver_state {
-  const cluster_config* cfg = nullptr;
-  std::shared_ptr<const cluster_spec> spec;
-  std::ostream* out = nullptr;
-  caf::actor link;
-  std::map<std::string, caf::actor> hosts; // spawned and not crashed/left
-  std::set<std::string> dead;
-  embedded_result result;
-  std::promise<void>* finished = nullptr;
-  embedded_result* result_out = nullptr;
-  bool done = false;
-  clock::time_point start = clock::now(), last_line = clock::now();
-  // per iteration
-  std::map<std::uint64_t, std::map<std::string, std::tuple<std::uint32_t, double, std::uint32_t>>> reports;
-  std::map<std::string, std::map<std::uint64_t, double>> compute_by_host;
-  std::map<std::pair<std::uint32_t, std::uint64_t>, std::map<std::string, std::vector<std::uint64_t>>> share_keys;
-  std::map<std::pair<std::uint32_t, std::uint64_t>, std::vector<std::string>> contributors;
-  std::set<std::uint64_t> injected;
-  std::set<std::string> doomed; // armed with a random crash
-  std::uint64_t printed = 0;
-  bool any_printed = false;
+class actor_control : public host_control {
+public:
+  actor_control(const cluster_config& cfg, std::shared_ptr<const cluster_spec> spec)
+    : cfg_(cfg), spec_(std::move(spec)) {
+  }
+
+  void init(caf::event_based_actor* driver) override {
+    link_ = spawn_link_layer(driver->system(), *cfg_.network, cfg_.hosts, spec_->time_scale);
+    driver->link_to(link_);
+  }
+
+  void start(caf::event_based_actor* driver, const host_config& h, bool joining) override {
+    auto a = spawn_host(driver->system(), spec_, h, link_, caf::actor_cast<caf::actor>(driver), joining);
+    driver->monitor(a);
+    hosts_[h.name] = a;
+  }
+
+  void crash(caf::event_based_actor* driver, const std::string& host, const std::string& phase) override {
+    if (auto it = hosts_.find(host); it != hosts_.end())
+      driver->send(it->second, crash_atom::value, phase);
+  }
+
+  void leave(caf::event_based_actor* driver, const std::string& host) override {
+    if (auto it = hosts_.find(host); it != hosts_.end())
+      driver->send(it->second, stop_atom::value);
+  }
+
+  void slow(caf::event_based_actor* driver, const std::string& host, const std::string& peer,
+            double factor) override {
+    driver->send(link_, slow_atom::value, host, peer, factor);
+  }
+
+  void stop_all(caf::event_based_actor* driver) override {
+    for (auto& [name, a] : hosts_)
+      driver->send_exit(a, caf::exit_reason::kill);
+    driver->unlink_from(link_);
+    driver->send_exit(link_, caf::exit_reason::kill);
+  }
+
+  std::optional<std::pair<std::string, bool>> on_down(const caf::down_msg& m) override {
+    for (auto it = hosts_.begin(); it != hosts_.end(); ++it)
+      if (it->second.address() == m.source) {
+        auto name = it->first;
+        hosts_.erase(it);
+        return std::make_pair(name, m.reason == caf::exit_reason::kill);
+      }
+    return std::nullopt;
+  }
+
+private:
+  const cluster_config& cfg_;
+  std::shared_ptr<const cluster_spec> spec_;
+  caf::actor link_;
+  std::map<std::string, caf::actor> hosts_;
 };
-
-using driver_ptr = caf::stateful_actor<driver_state>*;
-
-std::vector<std::string> holder_names(const cluster_config& cfg) {
-  std::vector<std::string> out;
-  for (auto& h : cfg.hosts)
-    if (h.role == host_role::data_holder)
-      out.push_back(h.name);
-  return out;
-}
-
-bool joins_later(const cluster_config& cfg, const std::string& host) {
-  for (auto& f : cfg.faults.script)
-    if (f.action == fault_action::join && f.host == host && f.at_iteration > 0)
-      return true;
-  return false;
-}
-
-void spawn_one(driver_ptr self, const host_config& h, bool joining) {
-  auto& st = self->state;
-  auto a = spawn_host(self->system(), st.spec, h, st.link, caf::actor_cast<caf::actor>(self), joining);
-  self->monitor(a);
-  st.hosts[h.name] = a;
-  st.dead.erase(h.name);
-}
-
-void crash(driver_ptr self, const std::string& host, const std::string& phase) {
-  auto& st = self->state;
-  auto it = st.hosts.find(host);
-  if (it == st.hosts.end())
-    return;
-  self->send(it->second, crash_atom::value, phase);
-}
-
-int stage_of(const driver_state& st, const std::string& host) {
-  for (auto& h : st.cfg->hosts)
-    if (h.name == host)
-      return h.role == host_role::data_holder ? 0 : h.stage;
-  return -1;
-}
-
-// Live hosts at `stage` other than `except` that no random crash is armed on.
-int survivors_at(const driver_state& st, int stage, const std::string& except) {
-  int n = 0;
-  for (auto& [name, a] : st.hosts)
-    n += name != except && st.doomed.count(name) == 0 && stage_of(st, name) == stage;
-  return n;
-}
-
-// Scripted faults and random crashes that start with iteration `i`.
-void inject(driver_ptr self, std::uint64_t i) {
-  auto& st = self->state;
-  if (!st.injected.insert(i).second)
-    return;
-  for (auto& f : st.cfg->faults.script) {
-    if (static_cast<std::uint64_t>(f.at_iteration) != i)
-      continue;
-    switch (f.action) {
-      case fault_action::crash:
-        crash(self, f.host, f.phase == fault_phase::forward    ? "forward"
-                            : f.phase == fault_phase::backward ? "backward"
-                                                               : "any");
-        break;
-      case fault_action::join:
-        for (auto& h : st.cfg->hosts)
-          if (h.name == f.host && st.hosts.count(h.name) == 0) {
-            spawn_one(self, h, i > 0);
-            ++st.result.joins;
-          }
-        break;
-      case fault_action::leave:
-        if (auto it = st.hosts.find(f.host); it != st.hosts.end())
-          self->send(it->second, stop_atom::value);
-        break;
-      case fault_action::slow_link:
-        self->send(st.link, slow_atom::value, f.host, f.peer, f.slowdown);
-        break;
-      case fault_action::actor_failure:
-        crash(self, f.host, "actor");
-        break;
-    }
-  }
-  if (st.cfg->faults.crash_rate > 0) {
-    for (auto& [name, a] : st.hosts) {
-      auto r = model::mix64(st.cfg->training.seed ^ model::mix64(i * 1000003 + std::hash<std::string>{}(name)));
-      double u = static_cast<double>(r >> 11) / 9007199254740992.0;
-      bool holder = std::find(st.spec->holders.begin(), st.spec->holders.end(), name) != st.spec->holders.end();
-      // Data holders own the data: never crashed at random. Like the paper, random churn keeps
-      // one live host per stage (a stage with none cannot train, whatever the router).
-      if (holder || u >= st.cfg->faults.crash_rate || st.doomed.count(name) > 0
-          || survivors_at(st, stage_of(st, name), name) == 0)
-        continue;
-      st.doomed.insert(name);
-      crash(self, name, (r & 1) ? "forward" : "backward");
-    }
-  }
-}
-
-void check_exactly_once(driver_ptr self, std::uint32_t stage, std::uint64_t i) {
-  auto& st = self->state;
-  auto c = st.contributors.find({stage, i});
-  if (c == st.contributors.end())
-    return;
-  std::map<std::uint64_t, int> seen;
-  for (auto& who : c->second) {
-    auto& keys = st.share_keys[{stage, i}][who];
-    st.result.carried[who] += static_cast<std::int64_t>(keys.size());
-    for (auto k : keys)
-      ++seen[k];
-  }
-  // The expected microbatches: those the data holders finished.
-  int missing = 0, twice = 0;
-  auto& reps = st.reports[i];
-  for (std::uint32_t h = 0; h < st.spec->holders.size(); ++h) {
-    auto rep = reps.find(st.spec->holders[h]);
-    if (rep == reps.end())
-      continue;
-    for (std::uint32_t j = 0; j < std::get<0>(rep->second); ++j) {
-      model::microbatch_id id{i, h, j};
-      auto n = seen.count(id.key()) ? seen[id.key()] : 0;
-      missing += n == 0;
-      twice += n > 1;
-    }
-  }
-  if (missing > 0 || twice > 0)
-    st.result.exactly_once_violations.push_back(
-      "stage " + std::to_string(stage) + " iteration " + std::to_string(i) + ": "
-      + std::to_string(missing) + " missing, " + std::to_string(twice) + " counted twice");
-}
-
-void maybe_print(driver_ptr self) {
-  auto& st = self->state;
-  for (;;) {
-    auto i = st.any_printed ? st.printed + 1 : 0;
-    auto it = st.reports.find(i);
-    if (it == st.reports.end())
-      return;
-    std::size_t live_holders = 0;
-    for (auto& h : st.spec->holders)
-      live_holders += st.hosts.count(h);
-    if (it->second.size() < std::max<std::size_t>(1, live_holders))
-      return;
-    std::uint32_t mbs = 0, flows = 0;
-    double loss = 0;
-    for (auto& [h, r] : it->second) {
-      mbs += std::get<0>(r);
-      loss += std::get<1>(r);
-      flows += std::get<2>(r);
-    }
-    auto now = clock::now();
-    double secs = std::chrono::duration<double>(now - st.last_line).count();
-    st.last_line = now;
-    iteration_row row;
-    row.iteration = static_cast<std::int64_t>(i);
-    row.loss = mbs > 0 ? loss / mbs : 0;
-    row.tokens_per_s = secs > 0 ? mbs * double(st.cfg->training.microbatch_size) * st.cfg->model.seq_len / secs : 0;
-    row.flows = static_cast<int>(flows);
-    row.hosts_alive = static_cast<int>(st.hosts.size());
-    row.crashes = st.result.crashes;
-    row.wasted_fraction = st.result.compute_s > 0 ? st.result.wasted_s / st.result.compute_s : 0;
-    st.result.rows.push_back(row);
-    *st.out << "iter " << std::setw(4) << i << " | loss " << std::fixed << std::setprecision(4) << row.loss
-            << " | " << std::setprecision(0) << std::setw(6) << row.tokens_per_s << " tok/s | flows "
-            << row.flows << " | hosts " << row.hosts_alive << " | crashes " << row.crashes
-            << " | wasted " << std::setprecision(2) << 100 * row.wasted_fraction << "%" << std::endl;
-    st.printed = i;
-    st.any_printed = true;
-    inject(self, i + 1);
-  }
-}
-
-void finish(driver_ptr self) {
-  auto& st = self->state;
-  if (st.done)
-    return;
-  st.done = true;
-  st.result.wall_s = std::chrono::duration<double>(clock::now() - st.start).count();
-  for (auto& [name, a] : st.hosts)
-    self->send_exit(a, caf::exit_reason::kill);
-  self->send_exit(st.link, caf::exit_reason::kill);
-  *st.result_out = st.result;
-  st.finished->set_value();
-  self->quit();
-}
-
-caf::behavior driver(driver_ptr self, const cluster_config* cfg, std::shared_ptr<const cluster_spec> spec,
-                     std::ostream* out, std::promise<void>* finished, embedded_result* result) {
-  auto& st = self->state;
-  st.finished = finished;
-  st.result_out = result;
-  st.cfg = cfg;
-  st.spec = spec;
-  st.out = out;
-  st.link = spawn_link_layer(self->system(), *cfg->network, cfg->hosts, spec->time_scale);
-  self->link_to(st.link);
-  for (auto& h : cfg->hosts)
-    if (!joins_later(*cfg, h.name))
-      spawn_one(self, h, false);
-  inject(self, 0);
-  self->set_down_handler([self](caf::down_msg& m) {
-    auto& st = self->state;
-    for (auto it = st.hosts.begin(); it != st.hosts.end(); ++it) {
-      if (it->second.address() != m.source)
-        continue;
-      auto name = it->first;
-      st.hosts.erase(it);
-      st.dead.insert(name);
-      if (m.reason != caf::exit_reason::kill && !st.done)
-        ++st.result.departures;
-      if (m.reason == caf::exit_reason::kill && !st.done) {
-        ++st.result.crashes;
-        // Everything it computed since its last applied iteration is lost.
-        auto last = st.result.last_applied.count(name) ? st.result.last_applied[name] + 1 : 0;
-        for (auto& [i, s] : st.compute_by_host[name])
-          if (i >= last)
-            st.result.wasted_s += s;
-        st.compute_by_host.erase(name);
-      }
-      break;
-    }
-    maybe_print(self);
-  });
-  return {
-    [self](iteration_atom, const std::string& holder, std::uint64_t i, std::uint32_t mbs, double loss_sum,
-           std::uint32_t flows) {
-      self->state.reports[i][holder] = {mbs, loss_sum, flows};
-      maybe_print(self);
-    },
-    [self](share_atom, const std::string& host, std::uint32_t stage, std::uint64_t i,
-           const std::vector<std::uint64_t>& keys) { self->state.share_keys[{stage, i}][host] = keys; },
-    [self](applied_atom, const std::string& host, std::uint32_t stage, std::uint64_t i, std::uint64_t hash,
-           const std::vector<std::string>& contributors) {
-      auto& st = self->state;
-      if (!contributors.empty()) {
-        if (st.contributors.emplace(std::make_pair(stage, i), contributors).second)
-          check_exactly_once(self, stage, i);
-        return;
-      }
-      st.result.last_applied[host] = i;
-      st.result.final_hashes[static_cast<int>(stage)][host] = hash;
-      auto last = static_cast<std::uint64_t>(st.cfg->training.iterations - 1);
-      if (i == last) {
-        bool all = true;
-        for (auto& h : st.spec->holders)
-          if (st.hosts.count(h) && (!st.result.last_applied.count(h) || st.result.last_applied[h] != last))
-            all = false;
-        if (all) {
-          // Give the other stages a moment to report their last step, then stop.
-          st.result.completed = true;
-          self->delayed_send(self, std::chrono::milliseconds(200), stop_atom::value);
-        }
-      }
-    },
-    [self](compute_atom, const std::string& host, std::uint64_t i, double secs, double wasted) {
-      auto& st = self->state;
-      st.result.compute_s += secs;
-      st.result.wasted_s += wasted;
-      st.compute_by_host[host][i] += secs;
-    },
-    [self](joined_atom, const std::string& host, std::uint64_t steps) {
-      self->state.result.joined.push_back(host);
-      *self->state.out << "# " << host << " loaded its stage state (" << steps << " steps applied)" << std::endl;
-    },
-    [self](restart_atom, const std::string& host, const std::string& why) {
-      ++self->state.result.restarts;
-      *self->state.out << "# " << host << ": local actor restarted (" << why << ")" << std::endl;
-    },
-    [self](left_atom, const std::string& host, const std::string& why) {
-      *self->state.out << "# " << host << " left: " << why << std::endl;
-    },
-    [self](failure_atom, const std::string& host, const std::string& what) {
-      auto& f = self->state.result.failures;
-      if (f.size() < 20)
-        *self->state.out << "# " << host << ": " << what << std::endl;
-      if (f.size() < 1000)
-        f.push_back(host + ": " + what);
-    },
-    [self](stop_atom) { finish(self); },
-    [self](timeout_atom) { finish(self); },
-  };
-}
-
-std::shared_ptr<cluster_spec> make_spec(const cluster_config& cfg) {
-  auto spec = std::make_shared<cluster_spec>();
-  spec->model = cfg.model;
-  spec->training = cfg.training;
-  spec->data = cfg.data;
-  spec->routing = cfg.routing;
-  spec->faults = cfg.faults;
-  spec->hosts = cfg.hosts;
-  // Relays declared without a stage go to the stage with the fewest replicas.
-  for (auto& h : spec->hosts) {
-    if (h.role == host_role::relay && h.stage < 1) {
-      std::map<int, int> count;
-      for (int s = 1; s < cfg.model.stages; ++s)
-        count[s] = 0;
-      for (auto& o : spec->hosts)
-        if (o.role == host_role::relay && o.stage >= 1)
-          ++count[o.stage];
-      h.stage = std::min_element(count.begin(), count.end(),
-                                 [](auto& a, auto& b) { return a.second < b.second; })->first;
-    }
-  }
-  spec->holders = holder_names(cfg);
-  spec->time_scale = cfg.emulation ? cfg.emulation->time_scale : 0.0;
-  spec->max_message_bytes = cfg.node.max_message_bytes;
-  spec->activation_bytes = static_cast<double>(model::activation_bytes(cfg.model, cfg.training.microbatch_size));
-  return spec;
-}
-
-void write_loss(const cluster_config& cfg, const embedded_result& r, std::ostream& out) {
-  if (cfg.training.loss_out.empty())
-    return;
-  std::ofstream f{cfg.training.loss_out};
-  if (!f) {
-    out << "# could not write " << cfg.training.loss_out << "\n";
-    return;
-  }
-  f << "iteration,loss,tokens_per_s,flows,hosts_alive,crashes,wasted_fraction\n";
-  for (auto& row : r.rows)
-    f << row.iteration << "," << std::setprecision(9) << row.loss << "," << row.tokens_per_s << ","
-      << row.flows << "," << row.hosts_alive << "," << row.crashes << "," << row.wasted_fraction << "\n";
-  out << "# loss series: " << cfg.training.loss_out << "\n";
-}
 
 } // namespace
 
@@ -383,7 +84,6 @@ embedded_result run_embedded(const cluster_config& cfg, std::ostream& out, doubl
                               "supported here (docs/runtime.md)");
     return result;
   }
-  auto spec = make_spec(cfg);
   // The actor threads are the parallelism: OpenBLAS threads of its own per matmul
   // oversubscribed them (2x slower on 2 cores, docs/benchmarks.md). Restored on return.
   struct blas_guard {
@@ -393,33 +93,9 @@ embedded_result run_embedded(const cluster_config& cfg, std::ostream& out, doubl
         model::set_blas_threads(before);
     }
   } blas;
-  actors::system_config sc{cfg.node, cfg.faults, false};
-  std::promise<void> done;
-  auto finished = done.get_future();
-  {
-    caf::actor_system sys{sc};
-    auto d = sys.spawn(driver, &cfg, spec, &out, &done, &result);
-    if (finished.wait_for(std::chrono::duration<double>(timeout_s)) != std::future_status::ready) {
-      out << "# timed out after " << timeout_s << " s\n";
-      caf::anon_send(d, timeout_atom::value);
-    }
-  }
-  out << "# summary: " << result.rows.size() << " iterations in " << std::fixed << std::setprecision(1)
-      << result.wall_s << " s; crashes " << result.crashes << ", joins " << result.joins << ", restarts "
-      << result.restarts << "; wasted compute " << std::setprecision(2)
-      << (result.compute_s > 0 ? 100 * result.wasted_s / result.compute_s : 0) << "% of "
-      << std::setprecision(1) << result.compute_s << " s; exactly-once violations "
-      << result.exactly_once_violations.size() << "; handled peer errors " << result.failures.size() << "\n";
-  if (!result.rows.empty())
-    out << "# loss " << std::setprecision(4) << result.rows.front().loss << " -> " << result.rows.back().loss << "\n";
-  if (!result.carried.empty()) {
-    out << "# microbatches carried (stage work averaged):";
-    for (auto& [host, n] : result.carried)
-      out << " " << host << "=" << n;
-    out << "\n";
-  }
-  write_loss(cfg, result, out);
-  return result;
+  std::shared_ptr<const cluster_spec> spec = make_spec(cfg);
+  actor_control control{cfg, spec};
+  return run_driver(cfg, spec, control, false, out, timeout_s);
 }
 
 } // namespace gwtf::deploy

@@ -14,6 +14,8 @@
 #include "deploy/cli.hpp"
 #include "deploy/cluster_config.hpp"
 #include "deploy/embedded.hpp"
+#include "deploy/launch.hpp"
+#include "deploy/node.hpp"
 #include "deploy/scenario.hpp"
 #include "deploy/sim_report.hpp"
 #include "model/reference.hpp"
@@ -165,6 +167,16 @@ int run_sim(const cli_options& opts) {
   return exit_code::ok;
 }
 
+// Exit code of an embedded or launched run; prints why it failed.
+int report_run(const embedded_result& r) {
+  if (r.completed)
+    return exit_code::ok;
+  for (auto& f : r.failures)
+    std::cerr << "caf-gwtf: " << f << "\n";
+  std::cerr << "caf-gwtf: training did not complete\n";
+  return exit_code::failure;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -186,6 +198,7 @@ int main(int argc, char** argv) {
     case cli_action::check:
     case cli_action::node:
     case cli_action::reference:
+    case cli_action::launch:
       break;
   }
   std::error_code ec;
@@ -202,18 +215,25 @@ int main(int argc, char** argv) {
     return run_check(*cfg, opts.config);
   if (opts.action == cli_action::reference)
     return run_reference_mode(*cfg);
-  if (cfg->emulation) {
-    auto r = run_embedded(*cfg, std::cout);
-    if (!r.completed) {
-      for (auto& f : r.failures)
-        std::cerr << "caf-gwtf: " << f << "\n";
-      std::cerr << "caf-gwtf: training did not complete\n";
+  if (opts.action == cli_action::launch) {
+    launch_options lo;
+    lo.logs = opts.logs.empty() ? "launch-logs" : opts.logs;
+    lo.executable = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+    if (ec) {
+      std::cerr << "caf-gwtf: cannot find its own executable: " << ec.message() << "\n";
       return exit_code::failure;
     }
-    return exit_code::ok;
+    return report_run(run_launch(*cfg, lo, std::cout));
   }
-  std::cerr << "caf-gwtf: " << opts.config
-            << " has no emulation section: running hosts as separate processes over TCP is not "
-               "built yet (docs/runtime.md); add emulation: to run them embedded\n";
-  return exit_code::failure;
+  if (cfg->hosts.size() == 1) {
+    node_options no;
+    no.join = opts.join;
+    no.report = opts.report;
+    return run_node(*cfg, no, std::cout);
+  }
+  if (opts.join || !opts.report.empty()) {
+    std::cerr << "caf-gwtf: --join and --report are for node mode (a config with one host)\n";
+    return exit_code::usage;
+  }
+  return report_run(run_embedded(*cfg, std::cout));
 }

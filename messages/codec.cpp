@@ -53,6 +53,8 @@ void put(schema::Hello::Builder b, const hello& x) {
   b.setStage(x.stage);
   b.setCapacity(x.capacity);
   b.setIncarnation(x.incarnation);
+  b.setRegion(txt(x.region));
+  b.setCluster(x.cluster);
 }
 
 void put(schema::MicrobatchRef::Builder b, const microbatch_ref& x) {
@@ -373,6 +375,8 @@ void get(schema::Hello::Reader r, hello& x, checker& c, const std::string& f) {
     c.bad(wire_error::bad_field, f + ".stage: 0 for a data holder, got " + std::to_string(x.stage));
   c.in_range(r.getCapacity(), 1, max_capacity, f + ".capacity", x.capacity);
   x.incarnation = r.getIncarnation();
+  c.text(r.getRegion(), f + ".region", 0, max_id, x.region);
+  x.cluster = r.getCluster();
 }
 
 void get_texts(capnp::List<capnp::Text>::Reader list, std::vector<std::string>& out, checker& c,

@@ -23,6 +23,8 @@ struct hello {
   std::int32_t stage = -1;       ///< -1 while unplaced, else 0..1023; 0 for data holders
   std::uint32_t capacity = 0;    ///< 1..1'000'000
   std::uint64_t incarnation = 0; ///< increases on every restart
+  std::string region;            ///< 0..64 bytes, [A-Za-z0-9._-]; empty when unknown
+  std::uint64_t cluster = 0;     ///< hash of the cluster's shared config; 0 = unchecked
 };
 
 /// Clean departure.

@@ -27,6 +27,9 @@ struct Hello {
   stage @3 :Int32;        # 0 for data holders, 1..S-1 for relays, -1 while unplaced
   capacity @4 :UInt32;    # microbatches it can hold at once
   incarnation @5 :UInt64; # increases on every restart; older gossip loses
+  region @6 :Text;        # region of its network matrix (emulation); may be empty
+  cluster @7 :UInt64;     # hash of what every host must agree on (model, data, training,
+                          # data-holder roster); a peer of another cluster is refused
 }
 
 # A peer leaves cleanly; its flows are re-routed at once, without waiting for failure

@@ -70,6 +70,16 @@ void training_config::validate(const issue_sink& report) const {
   if (beta2 == 1.0)
     report("beta2", "a value below 1 (1 never updates the moment)");
   check_real(report, "grad_clip", grad_clip, 0.0, bound::closed, 1e9, bound::closed, "a gradient-norm clip (0 = off)");
+  check_int(report, "data_holders", static_cast<long long>(data_holders.size()), 0, 4095,
+            "a number of data holders (the wire's holder index has 12 bits)");
+  for (std::size_t i = 0; i < data_holders.size(); ++i) {
+    auto key = "data_holders[" + std::to_string(i) + "]";
+    if (!is_host_name(data_holders[i]))
+      report(key, "a host name of 1-64 characters from [A-Za-z0-9._-], got '" + data_holders[i] + "'");
+    for (std::size_t j = 0; j < i; ++j)
+      if (data_holders[j] == data_holders[i])
+        report(key, "each data holder once, got '" + data_holders[i] + "' twice");
+  }
 }
 
 } // namespace gwtf::model

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 #include <utility>
 
 namespace gwtf::model {
@@ -75,6 +76,9 @@ struct training_config {
   double beta2 = 0.95;             ///< AdamW second-moment decay
   double grad_clip = 1.0;          ///< global gradient-norm clip; 0 disables clipping
   std::string loss_out;            ///< file for the per-iteration loss series; empty = none
+  /// The cluster's data holders in holder-index order (a holder's index picks its data).
+  /// Node mode: required, the same on every host. Embedded: empty = hosts' data holders in order.
+  std::vector<std::string> data_holders;
 
   /// Reports every field that is out of range or inconsistent.
   void validate(const issue_sink& report) const;
@@ -113,6 +117,7 @@ void visit_fields(F& f, training_config& x) {
   f("beta2", x.beta2);
   f("grad_clip", x.grad_clip);
   f("loss_out", x.loss_out);
+  f("data_holders", x.data_holders);
 }
 
 } // namespace gwtf::model

@@ -1,0 +1,65 @@
+// The driver of a local cluster run (embedded or launched): starts the hosts of the config,
+// injects its faults, collects what every host reports, checks exactly-once and replica
+// agreement from outside the mechanism, and prints one line per iteration and a summary.
+// How hosts are started and hurt is a host_control: actors in this process (embedded.cpp)
+// or one OS process per host (launch.cpp).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <utility>
+
+#include <caf/actor.hpp>
+#include <caf/atom.hpp>
+#include <caf/system_messages.hpp>
+#include <caf/fwd.hpp>
+
+#include "actors/interfaces.hpp"
+#include "deploy/embedded.hpp"
+
+namespace gwtf::deploy {
+
+/// (exited_atom, host, bool crashed): a host is gone (launch: its process ended).
+using exited_atom = caf::atom_constant<caf::atom("exited")>;
+
+/// Starts, crashes and stops the hosts of a run on behalf of the driver actor.
+class host_control {
+public:
+  virtual ~host_control() = default;
+  /// Called once, from the driver, before any host starts.
+  virtual void init(caf::event_based_actor* driver) = 0;
+  /// Starts `h`; `joining`: it downloads its stage state from a live replica.
+  virtual void start(caf::event_based_actor* driver, const actors::host_config& h, bool joining) = 0;
+  /// "any": dies now; "forward" / "backward": dies in its next such pass; "actor": one local
+  /// actor fails (supervision restarts it); "hang": stops answering for a while (launch).
+  virtual void crash(caf::event_based_actor* driver, const std::string& host, const std::string& phase) = 0;
+  /// Graceful leave.
+  virtual void leave(caf::event_based_actor* driver, const std::string& host) = 0;
+  /// The link host <-> peer gets `factor` times slower (emulated networks).
+  virtual void slow(caf::event_based_actor* driver, const std::string& host, const std::string& peer,
+                    double factor) = 0;
+  /// The run is over: stop every host.
+  virtual void stop_all(caf::event_based_actor* driver) = 0;
+  /// A monitored actor went down: the host it stood for, and whether it crashed.
+  virtual std::optional<std::pair<std::string, bool>> on_down(const caf::down_msg&) { return std::nullopt; }
+  /// A launched host attached itself: its supervisor and link (launch only).
+  virtual void attached(caf::event_based_actor*, const std::string&, caf::actor, caf::actor) {}
+};
+
+/// Everything every host of the run shares, from the config: model, roster, timings.
+std::shared_ptr<actors::cluster_spec> make_spec(const cluster_config& cfg);
+
+/// Hash of what every host of one cluster must agree on (model, training, data format,
+/// routing, the data-holder roster). Hosts refuse peers with another (docs/runtime.md).
+std::uint64_t cluster_hash(const cluster_config& cfg);
+
+/// Runs the driver with `control` until training ends or `timeout_s` passes, then prints the
+/// summary (and writes training.loss_out).
+embedded_result run_driver(const cluster_config& cfg, std::shared_ptr<const actors::cluster_spec> spec,
+                           host_control& control, bool with_network,
+                           std::ostream& out, double timeout_s);
+
+} // namespace gwtf::deploy

@@ -1,0 +1,283 @@
+#include "deploy/node.hpp"
+
+#include <csignal>
+#include <chrono>
+#include <future>
+#include <iomanip>
+#include <pthread.h>
+#include <thread>
+#include <unistd.h>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "actors/interfaces.hpp"
+#include "actors/system_setup.hpp"
+#include "deploy/cli.hpp"
+#include "deploy/driver.hpp"
+
+namespace gwtf::deploy {
+
+namespace {
+
+using namespace gwtf::actors;
+using clock = std::chrono::steady_clock;
+
+struct reporter_state {
+  std::ostream* out = nullptr;
+  std::string me;
+  std::uint64_t last_iteration = 0;
+  caf::actor upstream; // the launcher's driver, if any
+  caf::actor supervisor, link;
+  std::promise<int>* exit_code = nullptr;
+  bool finishing = false, finished = false;
+  clock::time_point start = clock::now();
+  int linger_ms = 1000;
+};
+
+using reporter_ptr = caf::stateful_actor<reporter_state>*;
+
+// One log line: seconds since start, then the event.
+std::ostream& line(reporter_ptr self) {
+  auto& st = self->state;
+  return *st.out << "[" << std::fixed << std::setprecision(3)
+                 << std::chrono::duration<double>(clock::now() - st.start).count() << "] ";
+}
+
+void finish(reporter_ptr self, int code) {
+  auto& st = self->state;
+  if (st.finished)
+    return;
+  st.finished = true;
+  st.out->flush();
+  st.exit_code->set_value(code);
+  self->quit();
+}
+
+// The node's reporter: logs what its host reports, forwards it to the launcher when there is
+// one, watches the host's supervisor, and ends the process with it.
+caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me, std::uint64_t last_iteration,
+                            caf::actor upstream, std::promise<int>* exit_code, int linger_ms) {
+  auto& st = self->state;
+  st.out = out;
+  st.me = std::move(me);
+  st.last_iteration = last_iteration;
+  st.upstream = std::move(upstream);
+  st.exit_code = exit_code;
+  st.linger_ms = linger_ms;
+  self->set_down_handler([self](caf::down_msg& m) {
+    auto& st = self->state;
+    if (m.source == st.upstream.address()) {
+      // The launcher is gone: nobody collects this run any more.
+      line(self) << "launcher gone: leaving" << std::endl;
+      st.upstream = caf::actor{};
+      if (st.supervisor)
+        self->send(st.supervisor, stop_atom::value);
+      return;
+    }
+    if (m.source != st.supervisor.address())
+      return;
+    if (m.reason == caf::exit_reason::kill) {
+      // An injected crash: die as a crashed host does, without a word.
+      line(self) << "crash injected: SIGKILL" << std::endl;
+      st.out->flush();
+      ::kill(::getpid(), SIGKILL);
+      return;
+    }
+    line(self) << "host stopped (" << self->system().render(m.reason) << ")" << std::endl;
+    self->send_exit(st.link, caf::exit_reason::user_shutdown);
+    finish(self, exit_code::ok);
+  });
+  if (st.upstream)
+    self->monitor(st.upstream);
+  auto up = [self](auto... xs) {
+    if (self->state.upstream)
+      self->send(self->state.upstream, xs...);
+  };
+  return {
+    [self, up](register_atom, caf::actor supervisor, caf::actor link) {
+      auto& st = self->state;
+      st.supervisor = supervisor;
+      st.link = link;
+      self->monitor(supervisor);
+      up(register_atom::value, st.me, supervisor, link);
+    },
+    [self, up](iteration_atom, const std::string& holder, std::uint64_t i, std::uint32_t mbs, double loss_sum,
+               std::uint32_t flows) {
+      line(self) << "iteration " << i << " done at " << holder << ": " << mbs << " microbatches, loss "
+                 << std::setprecision(4) << (mbs > 0 ? loss_sum / mbs : 0) << ", flows " << flows << std::endl;
+      up(iteration_atom::value, holder, i, mbs, loss_sum, flows);
+    },
+    [up](share_atom, const std::string& host, std::uint32_t stage, std::uint64_t i,
+         const std::vector<std::uint64_t>& keys) { up(share_atom::value, host, stage, i, keys); },
+    [self, up](applied_atom, const std::string& host, std::uint32_t stage, std::uint64_t i, std::uint64_t hash,
+               const std::vector<std::string>& contributors) {
+      auto& st = self->state;
+      up(applied_atom::value, host, stage, i, hash, contributors);
+      if (!contributors.empty())
+        return;
+      line(self) << "applied iteration " << i << " (stage " << stage << ", weights hash " << std::hex << hash
+                 << std::dec << ")" << std::endl;
+      if (i >= st.last_iteration && !st.finishing) {
+        // Training is over here. Linger so that peers still finishing the last iteration
+        // get what they need from us, then leave gracefully.
+        st.finishing = true;
+        self->delayed_send(self, std::chrono::milliseconds(st.linger_ms), stop_atom::value);
+      }
+    },
+    [up](compute_atom, const std::string& host, std::uint64_t i, double secs, double wasted) {
+      up(compute_atom::value, host, i, secs, wasted);
+    },
+    [self, up](joined_atom, const std::string& host, std::uint64_t steps) {
+      line(self) << "loaded the stage state (" << steps << " steps applied)" << std::endl;
+      up(joined_atom::value, host, steps);
+    },
+    [self, up](restart_atom, const std::string& host, const std::string& why) {
+      line(self) << "local actors restarted (" << why << ")" << std::endl;
+      up(restart_atom::value, host, why);
+    },
+    [self, up](left_atom, const std::string& host, const std::string& why) {
+      line(self) << "leaving: " << why << std::endl;
+      up(left_atom::value, host, why);
+    },
+    [self, up](failure_atom, const std::string& host, const std::string& what) {
+      line(self) << "handled: " << what << std::endl;
+      up(failure_atom::value, host, what);
+    },
+    [self](stop_atom) {
+      // SIGTERM / SIGINT, the end of training, or the launcher's loss: a graceful leave.
+      auto& st = self->state;
+      if (st.supervisor)
+        self->send(st.supervisor, stop_atom::value);
+      else
+        finish(self, exit_code::ok);
+    },
+  };
+}
+
+// Blocks the shutdown signals in this thread (and in every thread it starts later), so that
+// only the signal thread sees them.
+sigset_t shutdown_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGUSR2); // internal: stops the signal thread
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+std::optional<caf::actor> connect_upstream(caf::actor_system& sys, const std::string& address,
+                                           std::ostream& err) {
+  auto ep = parse_endpoint(address);
+  if (!ep || ep->port == 0) {
+    err << "caf-gwtf: --report needs HOST:PORT, got '" << address << "'\n";
+    return std::nullopt;
+  }
+  caf::scoped_actor self{sys};
+  std::optional<caf::actor> out;
+  self->request(sys.middleman().actor_handle(), std::chrono::seconds(10), caf::connect_atom::value, ep->host,
+                ep->port)
+    .receive(
+      [&](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
+        if (ptr)
+          out = caf::actor_cast<caf::actor>(ptr);
+        else
+          err << "caf-gwtf: nothing is published at " << address << "\n";
+      },
+      [&](caf::error& e) { err << "caf-gwtf: cannot reach the launcher at " << address << ": " << sys.render(e) << "\n"; });
+  return out;
+}
+
+} // namespace
+
+int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& out) {
+  const auto& host = cfg.hosts.front();
+  auto listen = parse_endpoint(cfg.node.listen);
+  if (!listen) {
+    std::cerr << "caf-gwtf: node.listen: not an address: " << cfg.node.listen << "\n";
+    return exit_code::failure;
+  }
+  bool wildcard = listen->host == "0.0.0.0" || listen->host == "::";
+  if (wildcard && cfg.node.advertise.empty()) {
+    std::cerr << "caf-gwtf: node.advertise: needed when node.listen binds every interface ("
+              << cfg.node.listen << "): peers must be told an address they can dial\n";
+    return exit_code::failure;
+  }
+  auto spec = make_spec(cfg);
+  auto signals = shutdown_signals();
+  actors::system_config sc{cfg.node, cfg.faults, true};
+  std::promise<int> exit_promise;
+  auto exit_future = exit_promise.get_future();
+  int code = exit_code::failure;
+  {
+    caf::actor_system sys{sc};
+    caf::actor upstream;
+    if (!opts.report.empty()) {
+      auto up = connect_upstream(sys, opts.report, std::cerr);
+      if (!up)
+        return exit_code::failure;
+      upstream = *up;
+    }
+    auto reporter = sys.spawn(node_reporter, &out, host.name,
+                              static_cast<std::uint64_t>(cfg.training.iterations - 1), upstream, &exit_promise,
+                              std::max(1000, 2 * cfg.faults.heartbeat_interval_ms));
+    net_link_options lo;
+    lo.self = spec->hosts.front();
+    lo.bootstrap = cfg.node.bootstrap;
+    lo.cluster = cluster_hash(cfg);
+    lo.incarnation = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count());
+    if (cfg.network) {
+      lo.network = cfg.network;
+      lo.time_scale = spec->time_scale;
+    }
+    lo.max_message_bytes = cfg.node.max_message_bytes;
+    lo.connect_timeout_ms = std::max(1000, cfg.faults.connection_timeout_ms);
+    lo.gossip_interval_ms = std::max(200, cfg.faults.heartbeat_interval_ms * 2);
+    lo.reporter = reporter;
+    auto link = spawn_net_link(sys, lo);
+    auto port = sys.middleman().publish(link, listen->port, listen->host.c_str(), true);
+    if (!port) {
+      std::cerr << "caf-gwtf: node.listen: cannot listen on " << cfg.node.listen << ": " << sys.render(port.error())
+                << "\n";
+      caf::anon_send_exit(link, caf::exit_reason::kill);
+      caf::anon_send_exit(reporter, caf::exit_reason::kill);
+      return exit_code::failure;
+    }
+    std::string advertise;
+    if (cfg.node.advertise.empty()) {
+      advertise = (listen->host.find(':') != std::string::npos ? "[" + listen->host + "]" : listen->host) + ":"
+                  + std::to_string(*port);
+    } else {
+      auto adv = *parse_endpoint(cfg.node.advertise);
+      advertise = cfg.node.advertise.substr(0, cfg.node.advertise.rfind(':') + 1)
+                  + std::to_string(adv.port == 0 ? *port : adv.port);
+    }
+    spec->advertise = advertise;
+    caf::anon_send(link, start_atom::value, advertise);
+    out << "caf-gwtf node " << host.name << " (" << (host.role == host_role::data_holder ? "data holder" : "relay")
+        << ", stage " << spec->hosts.front().stage << ") listening on " << listen->host << ":" << *port
+        << ", advertised as " << advertise << ", cluster " << std::hex << lo.cluster << std::dec << ", bootstrap "
+        << cfg.node.bootstrap.size() << " peer(s)" << (opts.join ? ", joining" : "") << std::endl;
+    auto supervisor = spawn_host(sys, spec, spec->hosts.front(), link, reporter, opts.join);
+    caf::anon_send(reporter, register_atom::value, supervisor, link);
+    // Shutdown signals become a graceful leave; SIGUSR2 only ends this thread.
+    std::thread signal_thread([&signals, reporter] {
+      for (;;) {
+        int sig = 0;
+        if (sigwait(&signals, &sig) != 0 || sig == SIGUSR2)
+          return;
+        caf::anon_send(reporter, stop_atom::value);
+      }
+    });
+    code = exit_future.get();
+    pthread_kill(signal_thread.native_handle(), SIGUSR2);
+    signal_thread.join();
+    caf::anon_send_exit(link, caf::exit_reason::kill);
+  }
+  return code;
+}
+
+} // namespace gwtf::deploy

@@ -1,0 +1,23 @@
+// Node mode: this process runs the one host of its cluster.yaml and trains with its peers
+// over TCP (CAF's middleman). `caf-gwtf --config cluster.yaml` on every host.
+#pragma once
+
+#include <ostream>
+#include <string>
+
+#include "deploy/cluster_config.hpp"
+
+namespace gwtf::deploy {
+
+/// Command-line choices of node mode.
+struct node_options {
+  bool join = false;  ///< --join: enter a running cluster (download the stage's state first)
+  std::string report; ///< --report HOST:PORT: also send every event to `caf-gwtf launch`
+};
+
+/// Runs the host until training ends (exit 0 after a graceful leave), SIGTERM / SIGINT
+/// (graceful leave, exit 0), or an injected crash (the process SIGKILLs itself). Logs one
+/// line per event to `out`. Returns the process exit code.
+int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& out);
+
+} // namespace gwtf::deploy
