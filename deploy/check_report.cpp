@@ -50,9 +50,13 @@ std::string derived_report(const cluster_config& cfg) {
   out << "# activation per microbatch: " << act << " bytes (fp32 " << cfg.training.microbatch_size
       << " x " << cfg.model.seq_len << " x " << cfg.model.hidden << ")\n";
 
-  if (!cfg.node.bootstrap.empty()) {
-    out << "# this process holds part of the pipeline: flows are negotiated with the peers "
-           "reached through node.bootstrap at run time\n";
+  if (cfg.hosts.size() == 1) {
+    char hash[17];
+    std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(cluster_hash(cfg)));
+    out << "# node mode: this process is one host; flows are negotiated with the peers reached "
+           "through node.bootstrap at run time\n"
+        << "# cluster hash " << hash << " (model, training, data format, routing, data holders): every "
+           "host of the cluster must print the same\n";
     return out.str();
   }
 

@@ -78,6 +78,10 @@ network_result load_network_matrix(const std::filesystem::path& file);
 /// The resolved config as YAML, every default written out (input to the loader again).
 std::string to_yaml(const cluster_config& cfg);
 
+/// Hash of what every host of one cluster must agree on (model, training, data format,
+/// routing, the data-holder roster). Hosts refuse peers with another (docs/runtime.md).
+std::uint64_t cluster_hash(const cluster_config& cfg);
+
 /// Every key path the config accepts, e.g. "training.lr", "hosts[].stage".
 std::vector<std::string> config_key_paths();
 

@@ -478,4 +478,27 @@ std::vector<std::string> config_key_paths() {
   return out;
 }
 
+std::uint64_t cluster_hash(const cluster_config& cfg) {
+  // What every host must share: model, training (but where it writes its loss), the data
+  // format and the roster. Not the data path (each holder's own file), not the per-process
+  // sections (node, hosts, faults, emulation).
+  cluster_config shared;
+  shared.model = cfg.model;
+  shared.training = cfg.training;
+  shared.training.loss_out.clear();
+  if (shared.training.data_holders.empty())
+    for (auto& h : cfg.hosts)
+      if (h.role == actors::host_role::data_holder)
+        shared.training.data_holders.push_back(h.name);
+  shared.data.format = cfg.data.format;
+  shared.routing = cfg.routing;
+  auto text = to_yaml(shared);
+  std::uint64_t h = 1469598103934665603ull; // FNV-1a
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h == 0 ? 1 : h;
+}
+
 } // namespace gwtf::deploy

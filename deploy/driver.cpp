@@ -387,26 +387,6 @@ std::shared_ptr<actors::cluster_spec> make_spec(const cluster_config& cfg) {
 }
 
 
-std::uint64_t cluster_hash(const cluster_config& cfg) {
-  // What every host must share: model, training (but where it writes its loss), the data
-  // format and the roster. Not the data path (each holder's own file), not the per-process
-  // sections (node, hosts, faults, emulation).
-  cluster_config shared;
-  shared.model = cfg.model;
-  shared.training = cfg.training;
-  shared.training.loss_out.clear();
-  shared.training.data_holders = make_spec(cfg)->holders;
-  shared.data.format = cfg.data.format;
-  shared.routing = cfg.routing;
-  auto text = to_yaml(shared);
-  std::uint64_t h = 1469598103934665603ull; // FNV-1a
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h == 0 ? 1 : h;
-}
-
 void print_summary(const cluster_config& cfg, const embedded_result& result, std::ostream& out) {
   out << "# summary: " << result.rows.size() << " iterations in " << std::fixed << std::setprecision(1)
       << result.wall_s << " s; crashes " << result.crashes << ", joins " << result.joins << ", departures "

@@ -52,10 +52,6 @@ public:
 /// Everything every host of the run shares, from the config: model, roster, timings.
 std::shared_ptr<actors::cluster_spec> make_spec(const cluster_config& cfg);
 
-/// Hash of what every host of one cluster must agree on (model, training, data format,
-/// routing, the data-holder roster). Hosts refuse peers with another (docs/runtime.md).
-std::uint64_t cluster_hash(const cluster_config& cfg);
-
 /// Runs the driver with `control` until training ends or `timeout_s` passes, then prints the
 /// summary (and writes training.loss_out).
 embedded_result run_driver(const cluster_config& cfg, std::shared_ptr<const actors::cluster_spec> spec,

@@ -60,9 +60,10 @@ int run_check(const cluster_config& cfg, const std::string& file) {
 
 // Trains the unpartitioned model on the global batch of the config's data holders.
 int run_reference_mode(const cluster_config& cfg) {
-  int holders = 0;
+  // A node's config names the cluster's data holders; an embedded one declares them.
+  int holders = static_cast<int>(cfg.training.data_holders.size());
   for (auto& h : cfg.hosts)
-    holders += h.role == gwtf::actors::host_role::data_holder ? 1 : 0;
+    holders += cfg.training.data_holders.empty() && h.role == gwtf::actors::host_role::data_holder ? 1 : 0;
   if (holders == 0) {
     std::cerr << "caf-gwtf: reference needs at least one data_holder in hosts (it samples "
                  "their microbatches)\n";

@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <cstdio>
 #include <filesystem>
 
 #include "deploy/check_report.hpp"
@@ -39,8 +40,24 @@ TEST_CASE("--check derivations for the embedded cluster: partition, bottleneck, 
 TEST_CASE("--check on one host of a real cluster does not pretend to know the flows") {
   auto cfg = load(src / "configs/cluster.yaml");
   auto text = derived_report(cfg);
-  CHECK(text.find("holds part of the pipeline") != std::string::npos);
+  CHECK(text.find("node mode: this process is one host") != std::string::npos);
   CHECK(text.find("microbatches in flight") == std::string::npos);
+  // The cluster hash printed is the one hosts compare: it changes with a shared section
+  // and not with a per-host one.
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(cluster_hash(cfg)));
+  CHECK(text.find(std::string{"cluster hash "} + hash) != std::string::npos);
+  auto other_host = cfg;
+  other_host.hosts[0].name = "relay-elsewhere";
+  other_host.node.listen = "0.0.0.0:5000";
+  other_host.training.loss_out = "/tmp/x.csv";
+  CHECK(cluster_hash(other_host) == cluster_hash(cfg));
+  auto other_model = cfg;
+  other_model.model.layers += 1;
+  CHECK(cluster_hash(other_model) != cluster_hash(cfg));
+  auto other_roster = cfg;
+  other_roster.training.data_holders.pop_back();
+  CHECK(cluster_hash(other_roster) != cluster_hash(cfg));
 }
 
 TEST_CASE("--check reports the network part of the optimal routing on the emulated network") {

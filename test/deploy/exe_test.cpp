@@ -97,7 +97,10 @@ TEST_CASE("caf-gwtf reference trains and reports every iteration") {
 }
 
 TEST_CASE("caf-gwtf reference without a data holder fails with the reason") {
-  auto r = run("reference --config '" + src + "/configs/cluster.yaml'");
+  auto file = std::filesystem::temp_directory_path() / ("gwtf-relays-only-" + std::to_string(::getpid()) + ".yaml");
+  std::ofstream{file} << "node: {bootstrap: [\"127.0.0.1:4000\"]}\nhosts:\n  - {name: a, role: relay, stage: 1}\n  - {name: b, role: relay, stage: 2}\n";
+  auto r = run("reference --config '" + file.string() + "'");
+  std::filesystem::remove(file);
   CHECK(r.code == 1);
   CHECK(r.out == "caf-gwtf: reference needs at least one data_holder in hosts (it samples their "
                  "microbatches)\n");
