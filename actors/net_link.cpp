@@ -108,8 +108,9 @@ void dial(self_ptr self, const std::string& address) {
                    static_cast<std::int32_t>(service::link), gossip_frame(st));
       },
       [self, address](caf::error& err) {
+        // Unreachable peers are normal under churn: retried with back-off.
         self->state.dir->dial_done(address, false, now_ms());
-        (void) err; // unreachable peers are normal under churn: retried with back-off
+        caf::aout(self) << "link: dial " << address << " failed: " << self->system().render(err) << std::endl;
       });
 }
 
@@ -134,10 +135,17 @@ void on_gossip(self_ptr self, const caf::strong_actor_ptr& src, wire_frame&& fra
     return;
   }
   place(self, out.peer);
+  if (out.newly_bound)
+    caf::aout(self) << "link: connected to " << out.peer << " (" << g->peers.front().peer.address << ")" << std::endl;
   if (out.newly_bound) // answer once per binding, so both ends are bound
     self->send(st.handle_of.at(conn), net_atom::value, st.opts.self.name, out.peer,
                static_cast<std::int32_t>(service::link), gossip_frame(st));
-  tell_subscriber(self, out.learned);
+  // Membership beats to every name it was told; a name learned by hearsay is told again
+  // once connected, in case membership subscribed in between.
+  auto tell = out.learned;
+  if (out.newly_bound)
+    tell.push_back(out.peer);
+  tell_subscriber(self, tell);
   for (auto& a : st.dir->due(now_ms()))
     dial(self, a);
 }
@@ -196,7 +204,9 @@ void start(self_ptr self) {
     auto it = st.conn_of.find(m.source);
     if (it == st.conn_of.end())
       return;
-    st.dir->connection_lost(it->second, now_ms());
+    if (auto name = st.dir->connection_lost(it->second, now_ms()))
+      caf::aout(self) << "link: lost the connection to " << *name << " (" << self->system().render(m.reason) << ")"
+                      << std::endl;
     st.handle_of.erase(it->second);
     st.conn_of.erase(it);
   });
@@ -214,7 +224,7 @@ caf::behavior running(self_ptr self) {
     },
     [self](subscribe_atom, caf::actor a) {
       self->state.subscriber = std::move(a);
-      tell_subscriber(self, self->state.dir->bound());
+      tell_subscriber(self, self->state.dir->known());
     },
     [self](send_atom, const std::string& from, const std::string& to, std::int32_t svc, wire_frame& frame) {
       if (from == self->state.opts.self.name)

@@ -104,10 +104,16 @@ std::vector<std::string> peer_directory::due(std::int64_t now_ms) {
   for (auto& [name, e] : peers_)
     if (!e.conn && dialable(e.hello.address, now_ms))
       out.insert(e.hello.address);
-  if (by_conn_.empty())
-    for (auto& b : bootstrap_)
-      if (dialable(b, now_ms))
-        out.insert(b);
+  // Bootstrap addresses are dialled until they belong to a connected peer: a host that
+  // started before the others would otherwise only know the part of the cluster it reached
+  // first, and two such parts would never find each other.
+  std::set<std::string> connected;
+  for (auto& [name, e] : peers_)
+    if (e.conn)
+      connected.insert(e.hello.address);
+  for (auto& b : bootstrap_)
+    if (connected.count(b) == 0 && dialable(b, now_ms))
+      out.insert(b);
   for (auto& a : out)
     dials_[a].in_flight = true;
   return {out.begin(), out.end()};
@@ -138,6 +144,13 @@ std::vector<std::string> peer_directory::bound() const {
   for (auto& [name, e] : peers_)
     if (e.conn)
       out.push_back(name);
+  return out;
+}
+
+std::vector<std::string> peer_directory::known() const {
+  std::vector<std::string> out;
+  for (auto& [name, e] : peers_)
+    out.push_back(name);
   return out;
 }
 

@@ -31,7 +31,7 @@ struct gossip_outcome {
 class peer_directory {
 public:
   /// `self`: this host's introduction (name, advertised address, region, cluster hash).
-  /// `bootstrap`: addresses dialled while no peer is bound. Dial back-off doubles from
+  /// `bootstrap`: addresses dialled until a connected peer has them. Dial back-off doubles from
   /// `backoff_min_ms` up to `backoff_max_ms` per address.
   peer_directory(wire::hello self, std::vector<std::string> bootstrap, std::int64_t backoff_min_ms,
                  std::int64_t backoff_max_ms);
@@ -45,7 +45,7 @@ public:
   /// The transport lost `conn`; returns the peer it was bound to, if any.
   std::optional<std::string> connection_lost(std::uint64_t conn, std::int64_t now_ms);
   /// Addresses to dial now: known peers without a connection whose back-off has passed, and
-  /// the bootstrap addresses while no peer is bound. Each returned address is marked as being
+  /// the bootstrap addresses that no connected peer has. Each returned address is marked as being
   /// dialled until `dial_done`.
   std::vector<std::string> due(std::int64_t now_ms);
   /// A dial of `address` ended (`ok`: connected); a failure doubles its back-off.
@@ -54,6 +54,8 @@ public:
   wire::gossip gossip() const;
   /// Names of bound peers, sorted.
   std::vector<std::string> bound() const;
+  /// Names of every peer heard of, bound or not, sorted.
+  std::vector<std::string> known() const;
   /// What `peer` said about itself last (region, address), if known.
   const wire::hello* record(const std::string& peer) const;
   const wire::hello& self() const { return self_; }

@@ -53,6 +53,7 @@ struct compute_state {
   std::unique_ptr<iteration_barrier> barrier;
   std::map<std::uint64_t, torch::Tensor> fwd_out, grad_out, head_grad;
   std::map<std::uint64_t, double> fwd_seconds;
+  std::set<std::uint64_t> stalled;           // forward outputs that found no next hop yet
   std::map<std::string, std::int32_t> peers; // live peers and their stage
   std::set<std::string> gone;                // peers reported down (late frames ignored)
   std::vector<flow_hop> flows;
@@ -240,13 +241,38 @@ void handle_forward(self_ptr self, const std::string& from, wire::activation a) 
   st.fwd_seconds[key] = secs;
   progress_upstream(self, *r);
   auto next = next_for(self, *r, a.continue_to);
+  st.fwd_out[key] = *y;
   if (next.empty()) {
-    report_failure(self, "no live next hop for a microbatch; waiting for a re-send");
+    // No next-stage host known yet (node mode: membership still growing) or all dead: the
+    // output waits for the next one to come up (peer_up), or for a re-send.
+    report_failure(self, "no live next hop for a microbatch; waiting for one");
+    st.stalled.insert(key);
     return;
   }
-  st.fwd_out[key] = *y;
   send_activation(self, next, *r, wire::direction::forward, *y);
   st.ledger->sent_forward(key, next);
+}
+
+// A next-stage host came up: the outputs that found no next hop go on.
+void resume_stalled(self_ptr self) {
+  auto& st = self->state;
+  for (auto it = st.stalled.begin(); it != st.stalled.end();) {
+    auto key = *it;
+    auto* r = st.ledger->find(key);
+    auto out = st.fwd_out.find(key);
+    if (!r || out == st.fwd_out.end() || r->mb.iteration != st.current) {
+      it = st.stalled.erase(it);
+      continue;
+    }
+    auto next = next_for(self, *r, {});
+    if (next.empty()) {
+      ++it;
+      continue;
+    }
+    send_activation(self, next, *r, wire::direction::forward, out->second);
+    st.ledger->sent_forward(key, next);
+    it = st.stalled.erase(it);
+  }
 }
 
 void finish_origin(self_ptr self, std::uint64_t key);
@@ -745,7 +771,8 @@ void start_iteration(self_ptr self) {
       mine.push_back(f);
   if (!mine.empty())
     st.waited_ms = 0;
-  else if (st.waited_ms >= 4 * st.ctx->spec->routing.gwtf.tick_ms) {
+  else if (st.waited_ms >= (st.current == 0 ? 20 : 4) * st.ctx->spec->routing.gwtf.tick_ms) {
+    // (At the start, longer: in node mode the hosts are still finding each other.)
     // No ring for this holder after several balancer ticks (its relays died and the
     // survivors are full): degrade to any live first-stage host rather than stall.
     for (auto& id : live_at(st, first_stage))
@@ -910,6 +937,8 @@ caf::behavior compute(self_ptr self, ctx_ptr ctx, caf::actor supervisor) {
         request_state(self);
       if (is_new)
         catch_up(self, id, stage);
+      if (!st.stalled.empty() && stage == (st.ctx->stage + 1) % stages(st))
+        resume_stalled(self);
     },
     [self](peer_down_atom, const std::string& id) { on_peer_down(self, id); },
     [self](flows_atom, const std::vector<std::string>& t, const std::vector<std::string>& p,

@@ -6,6 +6,7 @@
 #include <future>
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -41,6 +42,8 @@ struct driver_state {
   std::map<std::string, std::map<std::uint64_t, double>> compute_by_host;
   std::map<std::pair<std::uint32_t, std::uint64_t>, std::map<std::string, std::vector<std::uint64_t>>> share_keys;
   std::map<std::pair<std::uint32_t, std::uint64_t>, std::vector<std::string>> contributors;
+  std::set<std::pair<std::uint32_t, std::uint64_t>> checked;
+  std::map<std::pair<std::uint32_t, std::uint64_t>, std::map<std::string, std::uint64_t>> hashes;
   std::set<std::uint64_t> injected;
   std::set<std::string> doomed; // armed with a random crash
   std::uint64_t printed = 0;
@@ -144,7 +147,7 @@ void inject(driver_ptr self, std::uint64_t i) {
 void check_exactly_once(driver_ptr self, std::uint32_t stage, std::uint64_t i) {
   auto& st = self->state;
   auto c = st.contributors.find({stage, i});
-  if (c == st.contributors.end())
+  if (c == st.contributors.end() || !st.checked.insert({stage, i}).second)
     return;
   std::map<std::uint64_t, int> seen;
   for (auto& who : c->second) {
@@ -171,6 +174,19 @@ void check_exactly_once(driver_ptr self, std::uint32_t stage, std::uint64_t i) {
     st.result.exactly_once_violations.push_back(
       "stage " + std::to_string(stage) + " iteration " + std::to_string(i) + ": "
       + std::to_string(missing) + " missing, " + std::to_string(twice) + " counted twice");
+}
+
+// Exactly-once checks of every stage's iterations up to `last` (inclusive). A data holder
+// reports iteration i+1 only after every stage applied i, an iteration after the replicas
+// reported their shares of i: by then those reports have arrived, from any process.
+void check_up_to(driver_ptr self, std::uint64_t last) {
+  auto& st = self->state;
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> due;
+  for (auto& [key, who] : st.contributors)
+    if (key.second <= last && st.checked.count(key) == 0)
+      due.push_back(key);
+  for (auto& [stage, i] : due)
+    check_exactly_once(self, stage, i);
 }
 
 void maybe_print(driver_ptr self) {
@@ -210,6 +226,8 @@ void maybe_print(driver_ptr self) {
             << " | wasted " << std::setprecision(2) << 100 * row.wasted_fraction << "%" << std::endl;
     st.printed = i;
     st.any_printed = true;
+    if (i > 0)
+      check_up_to(self, i - 1);
     inject(self, i + 1);
   }
 }
@@ -219,6 +237,7 @@ void finish(driver_ptr self) {
   if (st.done)
     return;
   st.done = true;
+  check_up_to(self, std::numeric_limits<std::uint64_t>::max());
   st.result.wall_s = std::chrono::duration<double>(clock::now() - st.start).count();
   st.control->stop_all(self);
   *st.result_out = st.result;
@@ -284,12 +303,20 @@ caf::behavior driver(driver_ptr self, const cluster_config* cfg, std::shared_ptr
            const std::vector<std::string>& contributors) {
       auto& st = self->state;
       if (!contributors.empty()) {
-        if (st.contributors.emplace(std::make_pair(stage, i), contributors).second)
-          check_exactly_once(self, stage, i);
+        // Checked once the reports of every replica are surely in (check_up_to): the
+        // shares of other processes may still be on their way.
+        st.contributors.emplace(std::make_pair(stage, i), contributors);
         return;
       }
       st.result.last_applied[host] = i;
       st.result.final_hashes[static_cast<int>(stage)][host] = hash;
+      // Every replica that applied an iteration must hold the same weights after it.
+      auto& seen = st.hashes[{stage, i}];
+      if (!seen.empty() && seen.begin()->second != hash)
+        st.result.replica_disagreements.push_back("stage " + std::to_string(stage) + " iteration "
+                                                  + std::to_string(i) + ": " + host + " differs from "
+                                                  + seen.begin()->first);
+      seen[host] = hash;
       auto last = static_cast<std::uint64_t>(st.cfg->training.iterations - 1);
       if (i == last) {
         bool all = true;
@@ -393,7 +420,12 @@ void print_summary(const cluster_config& cfg, const embedded_result& result, std
       << result.departures << ", restarts " << result.restarts << "; wasted compute " << std::setprecision(2)
       << (result.compute_s > 0 ? 100 * result.wasted_s / result.compute_s : 0) << "% of "
       << std::setprecision(1) << result.compute_s << " s; exactly-once violations "
-      << result.exactly_once_violations.size() << "; handled peer errors " << result.failures.size() << "\n";
+      << result.exactly_once_violations.size() << "; replica disagreements " << result.replica_disagreements.size()
+      << "; handled peer errors " << result.failures.size() << "\n";
+  for (auto& v : result.exactly_once_violations)
+    out << "# exactly-once violation: " << v << "\n";
+  for (auto& v : result.replica_disagreements)
+    out << "# replica disagreement: " << v << "\n";
   if (!result.rows.empty())
     out << "# loss " << std::setprecision(4) << result.rows.front().loss << " -> " << result.rows.back().loss << "\n";
   if (!result.carried.empty()) {

@@ -37,6 +37,9 @@ struct embedded_result {
   /// Replica agreement: per stage, the weights hash of every live replica after the last
   /// iteration it applied.
   std::map<int, std::map<std::string, std::uint64_t>> final_hashes;
+  /// Replica agreement on every iteration: a replica whose weights hash after applying an
+  /// iteration differs from the first one reported for that stage and iteration.
+  std::vector<std::string> replica_disagreements;
   std::map<std::string, std::uint64_t> last_applied; ///< host -> last iteration applied
   std::vector<std::string> joined;                   ///< hosts that loaded a state
   /// host -> microbatches in the gradient averages its stage applied (one count per stage,

@@ -1,0 +1,138 @@
+// The discovery core of node mode (actors/peer_directory): binding connections to names,
+// refusing other clusters and spoofed names, gossip spreading, dial back-off.
+#include <doctest/doctest.h>
+
+#include "actors/peer_directory.hpp"
+
+using namespace gwtf;
+using namespace gwtf::actors;
+
+namespace {
+
+wire::hello host(const std::string& name, const std::string& address, std::uint64_t incarnation = 1,
+                 std::uint64_t cluster = 77) {
+  wire::hello h;
+  h.peer_id = name;
+  h.address = address;
+  h.capacity = 4;
+  h.stage = 1;
+  h.incarnation = incarnation;
+  h.cluster = cluster;
+  return h;
+}
+
+wire::gossip from(const wire::hello& sender, std::vector<wire::hello> others = {}) {
+  wire::gossip g;
+  g.peers.push_back({sender, 0, false});
+  for (auto& o : others)
+    g.peers.push_back({o, 0, false});
+  return g;
+}
+
+peer_directory make(std::vector<std::string> bootstrap = {"10.0.0.1:4242"}) {
+  return peer_directory{host("me", "10.0.0.9:4242"), std::move(bootstrap), 100, 800};
+}
+
+} // namespace
+
+TEST_CASE("peer directory: a gossip binds its connection to the sender and spreads the peers it names") {
+  auto d = make();
+  auto out = d.on_gossip(1, from(host("a", "10.0.0.1:4242"), {host("b", "10.0.0.2:4242"), host("me", "x:1")}), 0);
+  CHECK(out.error.empty());
+  CHECK(out.peer == "a");
+  CHECK(out.newly_bound);
+  CHECK(out.learned == std::vector<std::string>{"a", "b"}); // never itself
+  CHECK(d.bound_name(1) == std::optional<std::string>{"a"});
+  CHECK(d.connection("a") == std::optional<std::uint64_t>{1});
+  CHECK_FALSE(d.connection("b").has_value());
+  CHECK(d.bound() == std::vector<std::string>{"a"});
+  CHECK(d.known() == std::vector<std::string>{"a", "b"});
+  // b is known but not connected: it is due for a dial; the bootstrap address is not (a,
+  // connected, has it).
+  CHECK(d.due(0) == std::vector<std::string>{"10.0.0.2:4242"});
+  CHECK(d.due(0).empty()); // in flight
+  auto g = d.gossip();
+  REQUIRE(g.peers.size() == 3);
+  CHECK(g.peers[0].peer.peer_id == "me");
+  CHECK_FALSE(g.peers[1].suspected); // a: connected
+  CHECK(g.peers[2].suspected);       // b: not (yet)
+  // The same connection gossiping again binds nothing new.
+  CHECK_FALSE(d.on_gossip(1, from(host("a", "10.0.0.1:4242")), 5).newly_bound);
+}
+
+TEST_CASE("peer directory: another cluster, a spoofed name, a stolen name and this host's own name are refused") {
+  auto d = make();
+  auto other = d.on_gossip(1, from(host("x", "10.0.0.5:1", 1, 78)), 0);
+  CHECK(other.error.find("belongs to another cluster") != std::string::npos);
+  CHECK_FALSE(d.bound_name(1).has_value());
+  // Peers of another cluster named in a valid gossip are not learned either.
+  auto a = d.on_gossip(2, from(host("a", "10.0.0.1:4242"), {host("y", "10.0.0.6:1", 1, 78)}), 0);
+  CHECK(a.learned == std::vector<std::string>{"a"});
+  // The connection of a cannot turn into b.
+  auto spoof = d.on_gossip(2, from(host("b", "10.0.0.2:4242")), 0);
+  CHECK(spoof.error.find("now claims to be 'b'") != std::string::npos);
+  CHECK(d.bound_name(2) == std::optional<std::string>{"a"});
+  // Another connection cannot take a's name with the same incarnation...
+  auto steal = d.on_gossip(3, from(host("a", "10.6.6.6:1")), 0);
+  CHECK(steal.error.find("already connected elsewhere") != std::string::npos);
+  CHECK(d.connection("a") == std::optional<std::uint64_t>{2});
+  // ...but a restarted a (newer incarnation) does, and the old connection is unbound.
+  auto restarted = d.on_gossip(4, from(host("a", "10.0.0.1:4242", 2)), 0);
+  CHECK(restarted.error.empty());
+  CHECK(restarted.newly_bound);
+  CHECK(d.connection("a") == std::optional<std::uint64_t>{4});
+  CHECK_FALSE(d.bound_name(2).has_value());
+  auto self = d.on_gossip(5, from(host("me", "10.0.0.7:1")), 0);
+  CHECK(self.error.find("claims this host's name") != std::string::npos);
+  CHECK(d.on_gossip(6, wire::gossip{}, 0).error == "gossip without a sender record");
+}
+
+TEST_CASE("peer directory: a bootstrap address is dialled until a connected peer has it") {
+  auto d = make({"10.0.0.1:4242", "10.0.0.2:4242"});
+  CHECK(d.due(0).size() == 2);
+  d.dial_done("10.0.0.1:4242", false, 0); // not up yet
+  d.dial_done("10.0.0.2:4242", true, 0);
+  d.on_gossip(1, from(host("b", "10.0.0.2:4242")), 0);
+  // b is connected, but the first bootstrap host may be in a part of the cluster b does not
+  // know: it is still dialled (after its back-off), b's address is not.
+  CHECK(d.due(100) == std::vector<std::string>{"10.0.0.1:4242"});
+  d.dial_done("10.0.0.1:4242", true, 100);
+  d.on_gossip(2, from(host("a", "10.0.0.1:4242")), 100);
+  CHECK(d.due(10000).empty());
+}
+
+TEST_CASE("peer directory: unreachable bootstrap addresses are retried with doubling back-off") {
+  auto d = make({"10.0.0.1:4242", "10.0.0.2:4242"});
+  CHECK(d.due(0) == std::vector<std::string>{"10.0.0.1:4242", "10.0.0.2:4242"});
+  d.dial_done("10.0.0.1:4242", false, 0);
+  d.dial_done("10.0.0.2:4242", false, 0);
+  CHECK(d.due(99).empty());
+  CHECK(d.due(100).size() == 2); // first back-off: 100 ms
+  d.dial_done("10.0.0.1:4242", false, 100);
+  d.dial_done("10.0.0.2:4242", false, 100);
+  CHECK(d.due(299).empty());
+  CHECK(d.due(300).size() == 2); // doubled: 200 ms
+  // 400, 800, then capped at 800 (backoff_max).
+  std::int64_t t = 300;
+  for (std::int64_t expect : {400, 800, 800}) {
+    d.dial_done("10.0.0.1:4242", false, t);
+    d.dial_done("10.0.0.2:4242", false, t);
+    CHECK(d.due(t + expect - 1).empty());
+    CHECK(d.due(t + expect).size() == 2);
+    t += expect;
+  }
+  // A successful dial resets the back-off of that address.
+  d.dial_done("10.0.0.1:4242", true, t);
+  d.dial_done("10.0.0.2:4242", false, t);
+  CHECK(d.due(t + 100) == std::vector<std::string>{"10.0.0.1:4242"});
+}
+
+TEST_CASE("peer directory: a lost connection is redialled at the peer's address after the shortest back-off") {
+  auto d = make();
+  d.on_gossip(1, from(host("a", "10.0.0.1:4242")), 0);
+  CHECK(d.connection_lost(1, 1000) == std::optional<std::string>{"a"});
+  CHECK_FALSE(d.connection_lost(1, 1000).has_value());
+  CHECK(d.bound().empty());
+  CHECK(d.due(1099).empty());
+  CHECK(d.due(1100) == std::vector<std::string>{"10.0.0.1:4242"}); // also the bootstrap address
+}

@@ -1,0 +1,209 @@
+// Node mode end to end: `caf-gwtf launch` runs every host as its own process on 127.0.0.1
+// over TCP, delivers the faults as real signals, and its driver checks exactly-once and
+// replica agreement from outside the hosts. Each case is bounded by `timeout -s INT`, which
+// makes the launcher stop its hosts; a hung run fails with the hosts' logs.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+const std::string src = GWTF_SOURCE_DIR;
+
+struct run_result {
+  int code = -1;
+  std::string out;
+};
+
+run_result run(const std::string& cmd) {
+  run_result r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::array<char, 4096> buf{};
+  size_t n = 0;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
+    r.out.append(buf.data(), n);
+  int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+// A fresh directory per case.
+fs::path workdir(const std::string& name) {
+  auto d = fs::temp_directory_path() / ("gwtf-launch-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+// The demo model on a small cluster; `hosts` and `script` are YAML list items.
+std::string config(const fs::path& dir, const std::string& hosts, int iterations, const std::string& script,
+                   const std::string& loss_file) {
+  std::ostringstream y;
+  y << "hosts:\n" << hosts
+    << "model: {arch: gpt, layers: 6, hidden: 128, heads: 4, seq_len: 64, vocab: 256, stages: 4}\n"
+    << "data: {format: text, path: " << src << "/test/deploy/good_configs/corpus.txt}\n"
+    << "training: {seed: 42, iterations: " << iterations
+    << ", microbatch_size: 4, microbatches_per_holder: 4, lr: 3.0e-3, min_lr: 3.0e-4, warmup_iterations: 5,"
+    << " loss_out: " << (dir / loss_file).string() << "}\n"
+    << "routing: {gwtf: {tick_ms: 200}}\n"
+    << "faults: {heartbeat_interval_ms: 250, connection_timeout_ms: 2000, hop_timeout_ms: 5000"
+    << (script.empty() ? "" : ", script: [" + script + "]") << "}\n"
+    << "emulation: {network: " << src << "/configs/networks/aws-8.yaml, time_scale: 0}\n";
+  return y.str();
+}
+
+std::vector<double> losses(const fs::path& csv) {
+  std::ifstream f{csv};
+  std::string line;
+  std::getline(f, line); // header
+  std::vector<double> out;
+  while (std::getline(f, line))
+    out.push_back(std::stod(line.substr(line.find(',') + 1)));
+  return out;
+}
+
+std::string logs_of(const fs::path& dir) {
+  std::string all;
+  for (auto& e : fs::directory_iterator(dir / "logs"))
+    if (e.path().extension() == ".log") {
+      std::ifstream f{e.path()};
+      std::stringstream s;
+      s << f.rdbuf();
+      auto text = s.str();
+      all += "== " + e.path().filename().string() + " (last 3000 bytes)\n"
+             + text.substr(text.size() > 3000 ? text.size() - 3000 : 0);
+    }
+  return all;
+}
+
+struct launched {
+  run_result r;
+  std::vector<double> loss, reference;
+  std::string logs;
+};
+
+// Runs the config with launch and with the reference trainer.
+launched launch_and_reference(const fs::path& dir, const std::string& hosts, int iterations,
+                              const std::string& script) {
+  launched out;
+  std::ofstream{dir / "cluster.yaml"} << config(dir, hosts, iterations, script, "launch-loss.csv");
+  std::ofstream{dir / "reference.yaml"} << config(dir, hosts, iterations, "", "reference-loss.csv");
+  out.r = run("timeout -s INT 150 '" + std::string{GWTF_EXE} + "' launch --config '" + (dir / "cluster.yaml").string()
+              + "' --logs '" + (dir / "logs").string() + "'");
+  out.logs = logs_of(dir);
+  auto ref = run("'" + std::string{GWTF_EXE} + "' reference --config '" + (dir / "reference.yaml").string() + "'");
+  REQUIRE(ref.code == 0);
+  out.loss = losses(dir / "launch-loss.csv");
+  out.reference = losses(dir / "reference-loss.csv");
+  return out;
+}
+
+bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+const std::string five_hosts = "  - {name: dh-a, region: virginia, role: data_holder, capacity: 6}\n"
+                               "  - {name: dh-b, region: frankfurt, role: data_holder, capacity: 6}\n"
+                               "  - {name: r1, region: ohio, role: relay, stage: 1, capacity: 4}\n"
+                               "  - {name: r2, region: oregon, role: relay, stage: 2, capacity: 4}\n"
+                               "  - {name: r3, region: virginia, role: relay, stage: 3, capacity: 4}\n";
+
+const std::string replicated = five_hosts + "  - {name: r1b, region: london, role: relay, stage: 1, capacity: 4}\n"
+                                            "  - {name: r2b, region: ireland, role: relay, stage: 2, capacity: 4}\n";
+
+} // namespace
+
+TEST_CASE("launch: 5 processes without churn train exactly like the reference trainer") {
+  auto dir = workdir("parity");
+  auto l = launch_and_reference(dir, five_hosts, 20, "");
+  INFO(l.r.out << l.logs);
+  REQUIRE(l.r.code == 0);
+  CHECK(has(l.r.out, "launch: 5 hosts as processes on 127.0.0.1"));
+  CHECK(has(l.r.out, "crashes 0, joins 0, departures 0"));
+  CHECK(has(l.r.out, "exactly-once violations 0; replica disagreements 0; handled peer errors 0"));
+  REQUIRE(l.loss.size() == 20);
+  REQUIRE(l.reference.size() == 20);
+  for (std::size_t i = 0; i < l.loss.size(); ++i) {
+    INFO("iteration " << i << ": launch " << l.loss[i] << ", reference " << l.reference[i]);
+    CHECK(std::abs(l.loss[i] - l.reference[i]) <= 1e-4 * std::abs(l.reference[i]));
+  }
+  for (auto host : {"dh-a", "dh-b", "r1", "r2", "r3"})
+    CHECK_MESSAGE(has(l.r.out, std::string{"# exited: "} + host + ": exit code 0"), host);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("launch: SIGKILL in a forward and in a backward pass loses no microbatch") {
+  auto dir = workdir("kill");
+  auto l = launch_and_reference(dir, replicated, 12,
+                                "{at_iteration: 3, action: crash, host: r1b, phase: forward},"
+                                "{at_iteration: 6, action: crash, host: r2, phase: backward}");
+  INFO(l.r.out << l.logs);
+  REQUIRE(l.r.code == 0);
+  CHECK(has(l.r.out, "crashes 2"));
+  CHECK(has(l.r.out, "# exited: r1b: signal 9"));
+  CHECK(has(l.r.out, "# exited: r2: signal 9"));
+  CHECK(has(l.r.out, "exactly-once violations 0; replica disagreements 0"));
+  // Recovery re-sends the same microbatches: the curve stays on the reference's (only the
+  // summation order of the gradient average differs).
+  REQUIRE(l.loss.size() == 12);
+  for (std::size_t i = 0; i < l.loss.size(); ++i) {
+    INFO("iteration " << i << ": launch " << l.loss[i] << ", reference " << l.reference[i]);
+    CHECK(std::abs(l.loss[i] - l.reference[i]) <= 1e-3 * std::abs(l.reference[i]));
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("launch: a joiner found through one bootstrap address downloads its state, and SIGTERM is a clean leave") {
+  auto dir = workdir("join");
+  auto hosts = replicated + "  - {name: r3b, region: tokyo, role: relay, stage: 3, capacity: 4}\n";
+  auto l = launch_and_reference(dir, hosts, 14,
+                                "{at_iteration: 4, action: join, host: r3b},"
+                                "{at_iteration: 9, action: leave, host: r1b}");
+  INFO(l.r.out << l.logs);
+  REQUIRE(l.r.code == 0);
+  CHECK(has(l.r.out, "joins 1, departures 1"));
+  CHECK(has(l.r.out, "# exited: r1b: exit code 0"));
+  CHECK(has(l.r.out, "# exited: r3b: exit code 0"));
+  CHECK(has(l.r.out, "# r3b loaded its stage state"));
+  // The joiner's weights agree with the other replica's after every iteration it applied.
+  CHECK(has(l.r.out, "exactly-once violations 0; replica disagreements 0"));
+  std::ifstream joiner_cfg{dir / "logs" / "r3b.yaml"};
+  std::stringstream text;
+  text << joiner_cfg.rdbuf();
+  // One bootstrap address: every other peer it used, it learned by gossip.
+  auto line = text.str().substr(text.str().find("bootstrap: ["));
+  line = line.substr(0, line.find('\n'));
+  CHECK(std::count(line.begin(), line.end(), ',') == 0);
+  CHECK(has(line, "127.0.0.1:"));
+  REQUIRE(l.loss.size() == 14);
+  for (std::size_t i = 0; i < l.loss.size(); ++i) {
+    INFO("iteration " << i << ": launch " << l.loss[i] << ", reference " << l.reference[i]);
+    CHECK(std::abs(l.loss[i] - l.reference[i]) <= 1e-3 * std::abs(l.reference[i]));
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("launch: when a data holder is killed the others train on") {
+  auto dir = workdir("holder");
+  auto l = launch_and_reference(dir, five_hosts, 10, "{at_iteration: 4, action: crash, host: dh-b}");
+  INFO(l.r.out << l.logs);
+  REQUIRE(l.r.code == 0);
+  CHECK(has(l.r.out, "crashes 1"));
+  CHECK(has(l.r.out, "# exited: dh-b: signal 9"));
+  CHECK(has(l.r.out, "# exited: dh-a: exit code 0"));
+  CHECK(l.loss.size() == 10);
+  // Before the crash, both holders' data: the reference's loss.
+  for (std::size_t i = 0; i < 4 && i < l.loss.size(); ++i)
+    CHECK(std::abs(l.loss[i] - l.reference[i]) <= 1e-4 * std::abs(l.reference[i]));
+  fs::remove_all(dir);
+}
