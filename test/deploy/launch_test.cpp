@@ -192,18 +192,3 @@ TEST_CASE("launch: a joiner found through one bootstrap address downloads its st
   }
   fs::remove_all(dir);
 }
-
-TEST_CASE("launch: when a data holder is killed the others train on") {
-  auto dir = workdir("holder");
-  auto l = launch_and_reference(dir, five_hosts, 10, "{at_iteration: 4, action: crash, host: dh-b}");
-  INFO(l.r.out << l.logs);
-  REQUIRE(l.r.code == 0);
-  CHECK(has(l.r.out, "crashes 1"));
-  CHECK(has(l.r.out, "# exited: dh-b: signal 9"));
-  CHECK(has(l.r.out, "# exited: dh-a: exit code 0"));
-  CHECK(l.loss.size() == 10);
-  // Before the crash, both holders' data: the reference's loss.
-  for (std::size_t i = 0; i < 4 && i < l.loss.size(); ++i)
-    CHECK(std::abs(l.loss[i] - l.reference[i]) <= 1e-4 * std::abs(l.reference[i]));
-  fs::remove_all(dir);
-}
