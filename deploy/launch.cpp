@@ -105,6 +105,9 @@ public:
       c.training.loss_out.clear();
       c.faults.script.clear();
       c.faults.crash_rate = 0; // the launcher injects every fault
+      // Many processes share this machine's cores: one worker thread each (more only
+      // contend; docs/benchmarks.md).
+      c.node.scheduler_threads = 1;
       auto file = fs::path(opts_.logs) / (h.name + ".yaml");
       std::ofstream f{file};
       f << "# written by caf-gwtf launch for host " << h.name << "\n" << to_yaml(c);
