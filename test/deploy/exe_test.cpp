@@ -10,26 +10,14 @@
 #include <unistd.h>
 
 #include "deploy/cluster_config.hpp"
+#include "deploy/run_command.hpp"
 
 namespace {
 
-struct run_result {
-  int code = -1;
-  std::string out; // stdout and stderr, in order
-};
+using gwtf::test::run_result;
 
 run_result run(const std::string& args) {
-  std::string cmd = std::string{"'"} + GWTF_EXE + "' " + args + " 2>&1";
-  run_result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
-    r.out.append(buf.data(), n);
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return gwtf::test::run_command(std::string{"'"} + GWTF_EXE + "' " + args);
 }
 
 const std::string src = GWTF_SOURCE_DIR;

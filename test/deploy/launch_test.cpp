@@ -16,28 +16,14 @@
 #include <unistd.h>
 #include <vector>
 
+#include "deploy/run_command.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
 const std::string src = GWTF_SOURCE_DIR;
 
-struct run_result {
-  int code = -1;
-  std::string out;
-};
-
-run_result run(const std::string& cmd) {
-  run_result r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
-    r.out.append(buf.data(), n);
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using gwtf::test::run_result;
 
 // A fresh directory per case.
 fs::path workdir(const std::string& name) {
@@ -100,14 +86,23 @@ launched launch_and_reference(const fs::path& dir, const std::string& hosts, int
   launched out;
   std::ofstream{dir / "cluster.yaml"} << config(dir, hosts, iterations, script, "launch-loss.csv");
   std::ofstream{dir / "reference.yaml"} << config(dir, hosts, iterations, "", "reference-loss.csv");
-  out.r = run("timeout -s INT 150 '" + std::string{GWTF_EXE} + "' launch --config '" + (dir / "cluster.yaml").string()
+  out.r = gwtf::test::run_command("timeout -s INT 150 '" + std::string{GWTF_EXE} + "' launch --config '" + (dir / "cluster.yaml").string()
               + "' --logs '" + (dir / "logs").string() + "'");
   out.logs = logs_of(dir);
-  auto ref = run("'" + std::string{GWTF_EXE} + "' reference --config '" + (dir / "reference.yaml").string() + "'");
+  auto ref = gwtf::test::run_command("'" + std::string{GWTF_EXE} + "' reference --config '" + (dir / "reference.yaml").string() + "'");
   REQUIRE(ref.code == 0);
   out.loss = losses(dir / "launch-loss.csv");
   out.reference = losses(dir / "reference-loss.csv");
   return out;
+}
+
+// Per iteration, the launched run's loss within `relative` of the reference's.
+void check_band(const launched& l, double relative) {
+  REQUIRE(l.loss.size() == l.reference.size());
+  for (std::size_t i = 0; i < l.loss.size(); ++i) {
+    INFO("iteration " << i << ": launch " << l.loss[i] << ", reference " << l.reference[i]);
+    CHECK(std::abs(l.loss[i] - l.reference[i]) <= relative * std::abs(l.reference[i]));
+  }
 }
 
 bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
@@ -133,10 +128,7 @@ TEST_CASE("launch: 5 processes without churn train exactly like the reference tr
   CHECK(has(l.r.out, "exactly-once violations 0; replica disagreements 0; handled peer errors 0"));
   REQUIRE(l.loss.size() == 20);
   REQUIRE(l.reference.size() == 20);
-  for (std::size_t i = 0; i < l.loss.size(); ++i) {
-    INFO("iteration " << i << ": launch " << l.loss[i] << ", reference " << l.reference[i]);
-    CHECK(std::abs(l.loss[i] - l.reference[i]) <= 1e-4 * std::abs(l.reference[i]));
-  }
+  check_band(l, 1e-4);
   for (auto host : {"dh-a", "dh-b", "r1", "r2", "r3"})
     CHECK_MESSAGE(has(l.r.out, std::string{"# exited: "} + host + ": exit code 0"), host);
   fs::remove_all(dir);
@@ -156,10 +148,7 @@ TEST_CASE("launch: SIGKILL in a forward and in a backward pass loses no microbat
   // Recovery re-sends the same microbatches: the curve stays on the reference's (only the
   // summation order of the gradient average differs).
   REQUIRE(l.loss.size() == 12);
-  for (std::size_t i = 0; i < l.loss.size(); ++i) {
-    INFO("iteration " << i << ": launch " << l.loss[i] << ", reference " << l.reference[i]);
-    CHECK(std::abs(l.loss[i] - l.reference[i]) <= 1e-3 * std::abs(l.reference[i]));
-  }
+  check_band(l, 1e-3);
   fs::remove_all(dir);
 }
 
@@ -183,9 +172,6 @@ TEST_CASE("launch: a joiner found through one bootstrap address downloads its st
   CHECK(std::count(line.begin(), line.end(), ',') == 0);
   CHECK(has(line, "127.0.0.1:"));
   REQUIRE(l.loss.size() == 12);
-  for (std::size_t i = 0; i < l.loss.size(); ++i) {
-    INFO("iteration " << i << ": launch " << l.loss[i] << ", reference " << l.reference[i]);
-    CHECK(std::abs(l.loss[i] - l.reference[i]) <= 1e-3 * std::abs(l.reference[i]));
-  }
+  check_band(l, 1e-3);
   fs::remove_all(dir);
 }
