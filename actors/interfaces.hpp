@@ -108,6 +108,20 @@ struct net_link_options {
 };
 caf::actor spawn_net_link(caf::actor_system& sys, net_link_options opts);
 
+// --- TCP guard (node mode) -------------------------------------------------------------
+// Listens on node.listen and relays every connection to the middleman's private loopback
+// port, closing one whose BASP frame header announces more than `max_payload` bytes
+// (actors/frame_guard.hpp). (caf::get_atom) -> uint16 port it listens on, or the error.
+struct net_guard_options {
+  std::string host;               ///< address to bind
+  std::uint16_t port = 0;         ///< 0 = any
+  std::uint16_t inner_port = 0;   ///< the middleman's port on 127.0.0.1
+  std::uint64_t max_payload = 0;  ///< largest frame payload accepted
+  std::string host_name;          ///< this host, for reports
+  caf::actor reporter;            ///< (failure_atom, host, what) per closed connection
+};
+caf::actor spawn_net_guard(caf::actor_system& sys, net_guard_options opts);
+
 // --- reporter (deploy/: the embedded cluster's driver) -----------------------------------
 // receives, never answers:
 // (iteration_atom, holder, u64 iteration, u32 microbatches, double loss_sum, u32 flows)

@@ -238,12 +238,31 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
     lo.gossip_interval_ms = std::max(200, cfg.faults.heartbeat_interval_ms * 2);
     lo.reporter = reporter;
     auto link = spawn_net_link(sys, lo);
-    auto port = sys.middleman().publish(link, listen->port, listen->host.c_str(), true);
+    // The middleman listens on loopback only; peers reach it through the guard, which
+    // checks every frame header before CAF allocates for it (actors/frame_guard.hpp).
+    auto inner = sys.middleman().publish(link, 0, "127.0.0.1", true);
+    net_guard_options go;
+    go.host = listen->host;
+    go.port = listen->port;
+    go.inner_port = inner ? *inner : 0;
+    // A wire frame plus CAF's message framing (type names, actor ids, stages): 1 MiB slack.
+    go.max_payload = static_cast<std::uint64_t>(cfg.node.max_message_bytes) + (1u << 20);
+    go.host_name = host.name;
+    go.reporter = reporter;
+    auto guard = spawn_net_guard(sys, go);
+    caf::expected<std::uint16_t> port = caf::sec::request_timeout;
+    if (inner) {
+      caf::scoped_actor asker{sys};
+      asker->request(guard, std::chrono::seconds(10), caf::get_atom::value)
+        .receive([&](std::uint16_t p) { port = p; }, [&](caf::error& e) { port = std::move(e); });
+    } else {
+      port = inner.error();
+    }
     if (!port) {
       std::cerr << "caf-gwtf: node.listen: cannot listen on " << cfg.node.listen << ": " << sys.render(port.error())
                 << "\n";
-      caf::anon_send_exit(link, caf::exit_reason::kill);
-      caf::anon_send_exit(reporter, caf::exit_reason::kill);
+      for (auto& a : {link, reporter, guard})
+        caf::anon_send_exit(a, caf::exit_reason::kill);
       return exit_code::failure;
     }
     std::string advertise;
@@ -276,6 +295,7 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
     pthread_kill(signal_thread.native_handle(), SIGUSR2);
     signal_thread.join();
     caf::anon_send_exit(link, caf::exit_reason::kill);
+    caf::anon_send_exit(guard, caf::exit_reason::kill);
   }
   return code;
 }
