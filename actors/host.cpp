@@ -84,8 +84,15 @@ caf::behavior membership(caf::stateful_actor<membership_state>* self, ctx_ptr ct
         }
         notify(self->state.view->heard(*h, now_ms()));
       } else if (auto* l = std::get_if<wire::leave>(&*msg)) {
-        if (l->peer_id == from)
-          notify(self->state.view->left(*l));
+        if (l->peer_id != from)
+          return;
+        auto changes = self->state.view->left(*l);
+        // A graceful leave: the peer drained first, so what it shared stays valid.
+        for (auto& c : changes)
+          if (!c.up)
+            for (auto& s : self->state.subscribers)
+              self->send(s, left_atom::value, c.peer);
+        notify(changes);
       }
     },
     [self, ctx](known_atom, const std::string& name) {
@@ -160,6 +167,7 @@ caf::behavior probe(caf::stateful_actor<probe_state>* self, ctx_ptr ctx, caf::ac
       self->state.peers.erase(id);
       self->state.small_rtt.erase(id);
     },
+    [](left_atom, const std::string&) {}, // a peer_down follows
   };
 }
 
@@ -247,6 +255,7 @@ caf::behavior balancer(caf::stateful_actor<balancer_state>* self, ctx_ptr ctx) {
       st.stage_of[id] = stage;
       st.core->add_peer(id, stage, edge(id, stage));
     },
+    [](left_atom, const std::string&) {}, // a peer_down follows
     [self, flush](peer_down_atom, const std::string& id) {
       auto& st = self->state;
       if (st.stage_of.erase(id) > 0)
@@ -269,6 +278,7 @@ struct supervisor_state {
   std::deque<std::int64_t> restarts; // times of the restarts inside the window
   std::uint64_t generation = 0;      // restarts so far: raises the incarnation
   bool leaving = false;
+  bool left = false; // LEAVE sent
 };
 
 void start_children(caf::stateful_actor<supervisor_state>* self, bool joining) {
@@ -341,8 +351,20 @@ caf::behavior supervisor(caf::stateful_actor<supervisor_state>* self, ctx_ptr ct
         self->send(self->state.compute, crash_atom::value, phase);
     },
     [self](stop_atom) {
+      // A graceful leave: the stage finishes its part of the iteration in progress first
+      // (or, if that takes longer than a hop timeout, the host leaves anyway).
       auto& st = self->state;
+      if (st.leaving)
+        return;
       st.leaving = true;
+      self->send(st.compute, stop_atom::value);
+      self->delayed_send(self, std::chrono::milliseconds(st.ctx->spec->faults.hop_timeout_ms), drained_atom::value);
+    },
+    [self](drained_atom) {
+      auto& st = self->state;
+      if (st.left)
+        return;
+      st.left = true;
       self->send(st.membership, stop_atom::value);
       self->send(st.ctx->reporter, left_atom::value, st.ctx->host.name, std::string{"asked to leave"});
       self->delayed_send(self, std::chrono::milliseconds(1), done_atom::value);

@@ -48,6 +48,7 @@ using timeout_atom = caf::atom_constant<caf::atom("timeout")>;
 using start_atom = caf::atom_constant<caf::atom("start")>;
 using stop_atom = caf::atom_constant<caf::atom("stop")>;
 using net_atom = caf::atom_constant<caf::atom("net")>;
+using drained_atom = caf::atom_constant<caf::atom("drained")>;
 using known_atom = caf::atom_constant<caf::atom("known")>;
 // reporter events
 using iteration_atom = caf::atom_constant<caf::atom("iteration")>;
@@ -140,10 +141,14 @@ caf::actor spawn_net_guard(caf::actor_system& sys, net_guard_options opts);
 // (crash_atom, std::string phase)  fault injection: "any" kills the host now; "forward" /
 //                                  "backward" kill it during its next such computation;
 //                                  "actor" fails its stage actor (supervision restarts)
-// (stop_atom)                      leave cleanly (LEAVE to every peer)
+// (stop_atom)                      leave gracefully: the stage drains (finishes and shares its
+//                                  part of the iteration in progress, starts no new one), then
+//                                  LEAVE to every peer; after faults.hop_timeout_ms it leaves anyway
+// (drained_atom)                   from the stage: drained
 //
 // membership: (deliver_atom, from, frame) HELLO/LEAVE; (tick_atom) heartbeat + suspicion;
-//   (subscribe_atom, actor) sends it (peer_up_atom, id, i32 stage) / (peer_down_atom, id);
+//   (subscribe_atom, actor) sends it (peer_up_atom, id, i32 stage) / (peer_down_atom, id),
+//   and (left_atom, id) just before the peer_down of a peer that left gracefully (LEAVE);
 //   (stage_atom, i32 stage) announce a new stage (-1 while a state download runs)
 // link probe: (deliver_atom, from, frame) PING/PONG; (tick_atom) probes live peers; tells
 //   the balancer (latency_atom, peer, double one_way_s, double bytes_per_s)
@@ -154,7 +159,8 @@ caf::actor spawn_net_guard(caf::actor_system& sys, net_guard_options opts);
 //   ITERATION_DONE, GRADIENT_CHUNK, NORM_SHARE, REPLICA_HASH, STATE_REQUEST, STATE_CHUNK;
 //   peer_up/peer_down; flows; (crash_atom, phase) arm an injected crash; (start_atom) (data
 //   holder) begin the next iteration; (resend_atom, u64 key, to, u32 attempt, hint) from a
-//   carrier
+//   carrier; (stop_atom) drain, then (drained_atom) to the supervisor; (left_atom, id) the
+//   peer left gracefully: its shares stay counted
 // microbatch carrier (one per in-flight microbatch of a data holder): owns the first hop,
 //   attempt and timeout of its microbatch. (peer_down_atom, id, strvec live_stage1) a host
 //   died; (progress_atom, std::string next_next) HOP_PROGRESS; (done_atom) finished;

@@ -56,6 +56,8 @@ struct compute_state {
   std::set<std::uint64_t> stalled;           // forward outputs that found no next hop yet
   std::map<std::string, std::int32_t> peers; // live peers and their stage
   std::set<std::string> gone;                // peers reported down (late frames ignored)
+  std::set<std::string> departed;            // peers that left gracefully (shares stay valid)
+  bool draining = false;                     // leaving: finish the iteration's part, start none
   std::vector<flow_hop> flows;
   std::uint64_t current = 0;                 // iteration in progress (= optimizer steps)
   bool ready = false;                        // holds valid weights
@@ -349,8 +351,9 @@ void on_peer_down(self_ptr self, const std::string& id) {
   }
   if (st.source == id && !st.ready)
     st.transfer = 0; // the download source died: ask another replica
-  // Its share, if any, is dropped: its microbatches come back through re-sends.
-  if (it_stage == st.ctx->stage)
+  // Its share, if any, is dropped: its microbatches come back through re-sends. Not so for a
+  // replica that drained and left: it shared everything it counted before its LEAVE.
+  if (it_stage == st.ctx->stage && st.departed.count(id) == 0)
     for (auto i = st.current; i <= st.current + 1; ++i)
       if (st.averaged.count(i) == 0)
         st.shares[i].erase(id);
@@ -417,12 +420,32 @@ void send_share(self_ptr self, std::uint64_t i) {
   st.barrier->share(i, me(st));
 }
 
+// A draining host is done once it shared its part of the iteration in progress, or has no
+// part in it: then the supervisor may announce LEAVE.
+void maybe_drained(self_ptr self) {
+  auto& st = self->state;
+  if (!st.draining)
+    return;
+  bool stake = false;
+  if (is_holder(st)) {
+    stake = st.running;
+  } else {
+    for (auto& [k, r] : st.ledger->records())
+      stake = stake || r.mb.iteration == st.current;
+  }
+  if (stake && st.shared.count(st.current) == 0)
+    return;
+  st.draining = false;
+  self->send(st.supervisor, drained_atom::value);
+}
+
 void try_share(self_ptr self, std::uint64_t i) {
   auto& st = self->state;
   if (!st.ready || i != st.current || st.shared.count(i) > 0
       || !st.barrier->holders_done(i, live_holders(st)))
     return;
   send_share(self, i);
+  maybe_drained(self);
   try_average(self, i);
 }
 
@@ -760,7 +783,8 @@ void finish_origin(self_ptr self, std::uint64_t key) {
 
 void start_iteration(self_ptr self) {
   auto& st = self->state;
-  if (!st.ready || st.current >= static_cast<std::uint64_t>(st.ctx->spec->training.iterations)) {
+  if (!st.ready || st.draining
+      || st.current >= static_cast<std::uint64_t>(st.ctx->spec->training.iterations)) {
     st.running = false;
     return;
   }
@@ -933,6 +957,7 @@ caf::behavior compute(self_ptr self, ctx_ptr ctx, caf::actor supervisor) {
       bool is_new = known == st.peers.end() || known->second != stage;
       st.peers[id] = stage;
       st.gone.erase(id);
+      st.departed.erase(id);
       if (!st.ready && stage == st.ctx->stage)
         request_state(self);
       if (is_new)
@@ -941,6 +966,11 @@ caf::behavior compute(self_ptr self, ctx_ptr ctx, caf::actor supervisor) {
         resume_stalled(self);
     },
     [self](peer_down_atom, const std::string& id) { on_peer_down(self, id); },
+    [self](left_atom, const std::string& id) { self->state.departed.insert(id); },
+    [self](stop_atom) {
+      self->state.draining = true;
+      maybe_drained(self);
+    },
     [self](flows_atom, const std::vector<std::string>& t, const std::vector<std::string>& p,
            const std::vector<std::string>& n) {
       auto& st = self->state;

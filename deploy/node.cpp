@@ -85,8 +85,9 @@ caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me
       return;
     }
     line(self) << "host stopped (" << self->system().render(m.reason) << ")" << std::endl;
-    self->send_exit(st.link, caf::exit_reason::user_shutdown);
-    finish(self, exit_code::ok);
+    // The last frames (shares, LEAVE) are still in the middleman's send buffers: an exit
+    // now would drop them and the peers would wait for a share that never comes. Linger.
+    self->delayed_send(self, std::chrono::milliseconds(st.linger_ms / 2), done_atom::value);
   });
   if (st.upstream)
     self->monitor(st.upstream);
@@ -143,6 +144,10 @@ caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me
     [self, up](failure_atom, const std::string& host, const std::string& what) {
       line(self) << "handled: " << what << std::endl;
       up(failure_atom::value, host, what);
+    },
+    [self](done_atom) {
+      self->send_exit(self->state.link, caf::exit_reason::user_shutdown);
+      finish(self, exit_code::ok);
     },
     [self](stop_atom) {
       // SIGTERM / SIGINT, the end of training, or the launcher's loss: a graceful leave.
