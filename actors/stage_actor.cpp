@@ -352,8 +352,9 @@ void on_peer_down(self_ptr self, const std::string& id) {
   if (st.source == id && !st.ready)
     st.transfer = 0; // the download source died: ask another replica
   // Its share, if any, is dropped: its microbatches come back through re-sends. Not so for a
-  // replica that drained and left: it shared everything it counted before its LEAVE.
-  if (it_stage == st.ctx->stage && st.departed.count(id) == 0)
+  // replica that drained and left (it shared everything it counted before its LEAVE), nor
+  // for a data holder (its own microbatches, counted at stage 0 by it alone, never come back).
+  if (it_stage == st.ctx->stage && st.departed.count(id) == 0 && !is_holder(st))
     for (auto i = st.current; i <= st.current + 1; ++i)
       if (st.averaged.count(i) == 0)
         st.shares[i].erase(id);
@@ -459,6 +460,12 @@ void try_average(self_ptr self, std::uint64_t i) {
   std::int64_t counted = 0;
   for (auto& [r, sh] : st.shares[i])
     counted += sh.count;
+  // At stage 0 a data holder's microbatches are counted by that holder alone and never come
+  // back: a dead holder whose share did not arrive takes its finished microbatches with it.
+  if (is_holder(st))
+    for (auto& [holder, rep] : st.barrier->reports(i))
+      if (st.gone.count(holder) > 0 && st.shares[i].count(holder) == 0)
+        counted += static_cast<std::int64_t>(rep.microbatches);
   if (!st.barrier->shares_complete(i, me(st), counted))
     return;
   auto params = st.model->parameters();
