@@ -34,9 +34,11 @@ struct membership_state {
   std::vector<caf::actor> subscribers;
   wire::hello me;
   std::set<std::string> known; // peers the link found (node mode), besides the declared hosts
+  std::int64_t last_tick_ms = 0; // when this host last beat: a long gap means it was frozen
+  bool frozen = false;
 };
 
-caf::behavior membership(caf::stateful_actor<membership_state>* self, ctx_ptr ctx) {
+caf::behavior membership(caf::stateful_actor<membership_state>* self, ctx_ptr ctx, caf::actor supervisor) {
   auto& st = self->state;
   st.view = std::make_unique<membership_view>(ctx->host.name, ctx->spec->faults.connection_timeout_ms);
   st.me.peer_id = ctx->host.name;
@@ -64,9 +66,26 @@ caf::behavior membership(caf::stateful_actor<membership_state>* self, ctx_ptr ct
     for (auto& name : self->state.known)
       ctx->send(self, name, service::membership, self->state.me);
   };
+  // A host whose own heartbeats stopped for longer than the connection timeout (SIGSTOP, a
+  // swapped-out process) has been declared dead by its peers: it must not speak for its old
+  // incarnation again. The supervisor restarts it as a new replica that downloads its state.
+  auto frozen = [self, ctx, supervisor] {
+    auto& st = self->state;
+    auto now = now_ms();
+    if (!st.frozen && st.last_tick_ms > 0 && now - st.last_tick_ms > ctx->spec->faults.connection_timeout_ms) {
+      st.frozen = true;
+      self->send(supervisor, restart_atom::value,
+                 "no heartbeat sent for " + std::to_string(now - st.last_tick_ms)
+                   + " ms: declared dead by the peers, rejoining as a new replica");
+    }
+    return st.frozen;
+  };
   self->send(self, tick_atom::value);
   return {
-    [self, ctx, notify, beat](tick_atom) {
+    [self, ctx, notify, beat, frozen](tick_atom) {
+      if (frozen())
+        return;
+      self->state.last_tick_ms = now_ms();
       beat();
       notify(self->state.view->tick(now_ms()));
       self->delayed_send(self, std::chrono::milliseconds(ctx->spec->faults.heartbeat_interval_ms),
@@ -95,7 +114,9 @@ caf::behavior membership(caf::stateful_actor<membership_state>* self, ctx_ptr ct
         notify(changes);
       }
     },
-    [self, ctx](known_atom, const std::string& name) {
+    [self, ctx, frozen](known_atom, const std::string& name) {
+      if (frozen())
+        return;
       if (name != ctx->host.name && self->state.known.insert(name).second)
         ctx->send(self, name, service::membership, self->state.me);
     },
@@ -105,7 +126,9 @@ caf::behavior membership(caf::stateful_actor<membership_state>* self, ctx_ptr ct
                    static_cast<std::int32_t>(self->state.view->peers().at(id).hello.stage));
       self->state.subscribers.push_back(std::move(a));
     },
-    [self, beat](stage_atom, std::int32_t stage) {
+    [self, beat, frozen](stage_atom, std::int32_t stage) {
+      if (frozen())
+        return;
       self->state.me.stage = stage;
       beat();
     },
@@ -287,7 +310,7 @@ void start_children(caf::stateful_actor<supervisor_state>* self, bool joining) {
   ctx->joining = joining;
   ctx->incarnation = st.ctx->incarnation + (joining && st.generation > 0 ? 1 : 0);
   st.ctx = ctx;
-  st.membership = self->spawn<caf::linked>(membership, ctx);
+  st.membership = self->spawn<caf::linked>(membership, ctx, caf::actor_cast<caf::actor>(self));
   st.balancer = self->spawn<caf::linked>(balancer, ctx);
   st.probe = self->spawn<caf::linked>(probe, ctx, st.balancer);
   st.compute = spawn_compute(self, ctx);
@@ -302,6 +325,22 @@ void start_children(caf::stateful_actor<supervisor_state>* self, bool joining) {
   for (auto& a : {st.probe, st.balancer, st.compute})
     self->send(st.membership, subscribe_atom::value, a);
   self->send(ctx->link, subscribe_atom::value, st.membership); // peers found (node mode)
+}
+
+// Stops the host's actors (but `failed`, already gone) and starts them again as a new
+// incarnation: the stage lost its weights, so it downloads them like a joiner.
+void restart_children(caf::stateful_actor<supervisor_state>* self, const std::string& why,
+                      const caf::actor_addr& failed) {
+  auto& st = self->state;
+  ++st.generation;
+  self->send(st.ctx->reporter, restart_atom::value, st.ctx->host.name, why);
+  for (auto& a : {st.membership, st.probe, st.balancer, st.compute})
+    if (a && a.address() != failed) {
+      self->unlink_from(a);
+      self->send_exit(a, caf::exit_reason::user_shutdown);
+    }
+  start_children(self, true);
+  self->send(st.ctx->link, restart_atom::value, st.ctx->incarnation);
 }
 
 caf::behavior supervisor(caf::stateful_actor<supervisor_state>* self, ctx_ptr ctx) {
@@ -332,15 +371,7 @@ caf::behavior supervisor(caf::stateful_actor<supervisor_state>* self, ctx_ptr ct
       return;
     }
     st.restarts.push_back(now);
-    ++st.generation;
-    self->send(st.ctx->reporter, restart_atom::value, st.ctx->host.name, self->system().render(m.reason));
-    for (auto& a : {st.membership, st.probe, st.balancer, st.compute})
-      if (a && a.address() != m.source) {
-        self->unlink_from(a);
-        self->send_exit(a, caf::exit_reason::user_shutdown);
-      }
-    // The stage lost its weights: the restarted host downloads them like a joiner.
-    start_children(self, true);
+    restart_children(self, self->system().render(m.reason), m.source);
   });
   start_children(self, ctx->joining);
   return {
@@ -370,6 +401,12 @@ caf::behavior supervisor(caf::stateful_actor<supervisor_state>* self, ctx_ptr ct
       self->delayed_send(self, std::chrono::milliseconds(1), done_atom::value);
     },
     [self](done_atom) { self->quit(caf::exit_reason::user_shutdown); },
+    [self](restart_atom, const std::string& why) {
+      // Membership found this host frozen past the connection timeout (not a local
+      // failure: the restart budget is not charged).
+      if (!self->state.leaving && self->current_sender() == caf::actor_cast<caf::strong_actor_ptr>(self->state.membership))
+        restart_children(self, why, caf::actor_addr{});
+    },
     [self](stage_atom, std::int32_t stage) {
       // The stage holds valid weights (>= 0) or is downloading them (-1).
       self->send(self->state.membership, stage_atom::value, stage);

@@ -68,6 +68,9 @@ caf::behavior link_layer(caf::stateful_actor<link_state>* self, routing::network
     [self](slow_atom, const std::string& a, const std::string& b, double factor) {
       self->state.emu->slow_down(a, b, factor);
     },
+    [](restart_atom, std::uint64_t) {
+      // Embedded hosts share one link that knows them by name only: nothing to re-introduce.
+    },
     [](subscribe_atom, const caf::actor&) {
       // Every host of an embedded cluster is declared in the config: nothing to discover.
     },

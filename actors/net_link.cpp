@@ -33,7 +33,9 @@ struct net_state {
   std::unique_ptr<link_emulator> emu;
   clock::time_point start = clock::now();
   std::map<std::int32_t, caf::actor> endpoints;      // local actors by service
-  std::map<caf::actor_addr, std::uint64_t> conn_of;  // remote link actors -> connection id
+  // Remote link actors (by node and actor id: a proxy's address may be reused by another
+  // proxy once it is gone) -> connection id.
+  std::map<std::pair<caf::node_id, caf::actor_id>, std::uint64_t> conn_of;
   std::map<std::uint64_t, caf::actor> handle_of;     // connection id -> remote link actor
   std::uint64_t next_conn = 1;
   caf::actor subscriber;                             // membership: told of new peer names
@@ -58,12 +60,12 @@ wire_frame gossip_frame(const net_state& st) { return make_frame(st.dir->gossip(
 
 std::uint64_t connection_of(self_ptr self, const caf::strong_actor_ptr& src) {
   auto& st = self->state;
-  auto addr = caf::actor_cast<caf::actor_addr>(src);
-  auto it = st.conn_of.find(addr);
+  auto key = std::make_pair(src->node(), src->id());
+  auto it = st.conn_of.find(key);
   if (it != st.conn_of.end())
     return it->second;
   auto id = st.next_conn++;
-  st.conn_of.emplace(addr, id);
+  st.conn_of.emplace(key, id);
   auto handle = caf::actor_cast<caf::actor>(src);
   st.handle_of.emplace(id, handle);
   self->monitor(handle);
@@ -201,7 +203,7 @@ void start(self_ptr self) {
       st.endpoints.erase(ep);
       return;
     }
-    auto it = st.conn_of.find(m.source);
+    auto it = st.conn_of.find(std::make_pair(m.source.node(), m.source.id()));
     if (it == st.conn_of.end())
       return;
     if (auto name = st.dir->connection_lost(it->second, now_ms()))
@@ -244,7 +246,7 @@ caf::behavior running(self_ptr self) {
         on_gossip(self, src, std::move(frame));
         return;
       }
-      auto conn = st.conn_of.find(caf::actor_cast<caf::actor_addr>(src));
+      auto conn = st.conn_of.find(std::make_pair(src->node(), src->id()));
       auto name = conn == st.conn_of.end() ? std::nullopt : st.dir->bound_name(conn->second);
       if (!name || *name != from) {
         report(self, "frame claiming to be from '" + from + "' on the connection of "
@@ -261,6 +263,16 @@ caf::behavior running(self_ptr self) {
     [self](slow_atom, const std::string& a, const std::string& b, double factor) {
       if (self->state.emu)
         self->state.emu->slow_down(a, b, factor);
+    },
+    [self](restart_atom, std::uint64_t) {
+      // The host restarted as a new incarnation (e.g. after a hang): introduce it again to
+      // every peer, so that one holding a stale connection of ours takes the new one.
+      auto& st = self->state;
+      st.dir->set_incarnation(st.dir->self().incarnation + 1);
+      auto frame = gossip_frame(st);
+      for (auto& p : st.dir->bound())
+        self->send(st.handle_of.at(*st.dir->connection(p)), net_atom::value, st.opts.self.name, p,
+                   static_cast<std::int32_t>(service::link), frame);
     },
     [self](tick_atom) {
       auto& st = self->state;

@@ -97,6 +97,10 @@ void fault_event::validate(const issue_sink& report) const {
     if (slowdown != 1.0)
       report("slowdown", "no slowdown (slowdown applies to slow_link only)");
   }
+  if (action == fault_action::hang)
+    check_int(report, "duration_ms", duration_ms, 1, 3'600'000, "how long the host hangs, in milliseconds");
+  else if (duration_ms != 0)
+    report("duration_ms", "no duration (duration_ms applies to hang only)");
 }
 
 void fault_config::validate(const issue_sink& report) const {

@@ -68,15 +68,17 @@ enum class fault_action {
   leave,     ///< the host announces its departure and leaves cleanly
   slow_link, ///< the link host -> peer gets `slowdown` times slower
   actor_failure, ///< one local actor of the host fails; its supervisor restarts it
+  hang,      ///< the host stops answering for duration_ms (launch: SIGSTOP, then SIGCONT)
 };
 
 /// Names of `fault_action` values as they appear in YAML.
-constexpr std::array<std::pair<fault_action, const char*>, 5> enum_names(fault_action) {
+constexpr std::array<std::pair<fault_action, const char*>, 6> enum_names(fault_action) {
   return {{{fault_action::crash, "crash"},
            {fault_action::join, "join"},
            {fault_action::leave, "leave"},
            {fault_action::slow_link, "slow_link"},
-           {fault_action::actor_failure, "actor_failure"}}};
+           {fault_action::actor_failure, "actor_failure"},
+           {fault_action::hang, "hang"}}};
 }
 
 /// When inside an iteration a crash strikes.
@@ -101,6 +103,7 @@ struct fault_event {
   fault_phase phase = fault_phase::any;    ///< crash only: when inside the iteration
   std::string peer;                        ///< slow_link only: the other end of the link
   double slowdown = 1.0;                   ///< slow_link only: latency and 1/bandwidth factor
+  int duration_ms = 0;                     ///< hang only: how long the host is stopped
 
   /// Reports invalid fields (host names are checked against the host list by the loader).
   void validate(const issue_sink& report) const;
@@ -157,6 +160,7 @@ void visit_fields(F& f, fault_event& x) {
   f("phase", x.phase);
   f("peer", x.peer);
   f("slowdown", x.slowdown);
+  f("duration_ms", x.duration_ms);
 }
 
 template <class F>

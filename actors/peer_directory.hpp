@@ -8,6 +8,7 @@
 // another. A peer of another cluster (different `cluster` hash) is never bound.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -59,6 +60,9 @@ public:
   /// What `peer` said about itself last (region, address), if known.
   const wire::hello* record(const std::string& peer) const;
   const wire::hello& self() const { return self_; }
+  /// This host restarted (a new incarnation): peers that still hold a stale connection of
+  /// the old one accept the new one in its place.
+  void set_incarnation(std::uint64_t incarnation) { self_.incarnation = std::max(self_.incarnation, incarnation); }
 
 private:
   struct entry {

@@ -35,6 +35,8 @@ struct origin {
   torch::Tensor output;  ///< embedding output, kept for re-sends
   torch::Tensor targets;
   std::string first_hop;
+  std::string next_next; ///< where first_hop sent it (HOP_PROGRESS): the re-send hint
+  std::uint32_t attempt = 0;
   caf::actor carrier;
   bool done = false;
 };
@@ -318,6 +320,9 @@ void handle_backward(self_ptr self, const std::string& from, const wire::activat
 
 // --- peers going down ----------------------------------------------------------------
 
+void on_resend(self_ptr self, std::uint64_t key, const std::string& to, std::uint32_t attempt,
+               const std::string& hint, bool finished_too = false);
+
 void on_peer_down(self_ptr self, const std::string& id) {
   auto& st = self->state;
   auto it = st.peers.find(id);
@@ -331,9 +336,20 @@ void on_peer_down(self_ptr self, const std::string& id) {
                  st.flows.end());
   if (is_holder(st)) {
     auto live1 = live_at(st, 1 % stages(st));
-    for (auto& [key, o] : st.origins)
-      if (!o.done && o.carrier)
+    for (auto& [key, o] : st.origins) {
+      if (!o.done && o.carrier) {
         self->send(o.carrier, peer_down_atom::value, id, live1);
+      } else if (o.done && o.first_hop == id) {
+        // Finished, but the first-stage replica that counted it died before its stage
+        // averaged this iteration: its stage-mates drop its share, so the microbatch's
+        // first-stage work is redone on a replacement, which rejoins the old path after it
+        // (the next hop rebinds and re-sends its stored gradient; this holder ignores the
+        // second backward). As a relay's hop_ledger does for its own next hop.
+        auto repl = choose_replacement(candidates_at(st, 1 % stages(st)), id);
+        if (repl)
+          on_resend(self, key, *repl, o.attempt + 1, o.next_next == id ? std::string{} : o.next_next, true);
+      }
+    }
   } else {
     bool last = st.ctx->stage + 1 == stages(st);
     for (auto& rs : st.ledger->on_peer_down(id)) {
@@ -679,7 +695,11 @@ void on_replica_hash(self_ptr self, const std::string& from, const wire::replica
   auto& st = self->state;
   if (h.stage != static_cast<std::uint32_t>(st.ctx->stage))
     return;
-  if (st.ready && st.fresh && h.iteration >= st.current) {
+  // A replica that applied an iteration beyond the one this replica is in has left it
+  // behind for good (it applied `current` without this replica's share, or this one missed
+  // the step): load its state. A freshly loaded state is behind as soon as a peer applied
+  // the iteration it is in.
+  if (st.ready && (h.iteration > st.current || (st.fresh && h.iteration >= st.current))) {
     behind(self, from, h.iteration);
     return;
   }
@@ -851,12 +871,13 @@ void start_iteration(self_ptr self) {
 }
 
 void on_resend(self_ptr self, std::uint64_t key, const std::string& to, std::uint32_t attempt,
-               const std::string& hint) {
+               const std::string& hint, bool finished_too) {
   auto& st = self->state;
   auto it = st.origins.find(key);
-  if (it == st.origins.end() || it->second.done)
+  if (it == st.origins.end() || (it->second.done && !finished_too))
     return;
   it->second.first_hop = to;
+  it->second.attempt = attempt;
   hop_record r;
   r.mb = wire::microbatch_ref{key >> 24, static_cast<std::uint32_t>(key >> 12 & 0xfff),
                               static_cast<std::uint32_t>(key & 0xfff)};
@@ -904,8 +925,11 @@ caf::behavior compute(self_ptr self, ctx_ptr ctx, caf::actor supervisor) {
           } else if constexpr (std::is_same_v<T, wire::hop_progress>) {
             if (is_holder(st) && m.path.size() == 3 && m.path[0] == me(st)) {
               auto o = st.origins.find(key_of(m.microbatch));
-              if (o != st.origins.end() && o->second.carrier && o->second.first_hop == m.path[1])
-                self->send(o->second.carrier, progress_atom::value, m.path[2]);
+              if (o != st.origins.end() && o->second.first_hop == m.path[1]) {
+                o->second.next_next = m.path[2];
+                if (o->second.carrier)
+                  self->send(o->second.carrier, progress_atom::value, m.path[2]);
+              }
             } else {
               st.ledger->on_progress(m);
             }

@@ -126,6 +126,12 @@ void inject(driver_ptr self, std::uint64_t i) {
       case fault_action::actor_failure:
         crash(self, f.host, "actor");
         break;
+      case fault_action::hang:
+        if (st.hosts.count(f.host) > 0 && st.control->hang(self, f.host)) {
+          *st.out << "# " << f.host << " hangs for " << f.duration_ms << " ms" << std::endl;
+          self->delayed_send(self, std::chrono::milliseconds(f.duration_ms), resume_atom::value, f.host);
+        }
+        break;
     }
   }
   if (st.cfg->faults.crash_rate > 0) {
@@ -357,6 +363,10 @@ caf::behavior driver(driver_ptr self, const cluster_config* cfg, std::shared_ptr
     [self](stop_atom) { finish(self); },
     [self](timeout_atom) { finish(self); },
     [self](exited_atom, const std::string& host, bool crashed) { host_gone(self, host, crashed); },
+    [self](resume_atom, const std::string& host) {
+      *self->state.out << "# " << host << " resumes" << std::endl;
+      self->state.control->resume(self, host);
+    },
     [self](register_atom, const std::string& host, caf::actor supervisor, caf::actor link) {
       self->state.control->attached(self, host, std::move(supervisor), std::move(link));
     },

@@ -24,6 +24,8 @@ namespace gwtf::deploy {
 
 /// (exited_atom, host, bool crashed): a host is gone (launch: its process ended).
 using exited_atom = caf::atom_constant<caf::atom("exited")>;
+/// (resume_atom, host): a hang is over.
+using resume_atom = caf::atom_constant<caf::atom("resume")>;
 
 /// Starts, crashes and stops the hosts of a run on behalf of the driver actor.
 class host_control {
@@ -41,6 +43,10 @@ public:
   /// The link host <-> peer gets `factor` times slower (emulated networks).
   virtual void slow(caf::event_based_actor* driver, const std::string& host, const std::string& peer,
                     double factor) = 0;
+  /// The host stops answering (launch: SIGSTOP); `resume` ends it (SIGCONT). False when
+  /// this control cannot hang a host.
+  virtual bool hang(caf::event_based_actor*, const std::string&) { return false; }
+  virtual void resume(caf::event_based_actor*, const std::string&) {}
   /// The run is over: stop every host.
   virtual void stop_all(caf::event_based_actor* driver) = 0;
   /// A monitored actor went down: the host it stood for, and whether it crashed.

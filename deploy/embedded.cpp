@@ -84,6 +84,12 @@ embedded_result run_embedded(const cluster_config& cfg, std::ostream& out, doubl
                               "supported here (docs/runtime.md)");
     return result;
   }
+  for (std::size_t i = 0; i < cfg.faults.script.size(); ++i)
+    if (cfg.faults.script[i].action == fault_action::hang) {
+      result.failures.push_back("faults.script[" + std::to_string(i) + "]: hang stops a process (SIGSTOP); the "
+                                "embedded cluster runs every host in one: use caf-gwtf launch");
+      return result;
+    }
   // The actor threads are the parallelism: OpenBLAS threads of its own per matmul
   // oversubscribed them (2x slower on 2 cores, docs/benchmarks.md). Restored on return.
   struct blas_guard {

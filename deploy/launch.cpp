@@ -234,6 +234,10 @@ public:
     }
   }
 
+  bool hang(caf::event_based_actor*, const std::string& host) override { return signal(host, SIGSTOP); }
+
+  void resume(caf::event_based_actor*, const std::string& host) override { signal(host, SIGCONT); }
+
   void leave(caf::event_based_actor*, const std::string& host) override {
     std::lock_guard<std::mutex> guard{mtx_};
     if (auto it = children_.find(host); it != children_.end() && !it->second.exited)
@@ -265,8 +269,10 @@ public:
     // The run is over: a graceful leave first, then no mercy after 5 s.
     std::unique_lock<std::mutex> guard{mtx_};
     for (auto& [name, c] : children_)
-      if (!c.exited)
+      if (!c.exited) {
+        ::kill(c.pid, SIGCONT); // a hung host must run to leave
         ::kill(c.pid, SIGTERM);
+      }
     exited_cv_.wait_for(guard, std::chrono::seconds(5), [this] {
       return std::all_of(children_.begin(), children_.end(), [](auto& kv) { return kv.second.exited; });
     });
@@ -285,6 +291,12 @@ public:
   }
 
 private:
+  bool signal(const std::string& host, int sig) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    auto it = children_.find(host);
+    return it != children_.end() && !it->second.exited && ::kill(it->second.pid, sig) == 0;
+  }
+
   void reap_all() {
     {
       std::lock_guard<std::mutex> guard{mtx_};

@@ -2,6 +2,7 @@
 
 #include <csignal>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <iomanip>
 #include <pthread.h>
@@ -28,6 +29,9 @@ struct reporter_state {
   std::string me;
   std::uint64_t last_iteration = 0;
   caf::actor upstream; // the launcher's driver, if any
+  std::string upstream_address;
+  bool reconnecting = false;
+  std::vector<std::function<void(const caf::actor&)>> buffered; // events while reconnecting
   caf::actor supervisor, link;
   std::promise<int>* exit_code = nullptr;
   bool finishing = false, finished = false;
@@ -57,22 +61,51 @@ void finish(reporter_ptr self, int code) {
 // The node's reporter: logs what its host reports, forwards it to the launcher when there is
 // one, watches the host's supervisor, and ends the process with it.
 caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me, std::uint64_t last_iteration,
-                            caf::actor upstream, std::promise<int>* exit_code, int linger_ms) {
+                            caf::actor upstream, std::string upstream_address, std::promise<int>* exit_code,
+                            int linger_ms) {
   auto& st = self->state;
   st.out = out;
   st.me = std::move(me);
   st.last_iteration = last_iteration;
   st.upstream = std::move(upstream);
+  st.upstream_address = std::move(upstream_address);
   st.exit_code = exit_code;
   st.linger_ms = linger_ms;
   self->set_down_handler([self](caf::down_msg& m) {
     auto& st = self->state;
     if (m.source == st.upstream.address()) {
-      // The launcher is gone: nobody collects this run any more.
-      line(self) << "launcher gone: leaving" << std::endl;
+      // The connection to the launcher dropped: after a hang (SIGSTOP) its heartbeats timed
+      // out. Dial again; if the launcher is really gone, it took this process with it
+      // (PR_SET_PDEATHSIG), or the dial fails and the host leaves.
       st.upstream = caf::actor{};
-      if (st.supervisor)
-        self->send(st.supervisor, stop_atom::value);
+      st.reconnecting = true;
+      auto ep = parse_endpoint(st.upstream_address);
+      self->request(self->system().middleman().actor_handle(), std::chrono::seconds(5), caf::connect_atom::value,
+                    ep->host, ep->port)
+        .then(
+          [self](const caf::node_id&, caf::strong_actor_ptr& p, const std::set<std::string>&) {
+            auto& st = self->state;
+            if (!p) {
+              st.reconnecting = false;
+              st.buffered.clear();
+              self->send(self, stop_atom::value);
+              return;
+            }
+            st.upstream = caf::actor_cast<caf::actor>(p);
+            self->monitor(st.upstream);
+            line(self) << "reconnected to the launcher" << std::endl;
+            self->send(st.upstream, register_atom::value, st.me, st.supervisor, st.link);
+            st.reconnecting = false;
+            for (auto& f : st.buffered)
+              f(st.upstream);
+            st.buffered.clear();
+          },
+          [self](caf::error& e) {
+            self->state.reconnecting = false;
+            self->state.buffered.clear();
+            line(self) << "launcher gone (" << self->system().render(e) << "): leaving" << std::endl;
+            self->send(self, stop_atom::value);
+          });
       return;
     }
     if (m.source != st.supervisor.address())
@@ -91,9 +124,13 @@ caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me
   });
   if (st.upstream)
     self->monitor(st.upstream);
+  // Events go to the launcher; while its connection is being dialled again they wait.
   auto up = [self](auto... xs) {
-    if (self->state.upstream)
-      self->send(self->state.upstream, xs...);
+    auto& st = self->state;
+    if (st.upstream)
+      self->send(st.upstream, xs...);
+    else if (st.reconnecting && st.buffered.size() < 100000)
+      st.buffered.push_back([self, xs...](const caf::actor& to) { self->send(to, xs...); });
   };
   return {
     [self, up](register_atom, caf::actor supervisor, caf::actor link) {
@@ -225,7 +262,8 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
       upstream = *up;
     }
     auto reporter = sys.spawn(node_reporter, &out, host.name,
-                              static_cast<std::uint64_t>(cfg.training.iterations - 1), upstream, &exit_promise,
+                              static_cast<std::uint64_t>(cfg.training.iterations - 1), upstream, opts.report,
+                              &exit_promise,
                               std::max(1000, 2 * cfg.faults.heartbeat_interval_ms));
     net_link_options lo;
     lo.self = spec->hosts.front();

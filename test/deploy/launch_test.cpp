@@ -209,3 +209,25 @@ TEST_CASE("launch: when a data holder is killed the other trains on to the end")
     CHECK(std::abs(l.loss[i] - l.reference[i]) <= 1e-4 * std::abs(l.reference[i]));
   fs::remove_all(dir);
 }
+
+TEST_CASE("launch: a hung relay (SIGSTOP) is routed around, and resumed it knows it was declared dead") {
+  auto dir = workdir("hang");
+  auto l = launch_and_reference(dir, replicated, 30, "{at_iteration: 3, action: hang, host: r1b, duration_ms: 4000}");
+  INFO(l.r.out << l.logs);
+  REQUIRE(l.r.code == 0); // the others trained on: all 30 iterations
+  CHECK(has(l.r.out, "# r1b hangs for 4000 ms"));
+  CHECK(has(l.r.out, "# r1b resumes"));
+  // It noticed it had missed its own heartbeats past the connection timeout and restarted
+  // as a new incarnation (which downloads the stage's state).
+  std::ifstream log{dir / "logs" / "r1b.log"};
+  std::stringstream text;
+  text << log.rdbuf();
+  CHECK(has(text.str(), "declared dead by the peers, rejoining as a new replica"));
+  CHECK(has(l.r.out, "# exited: r1b: exit code 0"));
+  // Catching up after the restart is not asserted: in 6 runs it reloaded the state in 3,
+  // and one of those saw one diverged iteration (repaired by the vote) and one exactly-once
+  // report missing (docs/runtime.md, known limits).
+  REQUIRE(l.loss.size() == 30);
+  check_band(l, 1e-3);
+  fs::remove_all(dir);
+}
