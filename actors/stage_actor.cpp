@@ -339,12 +339,13 @@ void on_peer_down(self_ptr self, const std::string& id) {
     for (auto& [key, o] : st.origins) {
       if (!o.done && o.carrier) {
         self->send(o.carrier, peer_down_atom::value, id, live1);
-      } else if (o.done && o.first_hop == id) {
+      } else if (o.done && o.first_hop == id && st.departed.count(id) == 0) {
         // Finished, but the first-stage replica that counted it died before its stage
         // averaged this iteration: its stage-mates drop its share, so the microbatch's
         // first-stage work is redone on a replacement, which rejoins the old path after it
         // (the next hop rebinds and re-sends its stored gradient; this holder ignores the
-        // second backward). As a relay's hop_ledger does for its own next hop.
+        // second backward). As a relay's hop_ledger does for its own next hop. Not after a
+        // graceful leave: that replica shared its work before it left.
         auto repl = choose_replacement(candidates_at(st, 1 % stages(st)), id);
         if (repl)
           on_resend(self, key, *repl, o.attempt + 1, o.next_next == id ? std::string{} : o.next_next, true);
@@ -357,6 +358,10 @@ void on_peer_down(self_ptr self, const std::string& id) {
       // The last stage hands back to the microbatch's own data holder only; with it gone,
       // its microbatch is gone too.
       if (last)
+        continue;
+      // A replica that left gracefully shared the work it finished: only what it had not
+      // finished is redone.
+      if (st.departed.count(id) > 0 && r && r->backward_done)
         continue;
       auto repl = choose_replacement(candidates_at(st, st.ctx->stage + 1), id);
       if (!repl || !st.fwd_out.count(rs.key))
