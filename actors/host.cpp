@@ -106,9 +106,9 @@ caf::behavior membership(caf::stateful_actor<membership_state>* self, ctx_ptr ct
         if (l->peer_id != from)
           return;
         auto changes = self->state.view->left(*l);
-        // A graceful leave: the peer drained first, so what it shared stays valid.
+        // A drained leave: what the peer shared stays valid.
         for (auto& c : changes)
-          if (!c.up)
+          if (!c.up && l->drained)
             for (auto& s : self->state.subscribers)
               self->send(s, left_atom::value, c.peer);
         notify(changes);
@@ -132,9 +132,9 @@ caf::behavior membership(caf::stateful_actor<membership_state>* self, ctx_ptr ct
       self->state.me.stage = stage;
       beat();
     },
-    [self, ctx](stop_atom) {
+    [self, ctx](stop_atom, bool drained) {
       for (auto& id : self->state.view->live())
-        ctx->send(self, id, service::membership, wire::leave{ctx->host.name, ctx->incarnation});
+        ctx->send(self, id, service::membership, wire::leave{ctx->host.name, ctx->incarnation, drained});
     },
   };
 }
@@ -362,7 +362,7 @@ caf::behavior supervisor(caf::stateful_actor<supervisor_state>* self, ctx_ptr ct
       st.leaving = true;
       self->send(st.ctx->reporter, left_atom::value, st.ctx->host.name,
                  "restart budget spent: " + self->system().render(m.reason));
-      self->send(st.membership, stop_atom::value);
+      self->send(st.membership, stop_atom::value, false); // not drained: peers redo its work
       self->send_exit(st.membership, caf::exit_reason::user_shutdown);
       self->send_exit(st.probe, caf::exit_reason::user_shutdown);
       self->send_exit(st.balancer, caf::exit_reason::user_shutdown);
@@ -389,14 +389,15 @@ caf::behavior supervisor(caf::stateful_actor<supervisor_state>* self, ctx_ptr ct
         return;
       st.leaving = true;
       self->send(st.compute, stop_atom::value);
-      self->delayed_send(self, std::chrono::milliseconds(st.ctx->spec->faults.hop_timeout_ms), drained_atom::value);
+      self->delayed_send(self, std::chrono::milliseconds(st.ctx->spec->faults.hop_timeout_ms), drained_atom::value,
+                         false);
     },
-    [self](drained_atom) {
+    [self](drained_atom, bool drained) {
       auto& st = self->state;
       if (st.left)
         return;
       st.left = true;
-      self->send(st.membership, stop_atom::value);
+      self->send(st.membership, stop_atom::value, drained);
       self->send(st.ctx->reporter, left_atom::value, st.ctx->host.name, std::string{"asked to leave"});
       self->delayed_send(self, std::chrono::milliseconds(1), done_atom::value);
     },

@@ -144,11 +144,13 @@ caf::actor spawn_net_guard(caf::actor_system& sys, net_guard_options opts);
 // (stop_atom)                      leave gracefully: the stage drains (finishes and shares its
 //                                  part of the iteration in progress, starts no new one), then
 //                                  LEAVE to every peer; after faults.hop_timeout_ms it leaves anyway
-// (drained_atom)                   from the stage: drained
+// (drained_atom, bool)             from the stage: drained (true); from itself after the
+//                                  timeout (false): LEAVE says whether it drained
 //
 // membership: (deliver_atom, from, frame) HELLO/LEAVE; (tick_atom) heartbeat + suspicion;
 //   (subscribe_atom, actor) sends it (peer_up_atom, id, i32 stage) / (peer_down_atom, id),
-//   and (left_atom, id) just before the peer_down of a peer that left gracefully (LEAVE);
+//   and (left_atom, id) just before the peer_down of a peer that drained and left (LEAVE);
+//   (stop_atom, bool drained) send LEAVE to every live peer
 //   (stage_atom, i32 stage) announce a new stage (-1 while a state download runs)
 // link probe: (deliver_atom, from, frame) PING/PONG; (tick_atom) probes live peers; tells
 //   the balancer (latency_atom, peer, double one_way_s, double bytes_per_s)
@@ -159,8 +161,8 @@ caf::actor spawn_net_guard(caf::actor_system& sys, net_guard_options opts);
 //   ITERATION_DONE, GRADIENT_CHUNK, NORM_SHARE, REPLICA_HASH, STATE_REQUEST, STATE_CHUNK;
 //   peer_up/peer_down; flows; (crash_atom, phase) arm an injected crash; (start_atom) (data
 //   holder) begin the next iteration; (resend_atom, u64 key, to, u32 attempt, hint) from a
-//   carrier; (stop_atom) drain, then (drained_atom) to the supervisor; (left_atom, id) the
-//   peer left gracefully: its shares stay counted
+//   carrier; (stop_atom) drain, then (drained_atom, true) to the supervisor; (left_atom, id)
+//   the peer drained and left: its shares stay counted
 // microbatch carrier (one per in-flight microbatch of a data holder): owns the first hop,
 //   attempt and timeout of its microbatch. (peer_down_atom, id, strvec live_stage1) a host
 //   died; (progress_atom, std::string next_next) HOP_PROGRESS; (done_atom) finished;

@@ -458,7 +458,7 @@ void maybe_drained(self_ptr self) {
   if (stake && st.shared.count(st.current) == 0)
     return;
   st.draining = false;
-  self->send(st.supervisor, drained_atom::value);
+  self->send(st.supervisor, drained_atom::value, true);
 }
 
 void try_share(self_ptr self, std::uint64_t i) {

@@ -119,6 +119,7 @@ struct filler {
     auto b = body.initLeave();
     b.setPeerId(txt(x.peer_id));
     b.setIncarnation(x.incarnation);
+    b.setDrained(x.drained);
   }
   void operator()(const gossip& x) {
     auto list = body.initGossip().initPeers(static_cast<unsigned>(x.peers.size()));
@@ -456,6 +457,7 @@ void get(schema::Tensor::Reader r, tensor_payload& x, checker& c, const std::str
 void get(schema::Leave::Reader r, leave& x, checker& c) {
   c.text(r.getPeerId(), "leave.peerId", 1, max_id, x.peer_id);
   x.incarnation = r.getIncarnation();
+  x.drained = r.getDrained();
 }
 
 void get(schema::Hello::Reader r, hello& x, checker& c) { get(r, x, c, "hello"); }

@@ -47,7 +47,7 @@ bool operator==(const tensor_payload& a, const tensor_payload& b) {
   }
 
 GWTF_WIRE_EQ(hello, x.peer_id, x.address, x.role, x.stage, x.capacity, x.incarnation, x.region, x.cluster)
-GWTF_WIRE_EQ(leave, x.peer_id, x.incarnation)
+GWTF_WIRE_EQ(leave, x.peer_id, x.incarnation, x.drained)
 GWTF_WIRE_EQ(peer_record, x.peer, x.heartbeat, x.suspected)
 GWTF_WIRE_EQ(gossip, x.peers)
 GWTF_WIRE_EQ(join_request, x.peer)

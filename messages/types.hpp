@@ -31,6 +31,7 @@ struct hello {
 struct leave {
   std::string peer_id;           ///< 1..64 bytes
   std::uint64_t incarnation = 0; ///< the incarnation it announced
+  bool drained = false;          ///< shared its part of the iteration in progress first
 };
 
 /// One entry of a partial view.

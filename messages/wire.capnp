@@ -37,6 +37,8 @@ struct Hello {
 struct Leave {
   peerId @0 :Text;
   incarnation @1 :UInt64; # must match the incarnation it announced
+  drained @2 :Bool;       # it finished and shared its part of the iteration in progress
+                          # first: peers keep what it shared instead of redoing it
 }
 
 # One entry of a partial view.

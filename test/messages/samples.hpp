@@ -28,7 +28,7 @@ inline std::vector<wire::message> all_samples() {
   flow_entry f2{1002, "dh-frankfurt", "r1-london", "", 0.5, 0.75, 0, 0};
   std::vector<message> out{
     h,
-    leave{"relay-fra-7", 42},
+    leave{"relay-fra-7", 42, true},
     gossip{{peer_record{h, 17, false}, peer_record{dh, 3, true}}},
     join_request{hello{"joiner-1", "10.0.9.9:4242", peer_role::relay, -1, 4, 0}},
     join_reply{true, 2, {"r2-oregon", "r2-ireland"}, ""},
