@@ -191,8 +191,10 @@ void start(self_ptr self) {
   }
   // A peer's process may send anything CAF can decode: never let it reach a handler.
   self->set_default_handler([self](caf::scheduled_actor* s, caf::message_view& x) -> caf::result<caf::message> {
-    report(self, "unexpected message " + caf::to_string(x.content()) + " from "
-                   + describe(self->current_sender()));
+    auto what = caf::to_string(x.content());
+    if (what.size() > 200) // a peer chooses its size: log a prefix
+      what = what.substr(0, 200) + "...";
+    report(self, "unexpected message " + what + " from " + describe(self->current_sender()));
     return caf::drop(s, x);
   });
   self->set_down_handler([self](caf::down_msg& m) {
