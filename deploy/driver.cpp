@@ -1,4 +1,5 @@
 #include "deploy/driver.hpp"
+#include "deploy/exactly_once.hpp"
 
 #include <chrono>
 #include <filesystem>
@@ -155,31 +156,14 @@ void check_exactly_once(driver_ptr self, std::uint32_t stage, std::uint64_t i) {
   auto c = st.contributors.find({stage, i});
   if (c == st.contributors.end() || !st.checked.insert({stage, i}).second)
     return;
-  std::map<std::uint64_t, int> seen;
-  for (auto& who : c->second) {
-    auto& keys = st.share_keys[{stage, i}][who];
-    st.result.carried[who] += static_cast<std::int64_t>(keys.size());
-    for (auto k : keys)
-      ++seen[k];
-  }
-  // The expected microbatches: those the data holders finished.
-  int missing = 0, twice = 0;
-  auto& reps = st.reports[i];
-  for (std::uint32_t h = 0; h < st.spec->holders.size(); ++h) {
-    auto rep = reps.find(st.spec->holders[h]);
-    if (rep == reps.end())
-      continue;
-    for (std::uint32_t j = 0; j < std::get<0>(rep->second); ++j) {
-      model::microbatch_id id{i, h, j};
-      auto n = seen.count(id.key()) ? seen[id.key()] : 0;
-      missing += n == 0;
-      twice += n > 1;
-    }
-  }
-  if (missing > 0 || twice > 0)
-    st.result.exactly_once_violations.push_back(
-      "stage " + std::to_string(stage) + " iteration " + std::to_string(i) + ": "
-      + std::to_string(missing) + " missing, " + std::to_string(twice) + " counted twice");
+  auto& reports = st.share_keys[{stage, i}];
+  for (auto& who : c->second)
+    st.result.carried[who] += static_cast<std::int64_t>(reports[who].size());
+  std::map<std::string, std::uint32_t> finished;
+  for (auto& [holder, rep] : st.reports[i])
+    finished[holder] = std::get<0>(rep);
+  if (auto v = exactly_once_violation(stage, i, st.spec->holders, finished, c->second, reports))
+    st.result.exactly_once_violations.push_back(*v);
 }
 
 // Exactly-once checks of every stage's iterations up to `last` (inclusive). A data holder
