@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -79,6 +80,7 @@ struct compute_state {
   std::string source;
   std::vector<std::uint8_t> blob;
   std::map<std::uint64_t, std::size_t> received;
+  std::uint64_t transfers = 0; // downloads asked for (transfer ids)
   // data holder
   std::uint32_t holder_index = 0;
   bool running = false;
@@ -607,20 +609,54 @@ void catch_up(self_ptr self, const std::string& id, std::int32_t stage) {
 
 // --- state download (joiners and repairs) ----------------------------------------
 
+std::uint64_t received_bytes(const compute_state& st) {
+  std::uint64_t have = 0;
+  for (auto& [o, n] : st.received)
+    have += n;
+  return have;
+}
+
+// Asks `from` for the stage state and watches the transfer: a request or chunks lost on a
+// connection going down, or a source that died, must not leave this replica waiting forever.
+void ask_state(self_ptr self, const std::string& from) {
+  auto& st = self->state;
+  st.source = from;
+  st.transfer = (static_cast<std::uint64_t>(std::hash<std::string>{}(me(st))) << 16) + (++st.transfers);
+  st.blob.clear();
+  st.received.clear();
+  st.ctx->send(self, from, service::stage, wire::state_request{st.transfer, static_cast<std::uint32_t>(st.ctx->stage)});
+  self->delayed_send(self, std::chrono::milliseconds(st.ctx->spec->faults.connection_timeout_ms), timeout_atom::value,
+                     st.transfer, std::uint64_t{0});
+}
+
+// Downloads from a live replica of the stage: the one after the last source tried, so that
+// a retry goes elsewhere.
 void request_state(self_ptr self) {
   auto& st = self->state;
   if (st.ready || st.transfer != 0)
     return;
   auto replicas = same_stage(st);
   if (replicas.empty())
+    return; // peer_up asks again when one comes
+  auto next = std::upper_bound(replicas.begin(), replicas.end(), st.source);
+  ask_state(self, next == replicas.end() ? replicas.front() : *next);
+}
+
+// The download watchdog: a transfer that received nothing for a connection timeout is asked
+// again from the next replica.
+void on_transfer_timeout(self_ptr self, std::uint64_t transfer, std::uint64_t had) {
+  auto& st = self->state;
+  if (st.ready || st.transfer != transfer)
     return;
-  st.source = replicas.front();
-  st.transfer = (static_cast<std::uint64_t>(std::hash<std::string>{}(me(st))) << 16) + st.current + 1
-                + st.received.size();
-  st.blob.clear();
-  st.received.clear();
-  st.ctx->send(self, st.source, service::stage,
-               wire::state_request{st.transfer, static_cast<std::uint32_t>(st.ctx->stage)});
+  auto have = received_bytes(st);
+  if (have > had) { // progressing: keep watching
+    self->delayed_send(self, std::chrono::milliseconds(st.ctx->spec->faults.connection_timeout_ms),
+                       timeout_atom::value, transfer, have);
+    return;
+  }
+  report_failure(self, "state download from " + st.source + " stalled at " + std::to_string(have) + " bytes; asking again");
+  st.transfer = 0;
+  request_state(self);
 }
 
 // Downloads the stage state from `from` (any replica if empty). `withdraw`: stop being a
@@ -632,16 +668,10 @@ void enter_download(self_ptr self, const std::string& from, bool withdraw = true
   st.transfer = 0;
   if (withdraw)
     self->send(st.supervisor, stage_atom::value, std::int32_t{-1});
-  auto replicas = same_stage(st);
-  if (!from.empty()) {
-    st.source = from;
-    st.transfer = (static_cast<std::uint64_t>(std::hash<std::string>{}(me(st))) << 16) + st.current + 7;
-    st.blob.clear();
-    st.received.clear();
-    st.ctx->send(self, from, service::stage, wire::state_request{st.transfer, static_cast<std::uint32_t>(st.ctx->stage)});
-  } else {
+  if (!from.empty())
+    ask_state(self, from);
+  else
     request_state(self);
-  }
 }
 
 void on_state_chunk(self_ptr self, const std::string& from, const wire::state_chunk& c) {
@@ -659,10 +689,7 @@ void on_state_chunk(self_ptr self, const std::string& from, const wire::state_ch
   }
   std::copy(c.data.begin(), c.data.end(), st.blob.begin() + static_cast<std::ptrdiff_t>(c.offset));
   st.received[c.offset] = c.data.size();
-  std::size_t have = 0;
-  for (auto& [o, n] : st.received)
-    have += n;
-  if (have < c.total_bytes)
+  if (received_bytes(st) < c.total_bytes)
     return;
   auto r = st.model->import_state(st.blob.data(), st.blob.size());
   st.transfer = 0;
@@ -673,6 +700,16 @@ void on_state_chunk(self_ptr self, const std::string& from, const wire::state_ch
   st.ready = true;
   st.fresh = true;
   st.current = static_cast<std::uint64_t>(st.model->steps());
+  // import_state discarded the gradients and stashes computed with the replaced weights; the
+  // hops they belong to go too. They are of an iteration the peers applied (behind), or the
+  // peers re-sent them when this replica withdrew (diverged).
+  for (auto k : st.ledger->finish(std::numeric_limits<std::uint64_t>::max())) {
+    st.fwd_out.erase(k);
+    st.grad_out.erase(k);
+    st.head_grad.erase(k);
+    st.fwd_seconds.erase(k);
+  }
+  st.stalled.clear();
   st.shared.clear();
   st.averaged.clear();
   st.my_norm.clear();
@@ -1002,6 +1039,7 @@ caf::behavior compute(self_ptr self, ctx_ptr ctx, caf::actor supervisor) {
         resume_stalled(self);
     },
     [self](peer_down_atom, const std::string& id) { on_peer_down(self, id); },
+    [self](timeout_atom, std::uint64_t transfer, std::uint64_t had) { on_transfer_timeout(self, transfer, had); },
     [self](left_atom, const std::string& id) { self->state.departed.insert(id); },
     [self](stop_atom) {
       self->state.draining = true;

@@ -91,6 +91,13 @@ public:
     sums_.clear();
   }
 
+  /// Forgets everything computed with the weights before an imported state: gradient sums,
+  /// counted microbatches and the stashed forwards.
+  void discard() {
+    reset();
+    stash_.clear();
+  }
+
 private:
   struct entry {
     torch::Tensor input;

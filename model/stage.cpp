@@ -343,6 +343,10 @@ outcome<bool> stage::import_state(const std::uint8_t* data, std::size_t size) {
     std::memcpy(v[i].data_ptr<float>(), sources[3 * i + 2], n);
   }
   impl_->optimizer->set_steps(steps);
+  // Gradients and stashes computed with the replaced weights belong to another iteration
+  // or to weights the peers do not have: none may reach a share of the imported state.
+  for (auto& s : impl_->segments)
+    s.discard();
   return true;
 }
 

@@ -103,7 +103,8 @@ public:
   std::vector<std::uint8_t> export_state() const;
 
   /// Loads export_state() bytes of the same stage and shapes. Validates everything before
-  /// changing anything: a rejected blob leaves the stage as it was.
+  /// changing anything: a rejected blob leaves the stage as it was. An accepted one also
+  /// discards this iteration's gradient sums, counted microbatches and stashed forwards.
   outcome<bool> import_state(const std::uint8_t* data, std::size_t size);
 
   /// Optimizer steps taken (= iterations applied; travels in the state blob).

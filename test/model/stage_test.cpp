@@ -148,6 +148,23 @@ TEST_CASE("(c) export/import round-trips bit-exactly; truncated or corrupted blo
   CHECK(joiner.weights_hash() == pipe.at(1).weights_hash());
   CHECK(joiner.export_state() == blob); // weights, moments and step count, bit for bit
 
+  // A replica that counted microbatches and then loads a state (it fell behind or diverged)
+  // must not carry those gradients, computed with the replaced weights, into its next share.
+  stage behind{m, other, 1};
+  auto input = torch::randn({t.microbatch_size, m.seq_len, m.hidden});
+  ok(behind.forward(7, input));
+  ok(behind.backward(7, torch::randn({t.microbatch_size, m.seq_len, m.hidden})));
+  ok(behind.forward(8, input));
+  REQUIRE(ok(behind.gradients()).count == 1);
+  CHECK(ok(behind.import_state(blob.data(), blob.size())));
+  CHECK(ok(behind.gradients()).count == 0);
+  CHECK_FALSE(behind.counted(7));
+  CHECK(behind.stashed() == 0);
+  ok(behind.forward(7, input)); // the same key counts again under the loaded weights
+  ok(behind.backward(7, torch::randn({t.microbatch_size, m.seq_len, m.hidden})));
+  CHECK(ok(behind.gradients()).count == 1);
+  CHECK(behind.duplicates() == 0);
+
   stage victim{m, other, 1};
   auto victim_hash = victim.weights_hash();
   auto rejected = [&](std::vector<std::uint8_t> bytes, const char* what) {
