@@ -11,6 +11,7 @@
 #include "actors/membership_view.hpp"
 #include "routing/balancer.hpp"
 #include "routing/cost_model.hpp"
+#include "routing/placement.hpp"
 
 namespace gwtf::actors {
 
@@ -113,6 +114,16 @@ caf::behavior membership(caf::stateful_actor<membership_state>* self, ctx_ptr ct
               self->send(s, left_atom::value, c.peer);
         notify(changes);
       }
+    },
+    [self](place_atom) {
+      // The live peers as (stage, capacity) pairs, for a host placing itself.
+      std::vector<std::int32_t> out;
+      for (auto& id : self->state.view->live()) {
+        auto& h = self->state.view->peers().at(id).hello;
+        out.push_back(h.stage);
+        out.push_back(static_cast<std::int32_t>(h.capacity));
+      }
+      return out;
     },
     [self, ctx, frozen](known_atom, const std::string& name) {
       if (frozen())
@@ -302,29 +313,92 @@ struct supervisor_state {
   std::uint64_t generation = 0;      // restarts so far: raises the incarnation
   bool leaving = false;
   bool left = false; // LEAVE sent
+  // A relay without a declared stage: membership polls until its view settles.
+  int place_polls = 0;
+  std::size_t place_seen = 0;
 };
 
-void start_children(caf::stateful_actor<supervisor_state>* self, bool joining) {
+using supervisor_ptr = caf::stateful_actor<supervisor_state>*;
+
+void register_service(supervisor_ptr self, service s, const caf::actor& a) {
+  auto& ctx = self->state.ctx;
+  self->send(ctx->link, register_atom::value, ctx->host.name, static_cast<std::int32_t>(s), a);
+}
+
+// The actors that need the host's stage: balancer, link probe and the stage itself.
+void start_stage_children(supervisor_ptr self) {
+  auto& st = self->state;
+  auto& ctx = st.ctx;
+  st.balancer = self->spawn<caf::linked>(balancer, ctx);
+  st.probe = self->spawn<caf::linked>(probe, ctx, st.balancer);
+  st.compute = spawn_compute(self, ctx);
+  self->send(st.balancer, st.compute);
+  register_service(self, service::probe, st.probe);
+  register_service(self, service::balancer, st.balancer);
+  register_service(self, service::stage, st.compute);
+  for (auto& a : {st.probe, st.balancer, st.compute})
+    self->send(st.membership, subscribe_atom::value, a);
+}
+
+void start_children(supervisor_ptr self, bool joining) {
   auto& st = self->state;
   auto ctx = std::make_shared<host_context>(*st.ctx);
   ctx->joining = joining;
   ctx->incarnation = st.ctx->incarnation + (joining && st.generation > 0 ? 1 : 0);
   st.ctx = ctx;
   st.membership = self->spawn<caf::linked>(membership, ctx, caf::actor_cast<caf::actor>(self));
-  st.balancer = self->spawn<caf::linked>(balancer, ctx);
-  st.probe = self->spawn<caf::linked>(probe, ctx, st.balancer);
-  st.compute = spawn_compute(self, ctx);
-  self->send(st.balancer, st.compute);
-  auto reg = [&](service s, const caf::actor& a) {
-    self->send(ctx->link, register_atom::value, ctx->host.name, static_cast<std::int32_t>(s), a);
-  };
-  reg(service::membership, st.membership);
-  reg(service::probe, st.probe);
-  reg(service::balancer, st.balancer);
-  reg(service::stage, st.compute);
-  for (auto& a : {st.probe, st.balancer, st.compute})
-    self->send(st.membership, subscribe_atom::value, a);
+  register_service(self, service::membership, st.membership);
   self->send(ctx->link, subscribe_atom::value, st.membership); // peers found (node mode)
+  if (ctx->stage >= 0) {
+    start_stage_children(self);
+    return;
+  }
+  st.place_polls = 0;
+  st.place_seen = 0;
+  self->send(self, place_atom::value);
+}
+
+// A relay without a declared stage places itself once its membership view has settled
+// (the same live peers at three heartbeats in a row, a data holder among them, or a
+// connection timeout after it first saw a holder), at the stage routing/placement chooses.
+void on_placement_view(supervisor_ptr self, const std::vector<std::int32_t>& flat) {
+  auto& st = self->state;
+  if (st.ctx->stage >= 0 || st.leaving)
+    return;
+  auto& spec = *st.ctx->spec;
+  std::vector<routing::flow_node> known;
+  bool holder = false;
+  for (std::size_t i = 0; i + 1 < flat.size(); i += 2) {
+    known.push_back({flat[i], flat[i + 1]});
+    holder = holder || flat[i] == 0;
+  }
+  bool settled = holder && known.size() == st.place_seen;
+  st.place_seen = known.size();
+  if (holder)
+    ++st.place_polls;
+  auto waited_ms = static_cast<std::int64_t>(st.place_polls) * spec.faults.heartbeat_interval_ms;
+  if (!(settled && st.place_polls >= 3) && !(holder && waited_ms >= spec.faults.connection_timeout_ms)) {
+    self->delayed_send(self, std::chrono::milliseconds(spec.faults.heartbeat_interval_ms), place_atom::value);
+    return;
+  }
+  int stage = routing::place_unstaged(known, spec.model.stages, st.ctx->host.capacity);
+  if (stage < 1) {
+    self->send(st.ctx->reporter, failure_atom::value, st.ctx->host.name,
+               std::string{"no relay stage to join (the model has one stage)"});
+    return;
+  }
+  std::map<int, int> capacity;
+  for (auto& n : known)
+    capacity[n.stage] += n.capacity;
+  std::string why = "from " + std::to_string(known.size()) + " live peers; relay capacity per stage:";
+  for (int s = 1; s < spec.model.stages; ++s)
+    why += " " + std::to_string(capacity[s]);
+  auto ctx = std::make_shared<host_context>(*st.ctx);
+  ctx->stage = stage;
+  ctx->host.stage = stage;
+  st.ctx = ctx;
+  self->send(ctx->reporter, placed_atom::value, ctx->host.name, static_cast<std::int32_t>(stage), why);
+  start_stage_children(self);
 }
 
 // Stops the host's actors (but `failed`, already gone) and starts them again as a new
@@ -339,6 +413,7 @@ void restart_children(caf::stateful_actor<supervisor_state>* self, const std::st
       self->unlink_from(a);
       self->send_exit(a, caf::exit_reason::user_shutdown);
     }
+  st.membership = st.probe = st.balancer = st.compute = caf::actor{};
   start_children(self, true);
   self->send(st.ctx->link, restart_atom::value, st.ctx->incarnation);
 }
@@ -363,10 +438,9 @@ caf::behavior supervisor(caf::stateful_actor<supervisor_state>* self, ctx_ptr ct
       self->send(st.ctx->reporter, left_atom::value, st.ctx->host.name,
                  "restart budget spent: " + self->system().render(m.reason));
       self->send(st.membership, stop_atom::value, false); // not drained: peers redo its work
-      self->send_exit(st.membership, caf::exit_reason::user_shutdown);
-      self->send_exit(st.probe, caf::exit_reason::user_shutdown);
-      self->send_exit(st.balancer, caf::exit_reason::user_shutdown);
-      self->send_exit(st.compute, caf::exit_reason::user_shutdown);
+      for (auto& a : {st.membership, st.probe, st.balancer, st.compute})
+        if (a)
+          self->send_exit(a, caf::exit_reason::user_shutdown);
       self->quit();
       return;
     }
@@ -388,6 +462,10 @@ caf::behavior supervisor(caf::stateful_actor<supervisor_state>* self, ctx_ptr ct
       if (st.leaving)
         return;
       st.leaving = true;
+      if (!st.compute) { // not placed yet: nothing to hand over
+        self->send(self, drained_atom::value, true);
+        return;
+      }
       self->send(st.compute, stop_atom::value);
       self->delayed_send(self, std::chrono::milliseconds(st.ctx->spec->faults.hop_timeout_ms), drained_atom::value,
                          false);
@@ -407,6 +485,19 @@ caf::behavior supervisor(caf::stateful_actor<supervisor_state>* self, ctx_ptr ct
       // failure: the restart budget is not charged).
       if (!self->state.leaving && self->current_sender() == caf::actor_cast<caf::strong_actor_ptr>(self->state.membership))
         restart_children(self, why, caf::actor_addr{});
+    },
+    [self](place_atom) {
+      auto& st = self->state;
+      if (st.ctx->stage >= 0 || st.leaving)
+        return;
+      auto timeout = std::chrono::milliseconds(st.ctx->spec->faults.connection_timeout_ms);
+      self->request(st.membership, timeout, place_atom::value)
+        .then([self](const std::vector<std::int32_t>& flat) { on_placement_view(self, flat); },
+              [self](caf::error&) {
+                // Membership restarting: ask again.
+                self->delayed_send(self, std::chrono::milliseconds(self->state.ctx->spec->faults.heartbeat_interval_ms),
+                                   place_atom::value);
+              });
     },
     [self](stage_atom, std::int32_t stage) {
       // The stage holds valid weights (>= 0) or is downloading them (-1).

@@ -50,6 +50,7 @@ using stop_atom = caf::atom_constant<caf::atom("stop")>;
 using net_atom = caf::atom_constant<caf::atom("net")>;
 using drained_atom = caf::atom_constant<caf::atom("drained")>;
 using known_atom = caf::atom_constant<caf::atom("known")>;
+using place_atom = caf::atom_constant<caf::atom("place")>;
 // reporter events
 using iteration_atom = caf::atom_constant<caf::atom("iteration")>;
 using applied_atom = caf::atom_constant<caf::atom("applied")>;
@@ -59,6 +60,7 @@ using joined_atom = caf::atom_constant<caf::atom("joined")>;
 using restart_atom = caf::atom_constant<caf::atom("restart")>;
 using left_atom = caf::atom_constant<caf::atom("left")>;
 using failure_atom = caf::atom_constant<caf::atom("failure")>;
+using placed_atom = caf::atom_constant<caf::atom("placed")>;
 
 /// Where a frame goes inside its destination host.
 /// `link` is the links' own traffic in node mode (GOSSIP: who is where).

@@ -67,6 +67,40 @@ std::optional<double> iteration_barrier::global_norm(std::uint64_t iteration) co
   return std::sqrt(sum);
 }
 
+std::string iteration_barrier::waiting_for(std::uint64_t iteration, const std::string& self,
+                                           const std::vector<std::string>& live_holders,
+                                           std::int64_t counted) const {
+  std::string out;
+  auto add = [&](const std::string& what) { out += (out.empty() ? "" : "; ") + what; };
+  auto d = done_.find(iteration);
+  std::string holders;
+  for (auto& h : live_holders)
+    if (d == done_.end() || d->second.count(h) == 0)
+      holders += (holders.empty() ? "" : ", ") + h;
+  if (!holders.empty())
+    add("ITERATION_DONE from " + holders);
+  auto s = shares_.find(iteration);
+  if (s == shares_.end() || s->second.count(self) == 0)
+    add("this replica's share");
+  auto reported = reported_microbatches(iteration);
+  if (counted < reported) {
+    std::string from;
+    if (s != shares_.end())
+      for (auto& r : s->second)
+        from += (from.empty() ? "" : ", ") + r;
+    add("shares counting " + std::to_string(reported) + " microbatches (" + std::to_string(counted)
+        + " in, from " + (from.empty() ? std::string{"nobody"} : from) + ")");
+  }
+  auto n = norms_.find(iteration);
+  std::string stages;
+  for (int k = 0; k < stages_; ++k)
+    if (n == norms_.end() || n->second.count(static_cast<std::uint32_t>(k)) == 0)
+      stages += (stages.empty() ? "" : ", ") + std::to_string(k);
+  if (!stages.empty())
+    add("norms of stage(s) " + stages);
+  return out;
+}
+
 void iteration_barrier::finish(std::uint64_t iteration) {
   auto drop = [&](auto& m) { m.erase(m.begin(), m.upper_bound(iteration)); };
   drop(done_);

@@ -39,6 +39,10 @@ public:
   void norm(std::uint64_t iteration, std::uint32_t stage, double sum_squares);
   /// sqrt of the sum over stages once every stage reported.
   std::optional<double> global_norm(std::uint64_t iteration) const;
+  /// What `iteration` still waits for at replica `self` (whose shares in count `counted`
+  /// microbatches), in words, for the stall report; empty when nothing is missing.
+  std::string waiting_for(std::uint64_t iteration, const std::string& self,
+                          const std::vector<std::string>& live_holders, std::int64_t counted) const;
   /// Forgets `iteration` and older.
   void finish(std::uint64_t iteration);
 

@@ -772,8 +772,40 @@ void on_replica_hash(self_ptr self, const std::string& from, const wire::replica
   if (best->first != mine->second) {
     report_failure(self, "weights diverged from replica " + best->second.second + " after iteration "
                            + std::to_string(h.iteration) + "; downloading its state");
-    enter_download(self, best->second.second);
+    // A data holder stays one (its hello must say stage 0); a relay withdraws meanwhile.
+    enter_download(self, best->second.second, !is_holder(st));
   }
+}
+
+// --- stall report -----------------------------------------------------------------
+
+// An iteration still in progress after four hop timeouts is reported with what this replica
+// still waits for (the operator's first question; the recovery paths have timeouts of their
+// own). Re-armed for as long as the actor lives.
+void stall_watch(self_ptr self, std::uint64_t seen) {
+  auto& st = self->state;
+  auto period = std::chrono::milliseconds(4 * st.ctx->spec->faults.hop_timeout_ms);
+  self->delayed_send(self, period, tick_atom::value, st.current);
+  if (seen != st.current || st.current >= static_cast<std::uint64_t>(st.ctx->spec->training.iterations))
+    return;
+  if (!st.ready) {
+    report_failure(self, "iteration " + std::to_string(st.current) + " in progress for over "
+                           + std::to_string(period.count()) + " ms: no weights"
+                           + (st.transfer != 0 ? ", downloading them from " + st.source : std::string{}));
+    return;
+  }
+  std::int64_t counted = 0;
+  if (auto sh = st.shares.find(st.current); sh != st.shares.end())
+    for (auto& [r, d] : sh->second)
+      counted += d.count;
+  auto missing = st.barrier->waiting_for(st.current, me(st), live_holders(st), counted);
+  if (is_holder(st) && st.running)
+    missing = std::to_string(st.ctx->spec->training.microbatches_per_holder - static_cast<std::int64_t>(st.done_count))
+              + " of its microbatches unfinished"
+              + (missing.empty() ? "" : "; " + missing);
+  if (!missing.empty())
+    report_failure(self, "iteration " + std::to_string(st.current) + " in progress for over "
+                           + std::to_string(period.count()) + " ms, waiting for " + missing);
 }
 
 // --- data holder: iterations and carriers ----------------------------------------
@@ -950,6 +982,7 @@ caf::behavior compute(self_ptr self, ctx_ptr ctx, caf::actor supervisor) {
       self->send(self, start_atom::value);
     }
   }
+  stall_watch(self, std::numeric_limits<std::uint64_t>::max()); // arms it
   return {
     [self](deliver_atom, const std::string& from, wire_frame& frame) {
       auto& st = self->state;
@@ -1062,6 +1095,7 @@ caf::behavior compute(self_ptr self, ctx_ptr ctx, caf::actor supervisor) {
       if (!self->state.running)
         start_iteration(self);
     },
+    [self](tick_atom, std::uint64_t iteration) { stall_watch(self, iteration); },
     [self](resend_atom, std::uint64_t key, const std::string& to, std::uint32_t attempt,
            const std::string& hint) { on_resend(self, key, to, attempt, hint); },
   };

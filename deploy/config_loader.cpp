@@ -353,9 +353,6 @@ void validate_cluster(cluster_config& cfg, reader& r, const fs::path& base_dir,
     else if (h.role == actors::host_role::data_holder
              && std::find(roster.begin(), roster.end(), h.name) == roster.end())
       r.error_for("training.data_holders", "expected this data holder '" + h.name + "' in the list");
-    if (h.role == actors::host_role::relay && h.stage < 1)
-      r.error_for("hosts[0].stage", "expected a relay stage in [1, " + std::to_string(cfg.model.stages - 1)
-                                      + "] (node mode does not place hosts at the bottleneck stage yet)");
   } else if (!cfg.training.data_holders.empty()) {
     std::vector<std::string> declared;
     for (auto& h : cfg.hosts)

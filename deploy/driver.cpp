@@ -1,4 +1,6 @@
 #include "deploy/driver.hpp"
+
+#include "routing/placement.hpp"
 #include "deploy/exactly_once.hpp"
 
 #include <chrono>
@@ -16,6 +18,7 @@
 #include "actors/interfaces.hpp"
 #include "actors/system_setup.hpp"
 #include "model/data.hpp"
+#include "routing/placement.hpp"
 #include "model/partition.hpp"
 #include "model/torch_runtime.hpp"
 
@@ -29,6 +32,7 @@ using clock = std::chrono::steady_clock;
 struct driver_state {
   const cluster_config* cfg = nullptr;
   std::shared_ptr<const cluster_spec> spec;
+  std::map<std::string, int> placed; // node mode: relays that placed themselves
   std::ostream* out = nullptr;
   host_control* control = nullptr;
   std::set<std::string> hosts; // started and not crashed/left
@@ -82,7 +86,9 @@ void crash(driver_ptr self, const std::string& host, const std::string& phase) {
 }
 
 int stage_of(const driver_state& st, const std::string& host) {
-  for (auto& h : st.cfg->hosts)
+  if (auto p = st.placed.find(host); p != st.placed.end())
+    return p->second;
+  for (auto& h : st.spec->hosts) // stages as placed by make_spec
     if (h.name == host)
       return h.role == host_role::data_holder ? 0 : h.stage;
   return -1;
@@ -326,6 +332,10 @@ caf::behavior driver(driver_ptr self, const cluster_config* cfg, std::shared_ptr
       st.result.wasted_s += wasted;
       st.compute_by_host[host][i] += secs;
     },
+    [self](placed_atom, const std::string& host, std::int32_t stage, const std::string& why) {
+      self->state.placed[host] = stage;
+      *self->state.out << "# " << host << " placed itself at stage " << stage << " (" << why << ")" << std::endl;
+    },
     [self](joined_atom, const std::string& host, std::uint64_t steps) {
       self->state.result.joined.push_back(host);
       *self->state.out << "# " << host << " loaded its stage state (" << steps << " steps applied)" << std::endl;
@@ -387,17 +397,15 @@ std::shared_ptr<actors::cluster_spec> make_spec(const cluster_config& cfg) {
   spec->routing = cfg.routing;
   spec->faults = cfg.faults;
   spec->hosts = cfg.hosts;
-  // Relays declared without a stage go to the stage with the fewest replicas.
+  // Relays declared without a stage are placed one by one, in declaration order, by the
+  // rule a node-mode host applies to its membership view (routing::place_unstaged).
   for (auto& h : spec->hosts) {
     if (h.role == host_role::relay && h.stage < 1) {
-      std::map<int, int> count;
-      for (int s = 1; s < cfg.model.stages; ++s)
-        count[s] = 0;
+      std::vector<routing::flow_node> known;
       for (auto& o : spec->hosts)
-        if (o.role == host_role::relay && o.stage >= 1)
-          ++count[o.stage];
-      h.stage = std::min_element(count.begin(), count.end(),
-                                 [](auto& a, auto& b) { return a.second < b.second; })->first;
+        if (o.stage >= 0 && (o.role == host_role::data_holder || o.stage >= 1))
+          known.push_back({o.role == host_role::data_holder ? 0 : o.stage, o.capacity});
+      h.stage = routing::place_unstaged(known, cfg.model.stages, h.capacity);
     }
   }
   spec->holders = cfg.training.data_holders.empty() ? holder_names(cfg) : cfg.training.data_holders;

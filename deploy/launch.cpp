@@ -85,7 +85,7 @@ public:
         initial.push_back(h.name);
     }
     for (std::size_t i = 0; i < cfg_.hosts.size(); ++i) {
-      auto& h = spec_->hosts[i];
+      auto& h = cfg_.hosts[i]; // as declared: a relay without a stage places itself
       cluster_config c = cfg_;
       c.hosts = {h};
       c.node.listen = address_[h.name];

@@ -166,6 +166,10 @@ caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me
     [up](compute_atom, const std::string& host, std::uint64_t i, double secs, double wasted) {
       up(compute_atom::value, host, i, secs, wasted);
     },
+    [self, up](placed_atom, const std::string& host, std::int32_t stage, const std::string& why) {
+      line(self) << "placed at stage " << stage << " (" << why << ")" << std::endl;
+      up(placed_atom::value, host, stage, why);
+    },
     [self, up](joined_atom, const std::string& host, std::uint64_t steps) {
       line(self) << "loaded the stage state (" << steps << " steps applied)" << std::endl;
       up(joined_atom::value, host, steps);
@@ -247,6 +251,9 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
     return exit_code::failure;
   }
   auto spec = make_spec(cfg);
+  // make_spec places a stage-less relay from the declared hosts; here only this host is
+  // declared: it places itself from its membership view once it has met the cluster.
+  spec->hosts.front().stage = cfg.hosts.front().stage;
   auto signals = shutdown_signals();
   actors::system_config sc{cfg.node, cfg.faults, true};
   std::promise<int> exit_promise;
@@ -320,7 +327,9 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
     spec->advertise = advertise;
     caf::anon_send(link, start_atom::value, advertise);
     out << "caf-gwtf node " << host.name << " (" << (host.role == host_role::data_holder ? "data holder" : "relay")
-        << ", stage " << spec->hosts.front().stage << ") listening on " << listen->host << ":" << *port
+        << ", " << (spec->hosts.front().stage < 0 ? std::string{"stage to be placed"}
+                                                   : "stage " + std::to_string(spec->hosts.front().stage))
+        << ") listening on " << listen->host << ":" << *port
         << ", advertised as " << advertise << ", cluster " << std::hex << lo.cluster << std::dec << ", bootstrap "
         << cfg.node.bootstrap.size() << " peer(s)" << (opts.join ? ", joining" : "") << std::endl;
     auto supervisor = spawn_host(sys, spec, spec->hosts.front(), link, reporter, opts.join);

@@ -18,4 +18,30 @@ placement choose_join_stage(const std::vector<flow_node>& nodes, int stages, int
   return best;
 }
 
+int place_unstaged(const std::vector<flow_node>& known, int stages, int capacity) {
+  if (stages < 2)
+    return -1;
+  std::vector<long long> stage_capacity(static_cast<std::size_t>(stages), 0);
+  std::vector<flow_node> valid;
+  for (auto& n : known)
+    if (n.stage >= 0 && n.stage < stages && n.capacity > 0) {
+      stage_capacity[static_cast<std::size_t>(n.stage)] += n.capacity;
+      valid.push_back(n);
+    }
+  auto uniform = [](std::size_t, std::size_t) { return 1.0; };
+  int best = -1, best_flows = -1;
+  for (int s = 1; s < stages; ++s) {
+    auto with = valid;
+    with.push_back(flow_node{s, capacity});
+    int flows = max_flow_min_cost(with, stages, uniform).flows;
+    auto c = stage_capacity[static_cast<std::size_t>(s)];
+    if (best < 0 || flows > best_flows
+        || (flows == best_flows && c < stage_capacity[static_cast<std::size_t>(best)])) {
+      best = s;
+      best_flows = flows;
+    }
+  }
+  return best;
+}
+
 } // namespace gwtf::routing

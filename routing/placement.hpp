@@ -24,4 +24,11 @@ struct placement {
 placement choose_join_stage(const std::vector<flow_node>& nodes, int stages, int capacity,
                             const std::function<edge_cost_fn(int stage)>& costs_with_joiner_at);
 
+/// A host without a declared stage, placed from what it knows of the live hosts (their
+/// stage and capacity; nothing measured yet, so every link costs the same): the stage where
+/// it adds the most flows (choose_join_stage), then the relay stage with the least total
+/// capacity (the bottleneck), then the lowest stage. Deterministic: hosts that know the same
+/// cluster choose the same stage. -1 when the model has no relay stage.
+int place_unstaged(const std::vector<flow_node>& known, int stages, int capacity);
+
 } // namespace gwtf::routing

@@ -85,7 +85,7 @@ TEST_CASE("next hop: own flow from the sender first, then any flow, then the che
 
 TEST_CASE("membership view: heartbeats, silence, restarts and clean leaves") {
   membership_view v{"me", 800};
-  wire::hello h{"r1", "x", wire::peer_role::relay, 1, 4, 7};
+  wire::hello h{"r1", "x", wire::peer_role::relay, 1, 4, 7, "", 0};
   auto c = v.heard(h, 0);
   REQUIRE(c.size() == 1);
   CHECK(c[0].up);
@@ -109,7 +109,7 @@ TEST_CASE("membership view: heartbeats, silence, restarts and clean leaves") {
   CHECK(v.live_at(1).empty());
   CHECK(v.left(wire::leave{"r1", 8}).size() == 1);
   CHECK(v.heard(moved, 1200).empty()); // a late heartbeat of the incarnation that left
-  CHECK(v.heard(wire::hello{"me", "x", wire::peer_role::relay, 1, 1, 1}, 0).empty());
+  CHECK(v.heard(wire::hello{"me", "x", wire::peer_role::relay, 1, 1, 1, "", 0}, 0).empty());
 }
 
 TEST_CASE("iteration barrier: holders, then shares covering every reported microbatch, then a norm per stage") {
@@ -141,6 +141,22 @@ TEST_CASE("iteration barrier: holders, then shares covering every reported micro
   b.finish(5);
   CHECK_FALSE(b.global_norm(5).has_value());
   CHECK(b.reports(5).empty());
+}
+
+TEST_CASE("iteration barrier: the stall report names what an iteration still waits for") {
+  iteration_barrier b{3};
+  auto w = b.waiting_for(5, "r1a", {"dh1", "dh2"}, 0);
+  CHECK(w == "ITERATION_DONE from dh1, dh2; this replica's share; norms of stage(s) 0, 1, 2");
+  b.holder_done(wire::iteration_done{5, "dh1", 4, 10.0});
+  b.holder_done(wire::iteration_done{5, "dh2", 4, 11.0});
+  b.share(5, "r1a");
+  b.share(5, "r1b");
+  b.norm(5, 0, 1.0);
+  b.norm(5, 2, 1.0);
+  CHECK(b.waiting_for(5, "r1a", {"dh1", "dh2"}, 6)
+        == "shares counting 8 microbatches (6 in, from r1a, r1b); norms of stage(s) 1");
+  b.norm(5, 1, 1.0);
+  CHECK(b.waiting_for(5, "r1a", {"dh1", "dh2"}, 8).empty());
 }
 
 TEST_CASE("link emulator: latency plus bytes over bandwidth, queued per link, slowed on demand") {

@@ -176,6 +176,23 @@ TEST_CASE("launch: a joiner found through one bootstrap address downloads its st
   fs::remove_all(dir);
 }
 
+TEST_CASE("launch: a joiner without a declared stage places itself at the bottleneck stage") {
+  auto dir = workdir("place");
+  // Relay capacity per stage: 8, 8 and 4. Stage 3 limits the flows, so the joiner goes there.
+  auto hosts = replicated + "  - {name: r9, region: tokyo, role: relay, capacity: 4}\n";
+  auto l = launch_and_reference(dir, hosts, 12, "{at_iteration: 4, action: join, host: r9}");
+  INFO(l.r.out << l.logs);
+  REQUIRE(l.r.code == 0);
+  CHECK(has(l.r.out, "# r9 placed itself at stage 3 (from 7 live peers; relay capacity per stage: 8 8 4)"));
+  CHECK(has(l.r.out, "# r9 loaded its stage state"));
+  CHECK(has(l.r.out, "joins 1, departures 0"));
+  CHECK(has(l.r.out, "# exited: r9: exit code 0"));
+  CHECK(has(l.r.out, "exactly-once violations 0; replica disagreements 0"));
+  REQUIRE(l.loss.size() == 12);
+  check_band(l, 1e-3);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("launch: SIGTERM makes a relay drain and leave: exit code 0, zero wasted compute, nothing lost") {
   auto dir = workdir("leave");
   auto l = launch_and_reference(dir, replicated, 12, "{at_iteration: 6, action: leave, host: r1b}");

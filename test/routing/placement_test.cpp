@@ -44,3 +44,17 @@ TEST_CASE("placement: S = 2 has one relay stage; without usable links nothing is
   });
   CHECK(none.flows == 0);
 }
+
+TEST_CASE("placement without a declared stage: most flows, then the stage with the least capacity") {
+  // Holders 8; stage 1: 6, stage 2: 2, stage 3: 5. Stage 2 limits the flows: it goes there.
+  CHECK(place_unstaged({{0, 8}, {1, 6}, {2, 2}, {3, 5}}, 4, 3) == 2);
+  // The holders limit (2): no stage adds flows; the one with the least capacity gets it.
+  CHECK(place_unstaged({{0, 2}, {1, 6}, {2, 4}, {3, 5}}, 4, 3) == 2);
+  // Equal capacities: the lowest stage.
+  CHECK(place_unstaged({{0, 2}, {1, 4}, {2, 4}}, 3, 1) == 1);
+  // A stage nobody serves yet: without it nothing flows; with it, flows start.
+  CHECK(place_unstaged({{0, 4}, {1, 4}, {3, 4}}, 4, 2) == 2);
+  // Stages that are not relay stages are ignored; no relay stage at all: -1.
+  CHECK(place_unstaged({{0, 4}, {7, 100}, {1, 1}}, 3, 2) == 2);
+  CHECK(place_unstaged({{0, 4}}, 1, 2) == -1);
+}
