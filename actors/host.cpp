@@ -88,7 +88,11 @@ caf::behavior membership(caf::stateful_actor<membership_state>* self, ctx_ptr ct
         return;
       self->state.last_tick_ms = now_ms();
       beat();
-      notify(self->state.view->tick(now_ms()));
+      auto changes = self->state.view->tick(now_ms());
+      for (auto& c : changes)
+        if (!c.up) // silent past the connection timeout (a LEAVE is not a death)
+          self->send(ctx->reporter, peer_down_atom::value, ctx->host.name, c.peer);
+      notify(changes);
       self->delayed_send(self, std::chrono::milliseconds(ctx->spec->faults.heartbeat_interval_ms),
                          tick_atom::value);
     },

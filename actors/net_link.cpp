@@ -116,7 +116,8 @@ void dial(self_ptr self, const std::string& address) {
       });
 }
 
-void on_gossip(self_ptr self, const caf::strong_actor_ptr& src, wire_frame&& frame) {
+// `introduction`: sent by a peer that just dialled this host (addressed to nobody).
+void on_gossip(self_ptr self, const caf::strong_actor_ptr& src, wire_frame&& frame, bool introduction) {
   auto& st = self->state;
   wire::decode_limits limits;
   limits.max_bytes = static_cast<std::size_t>(st.opts.max_message_bytes);
@@ -139,7 +140,10 @@ void on_gossip(self_ptr self, const caf::strong_actor_ptr& src, wire_frame&& fra
   place(self, out.peer);
   if (out.newly_bound)
     caf::aout(self) << "link: connected to " << out.peer << " (" << g->peers.front().peer.address << ")" << std::endl;
-  if (out.newly_bound) // answer once per binding, so both ends are bound
+  // Answer a new binding, so that both ends are bound, and every introduction: a peer dials
+  // again when its end lost the binding (after a hang, a stale connection's teardown can
+  // unbind a live peer at one end only) and binds again on this answer.
+  if (out.newly_bound || introduction)
     self->send(st.handle_of.at(conn), net_atom::value, st.opts.self.name, out.peer,
                static_cast<std::int32_t>(service::link), gossip_frame(st));
   // Membership beats to every name it was told; a name learned by hearsay is told again
@@ -245,7 +249,7 @@ caf::behavior running(self_ptr self) {
         return;
       }
       if (svc == static_cast<std::int32_t>(service::link)) {
-        on_gossip(self, src, std::move(frame));
+        on_gossip(self, src, std::move(frame), to.empty());
         return;
       }
       auto conn = st.conn_of.find(std::make_pair(src->node(), src->id()));

@@ -17,6 +17,8 @@
 #include "actors/hop_ledger.hpp"
 #include "actors/host_internal.hpp"
 #include "actors/iteration_barrier.hpp"
+#include "actors/replica_vote.hpp"
+#include "actors/state_download.hpp"
 #include "actors/tensor_bridge.hpp"
 
 namespace gwtf::actors {
@@ -71,15 +73,11 @@ struct compute_state {
   std::set<std::uint64_t> shared, normed;
   std::map<std::uint64_t, std::vector<torch::Tensor>> averaged;
   std::map<std::uint64_t, double> my_norm; // this stage's squared norm, until applied
-  std::map<std::uint64_t, std::map<std::string, std::uint64_t>> hashes;
-  std::map<std::uint64_t, std::uint64_t> my_hash;
+  replica_vote vote;
   std::optional<wire::replica_hash> last_hash; // of the last step applied
   bool fresh = false; // loaded a state and applied no step since: may be behind the others
   // state download (joiners, repairs)
-  std::uint64_t transfer = 0;
-  std::string source;
-  std::vector<std::uint8_t> blob;
-  std::map<std::uint64_t, std::size_t> received;
+  state_download download;
   std::uint64_t transfers = 0; // downloads asked for (transfer ids)
   // data holder
   std::uint32_t holder_index = 0;
@@ -178,6 +176,8 @@ void send_share(self_ptr self, std::uint64_t i);
 void try_share(self_ptr self, std::uint64_t i);
 void try_average(self_ptr self, std::uint64_t i);
 void try_apply(self_ptr self, std::uint64_t i);
+bool check_vote(self_ptr self, std::uint64_t i);
+void request_state(self_ptr self);
 void start_iteration(self_ptr self);
 void handle_forward(self_ptr self, const std::string& from, wire::activation a);
 
@@ -372,8 +372,10 @@ void on_peer_down(self_ptr self, const std::string& id) {
       st.ledger->redirect(rs.key, *repl);
     }
   }
-  if (st.source == id && !st.ready)
-    st.transfer = 0; // the download source died: ask another replica
+  if (st.download.active() && st.download.source() == id && !st.ready) {
+    st.download.cancel(); // the download source died: ask another replica
+    request_state(self);
+  }
   // Its share, if any, is dropped: its microbatches come back through re-sends. Not so for a
   // replica that drained and left (it shared everything it counted before its LEAVE), nor
   // for a data holder (its own microbatches, counted at stage 0 by it alone, never come back).
@@ -570,13 +572,13 @@ void try_apply(self_ptr self, std::uint64_t i) {
   st.fresh = false;
   st.last_done.reset();
   auto h = st.model->weights_hash();
-  st.my_hash[i] = h;
-  st.hashes.erase(st.hashes.begin(), st.hashes.lower_bound(i > 8 ? i - 8 : 0)); // votes that never completed
+  st.vote.mine(i, h);
   self->send(st.ctx->reporter, applied_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage), i, h,
              std::vector<std::string>{});
   st.last_hash = wire::replica_hash{i, static_cast<std::uint32_t>(st.ctx->stage), h};
   for (auto& r : same_stage(st))
     st.ctx->send(self, r, service::stage, *st.last_hash);
+  check_vote(self, i); // diverged: not ready until the download, so the next steps wait
   auto pending = std::move(st.pending);
   st.pending.clear();
   for (auto& [from, a] : pending)
@@ -609,36 +611,27 @@ void catch_up(self_ptr self, const std::string& id, std::int32_t stage) {
 
 // --- state download (joiners and repairs) ----------------------------------------
 
-std::uint64_t received_bytes(const compute_state& st) {
-  std::uint64_t have = 0;
-  for (auto& [o, n] : st.received)
-    have += n;
-  return have;
-}
-
 // Asks `from` for the stage state and watches the transfer: a request or chunks lost on a
 // connection going down, or a source that died, must not leave this replica waiting forever.
 void ask_state(self_ptr self, const std::string& from) {
   auto& st = self->state;
-  st.source = from;
-  st.transfer = (static_cast<std::uint64_t>(std::hash<std::string>{}(me(st))) << 16) + (++st.transfers);
-  st.blob.clear();
-  st.received.clear();
-  st.ctx->send(self, from, service::stage, wire::state_request{st.transfer, static_cast<std::uint32_t>(st.ctx->stage)});
+  auto id = (static_cast<std::uint64_t>(std::hash<std::string>{}(me(st))) << 16) + (++st.transfers);
+  st.download.start(from, id);
+  st.ctx->send(self, from, service::stage, wire::state_request{id, static_cast<std::uint32_t>(st.ctx->stage)});
   self->delayed_send(self, std::chrono::milliseconds(st.ctx->spec->faults.connection_timeout_ms), timeout_atom::value,
-                     st.transfer, std::uint64_t{0});
+                     id, std::uint64_t{0});
 }
 
 // Downloads from a live replica of the stage: the one after the last source tried, so that
 // a retry goes elsewhere.
 void request_state(self_ptr self) {
   auto& st = self->state;
-  if (st.ready || st.transfer != 0)
+  if (st.ready || st.download.active())
     return;
   auto replicas = same_stage(st);
   if (replicas.empty())
     return; // peer_up asks again when one comes
-  auto next = std::upper_bound(replicas.begin(), replicas.end(), st.source);
+  auto next = std::upper_bound(replicas.begin(), replicas.end(), st.download.source());
   ask_state(self, next == replicas.end() ? replicas.front() : *next);
 }
 
@@ -646,16 +639,17 @@ void request_state(self_ptr self) {
 // again from the next replica.
 void on_transfer_timeout(self_ptr self, std::uint64_t transfer, std::uint64_t had) {
   auto& st = self->state;
-  if (st.ready || st.transfer != transfer)
+  if (st.ready || !st.download.active() || st.download.transfer() != transfer)
     return;
-  auto have = received_bytes(st);
+  auto have = st.download.received();
   if (have > had) { // progressing: keep watching
     self->delayed_send(self, std::chrono::milliseconds(st.ctx->spec->faults.connection_timeout_ms),
                        timeout_atom::value, transfer, have);
     return;
   }
-  report_failure(self, "state download from " + st.source + " stalled at " + std::to_string(have) + " bytes; asking again");
-  st.transfer = 0;
+  report_failure(self, "state download from " + st.download.source() + " stalled at " + std::to_string(have)
+                         + " bytes; asking again");
+  st.download.cancel();
   request_state(self);
 }
 
@@ -665,7 +659,7 @@ void on_transfer_timeout(self_ptr self, std::uint64_t transfer, std::uint64_t ha
 void enter_download(self_ptr self, const std::string& from, bool withdraw = true) {
   auto& st = self->state;
   st.ready = false;
-  st.transfer = 0;
+  st.download.cancel();
   if (withdraw)
     self->send(st.supervisor, stage_atom::value, std::int32_t{-1});
   if (!from.empty())
@@ -676,23 +670,17 @@ void enter_download(self_ptr self, const std::string& from, bool withdraw = true
 
 void on_state_chunk(self_ptr self, const std::string& from, const wire::state_chunk& c) {
   auto& st = self->state;
-  if (st.ready || c.transfer_id != st.transfer || from != st.source
-      || c.stage != static_cast<std::uint32_t>(st.ctx->stage))
+  if (st.ready)
     return;
-  if (c.total_bytes > static_cast<std::uint64_t>(st.ctx->spec->max_message_bytes) * 64) {
-    report_failure(self, "state from " + from + " announces " + std::to_string(c.total_bytes) + " bytes");
+  auto limit = static_cast<std::uint64_t>(st.ctx->spec->max_message_bytes) * 64;
+  auto got = st.download.chunk(from, c, static_cast<std::uint32_t>(st.ctx->stage), limit);
+  if (got == state_download::outcome::refused)
+    report_failure(self, "state from " + from + " announces " + std::to_string(c.total_bytes) + " bytes (limit "
+                           + std::to_string(limit) + ")");
+  if (got != state_download::outcome::complete)
     return;
-  }
-  if (st.blob.size() != c.total_bytes) {
-    st.blob.assign(c.total_bytes, 0);
-    st.received.clear();
-  }
-  std::copy(c.data.begin(), c.data.end(), st.blob.begin() + static_cast<std::ptrdiff_t>(c.offset));
-  st.received[c.offset] = c.data.size();
-  if (received_bytes(st) < c.total_bytes)
-    return;
-  auto r = st.model->import_state(st.blob.data(), st.blob.size());
-  st.transfer = 0;
+  auto blob = st.download.take();
+  auto r = st.model->import_state(blob.data(), blob.size());
   if (!value_or_report(self, r, "state from " + from)) {
     request_state(self);
     return;
@@ -713,14 +701,16 @@ void on_state_chunk(self_ptr self, const std::string& from, const wire::state_ch
   st.shared.clear();
   st.averaged.clear();
   st.my_norm.clear();
-  st.blob = {};
+  auto bytes = static_cast<std::uint64_t>(blob.size());
   self->send(st.supervisor, stage_atom::value, static_cast<std::int32_t>(st.ctx->stage));
-  self->send(st.ctx->reporter, joined_atom::value, me(st), static_cast<std::uint64_t>(st.current));
+  self->send(st.ctx->reporter, joined_atom::value, me(st), static_cast<std::uint64_t>(st.current), bytes);
   // Microbatches queued while downloading: the ones of the current iteration go on.
   auto pending = std::move(st.pending);
   st.pending.clear();
   for (auto& [f, a] : pending)
     handle_forward(self, f, std::move(a));
+  if (is_holder(st) && !st.running)
+    start_iteration(self); // a holder that diverged right after a step had not started the next
 }
 
 // A replica that loaded a state while the others moved on misses the shares, reports and
@@ -731,6 +721,22 @@ void behind(self_ptr self, const std::string& from, std::uint64_t their_iteratio
   report_failure(self, "behind replica " + from + " (at iteration " + std::to_string(st.current) + ", "
                          + from + " at " + std::to_string(their_iteration) + "); loading its state again");
   enter_download(self, from, false);
+}
+
+// The step verification of iteration i, once this replica's hash and every other replica's
+// are in; true when this replica diverged (it is downloading the majority's state now).
+bool check_vote(self_ptr self, std::uint64_t i) {
+  auto& st = self->state;
+  if (!st.ready)
+    return false;
+  auto v = st.vote.decide(i, me(st), same_stage(st).size());
+  if (!v || !v->diverged)
+    return false;
+  report_failure(self, "weights diverged from replica " + v->source + " after iteration " + std::to_string(i)
+                         + "; downloading its state");
+  // A data holder stays one (its hello must say stage 0); a relay withdraws meanwhile.
+  enter_download(self, v->source, !is_holder(st));
+  return true;
 }
 
 void on_replica_hash(self_ptr self, const std::string& from, const wire::replica_hash& h) {
@@ -745,36 +751,8 @@ void on_replica_hash(self_ptr self, const std::string& from, const wire::replica
     behind(self, from, h.iteration);
     return;
   }
-  st.hashes[h.iteration][from] = h.hash;
-  auto mine = st.my_hash.find(h.iteration);
-  if (mine == st.my_hash.end() || !st.ready)
-    return;
-  // Majority over this replica and the hashes received; ties go to the lowest name.
-  std::map<std::uint64_t, std::pair<int, std::string>> votes;
-  auto vote = [&](const std::string& who, std::uint64_t v) {
-    auto& e = votes[v];
-    ++e.first;
-    if (e.second.empty() || who < e.second)
-      e.second = who;
-  };
-  vote(me(st), mine->second);
-  for (auto& [who, v] : st.hashes[h.iteration])
-    vote(who, v);
-  if (st.hashes[h.iteration].size() < same_stage(st).size())
-    return; // not all in yet
-  auto best = votes.begin();
-  for (auto it = votes.begin(); it != votes.end(); ++it)
-    if (it->second.first > best->second.first
-        || (it->second.first == best->second.first && it->second.second < best->second.second))
-      best = it;
-  st.hashes.erase(h.iteration);
-  st.my_hash.erase(st.my_hash.begin(), st.my_hash.upper_bound(h.iteration));
-  if (best->first != mine->second) {
-    report_failure(self, "weights diverged from replica " + best->second.second + " after iteration "
-                           + std::to_string(h.iteration) + "; downloading its state");
-    // A data holder stays one (its hello must say stage 0); a relay withdraws meanwhile.
-    enter_download(self, best->second.second, !is_holder(st));
-  }
+  st.vote.theirs(h.iteration, from, h.hash);
+  check_vote(self, h.iteration);
 }
 
 // --- stall report -----------------------------------------------------------------
@@ -791,7 +769,7 @@ void stall_watch(self_ptr self, std::uint64_t seen) {
   if (!st.ready) {
     report_failure(self, "iteration " + std::to_string(st.current) + " in progress for over "
                            + std::to_string(period.count()) + " ms: no weights"
-                           + (st.transfer != 0 ? ", downloading them from " + st.source : std::string{}));
+                           + (st.download.active() ? ", downloading them from " + st.download.source() : std::string{}));
     return;
   }
   std::int64_t counted = 0;

@@ -33,6 +33,9 @@ struct driver_state {
   const cluster_config* cfg = nullptr;
   std::shared_ptr<const cluster_spec> spec;
   std::map<std::string, int> placed; // node mode: relays that placed themselves
+  // Hosts killed (crash any) or hung, until a peer declares them dead: detection time.
+  std::map<std::string, std::chrono::steady_clock::time_point> fault_at;
+  std::map<std::string, std::chrono::steady_clock::time_point> joined_at; // joiners until loaded
   std::ostream* out = nullptr;
   host_control* control = nullptr;
   std::set<std::string> hosts; // started and not crashed/left
@@ -81,8 +84,11 @@ void spawn_one(driver_ptr self, const host_config& h, bool joining) {
 
 void crash(driver_ptr self, const std::string& host, const std::string& phase) {
   auto& st = self->state;
-  if (st.hosts.count(host) > 0)
-    st.control->crash(self, host, phase);
+  if (st.hosts.count(host) == 0)
+    return;
+  if (phase == "any")
+    st.fault_at[host] = std::chrono::steady_clock::now(); // detection time: until a peer declares it dead
+  st.control->crash(self, host, phase);
 }
 
 int stage_of(const driver_state& st, const std::string& host) {
@@ -119,6 +125,7 @@ void inject(driver_ptr self, std::uint64_t i) {
       case fault_action::join:
         for (auto& h : st.cfg->hosts)
           if (h.name == f.host && st.hosts.count(h.name) == 0) {
+            st.joined_at[h.name] = std::chrono::steady_clock::now(); // join cost: until its state is loaded
             spawn_one(self, h, i > 0);
             ++st.result.joins;
           }
@@ -136,6 +143,7 @@ void inject(driver_ptr self, std::uint64_t i) {
       case fault_action::hang:
         if (st.hosts.count(f.host) > 0 && st.control->hang(self, f.host)) {
           *st.out << "# " << f.host << " hangs for " << f.duration_ms << " ms" << std::endl;
+          st.fault_at[f.host] = std::chrono::steady_clock::now();
           self->delayed_send(self, std::chrono::milliseconds(f.duration_ms), resume_atom::value, f.host);
         }
         break;
@@ -157,12 +165,20 @@ void inject(driver_ptr self, std::uint64_t i) {
   }
 }
 
-void check_exactly_once(driver_ptr self, std::uint32_t stage, std::uint64_t i) {
+void check_exactly_once(driver_ptr self, std::uint32_t stage, std::uint64_t i, bool last_chance) {
   auto& st = self->state;
   auto c = st.contributors.find({stage, i});
-  if (c == st.contributors.end() || !st.checked.insert({stage, i}).second)
+  if (c == st.contributors.end() || st.checked.count({stage, i}) > 0)
     return;
   auto& reports = st.share_keys[{stage, i}];
+  // Every contributor reported its keys when it sent its share, but a report can be late: a
+  // hung process (SIGSTOP) lost its connection to the launcher and sends it again once it
+  // has dialled back. Wait for a live contributor's report until the end of the run.
+  if (!last_chance)
+    for (auto& who : c->second)
+      if (reports.count(who) == 0 && st.hosts.count(who) > 0)
+        return;
+  st.checked.insert({stage, i});
   for (auto& who : c->second)
     st.result.carried[who] += static_cast<std::int64_t>(reports[who].size());
   std::map<std::string, std::uint32_t> finished;
@@ -175,14 +191,14 @@ void check_exactly_once(driver_ptr self, std::uint32_t stage, std::uint64_t i) {
 // Exactly-once checks of every stage's iterations up to `last` (inclusive). A data holder
 // reports iteration i+1 only after every stage applied i, an iteration after the replicas
 // reported their shares of i: by then those reports have arrived, from any process.
-void check_up_to(driver_ptr self, std::uint64_t last) {
+void check_up_to(driver_ptr self, std::uint64_t last, bool last_chance = false) {
   auto& st = self->state;
   std::vector<std::pair<std::uint32_t, std::uint64_t>> due;
   for (auto& [key, who] : st.contributors)
     if (key.second <= last && st.checked.count(key) == 0)
       due.push_back(key);
   for (auto& [stage, i] : due)
-    check_exactly_once(self, stage, i);
+    check_exactly_once(self, stage, i, last_chance);
 }
 
 void maybe_print(driver_ptr self) {
@@ -233,7 +249,7 @@ void finish(driver_ptr self) {
   if (st.done)
     return;
   st.done = true;
-  check_up_to(self, std::numeric_limits<std::uint64_t>::max());
+  check_up_to(self, std::numeric_limits<std::uint64_t>::max(), true);
   st.result.wall_s = std::chrono::duration<double>(clock::now() - st.start).count();
   st.control->stop_all(self);
   *st.result_out = st.result;
@@ -304,7 +320,8 @@ caf::behavior driver(driver_ptr self, const cluster_config* cfg, std::shared_ptr
         st.contributors.emplace(std::make_pair(stage, i), contributors);
         return;
       }
-      st.result.last_applied[host] = i;
+      auto& last_applied = st.result.last_applied[host];
+      last_applied = std::max(last_applied, i); // a replayed report (node reporter) is older
       st.result.final_hashes[static_cast<int>(stage)][host] = hash;
       // Every replica that applied an iteration must hold the same weights after it.
       auto& seen = st.hashes[{stage, i}];
@@ -332,13 +349,30 @@ caf::behavior driver(driver_ptr self, const cluster_config* cfg, std::shared_ptr
       st.result.wasted_s += wasted;
       st.compute_by_host[host][i] += secs;
     },
+    [self](peer_down_atom, const std::string& host, const std::string& peer) {
+      auto& st = self->state;
+      auto f = st.fault_at.find(peer);
+      if (f == st.fault_at.end())
+        return;
+      auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - f->second).count();
+      st.fault_at.erase(f);
+      *st.out << "# " << peer << " declared dead by " << host << " " << static_cast<long long>(ms)
+              << " ms after the fault" << std::endl;
+    },
     [self](placed_atom, const std::string& host, std::int32_t stage, const std::string& why) {
       self->state.placed[host] = stage;
       *self->state.out << "# " << host << " placed itself at stage " << stage << " (" << why << ")" << std::endl;
     },
-    [self](joined_atom, const std::string& host, std::uint64_t steps) {
-      self->state.result.joined.push_back(host);
-      *self->state.out << "# " << host << " loaded its stage state (" << steps << " steps applied)" << std::endl;
+    [self](joined_atom, const std::string& host, std::uint64_t steps, std::uint64_t bytes) {
+      auto& st = self->state;
+      st.result.joined.push_back(host);
+      *st.out << "# " << host << " loaded its stage state (" << steps << " steps applied, " << bytes << " bytes";
+      if (auto j = st.joined_at.find(host); j != st.joined_at.end()) {
+        auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - j->second).count();
+        *st.out << ", " << static_cast<long long>(ms) << " ms after its start";
+        st.joined_at.erase(j);
+      }
+      *st.out << ")" << std::endl;
     },
     [self](restart_atom, const std::string& host, const std::string& why) {
       ++self->state.result.restarts;

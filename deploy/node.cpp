@@ -2,6 +2,7 @@
 
 #include <csignal>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <future>
 #include <iomanip>
@@ -32,6 +33,7 @@ struct reporter_state {
   std::string upstream_address;
   bool reconnecting = false;
   std::vector<std::function<void(const caf::actor&)>> buffered; // events while reconnecting
+  std::deque<std::function<void(const caf::actor&)>> recent;  // idempotent reports, sent again after a reconnect
   caf::actor supervisor, link;
   std::promise<int>* exit_code = nullptr;
   bool finishing = false, finished = false;
@@ -46,6 +48,14 @@ std::ostream& line(reporter_ptr self) {
   auto& st = self->state;
   return *st.out << "[" << std::fixed << std::setprecision(3)
                  << std::chrono::duration<double>(clock::now() - st.start).count() << "] ";
+}
+
+// Keeps the last reports the launcher can take twice, to send again after a reconnect.
+void remember(reporter_ptr self, std::function<void(const caf::actor&)> f) {
+  auto& recent = self->state.recent;
+  recent.push_back(std::move(f));
+  if (recent.size() > 64)
+    recent.pop_front();
 }
 
 void finish(reporter_ptr self, int code) {
@@ -96,6 +106,10 @@ caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me
             line(self) << "reconnected to the launcher" << std::endl;
             self->send(st.upstream, register_atom::value, st.me, st.supervisor, st.link);
             st.reconnecting = false;
+            // Reports sent just before the connection dropped may be lost: the recent
+            // idempotent ones (share keys, averaging contributors) go again.
+            for (auto& f : st.recent)
+              f(st.upstream);
             for (auto& f : st.buffered)
               f(st.upstream);
             st.buffered.clear();
@@ -146,14 +160,28 @@ caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me
                  << std::setprecision(4) << (mbs > 0 ? loss_sum / mbs : 0) << ", flows " << flows << std::endl;
       up(iteration_atom::value, holder, i, mbs, loss_sum, flows);
     },
-    [up](share_atom, const std::string& host, std::uint32_t stage, std::uint64_t i,
-         const std::vector<std::uint64_t>& keys) { up(share_atom::value, host, stage, i, keys); },
+    [self, up](share_atom, const std::string& host, std::uint32_t stage, std::uint64_t i,
+               const std::vector<std::uint64_t>& keys) {
+      line(self) << "shared iteration " << i << " (" << keys.size() << " microbatches counted)" << std::endl;
+      remember(self, [self, host, stage, i, keys](const caf::actor& to) {
+        self->send(to, share_atom::value, host, stage, i, keys);
+      });
+      up(share_atom::value, host, stage, i, keys);
+    },
     [self, up](applied_atom, const std::string& host, std::uint32_t stage, std::uint64_t i, std::uint64_t hash,
                const std::vector<std::string>& contributors) {
       auto& st = self->state;
       up(applied_atom::value, host, stage, i, hash, contributors);
-      if (!contributors.empty())
+      if (!contributors.empty()) {
+        remember(self, [self, host, stage, i, hash, contributors](const caf::actor& to) {
+          self->send(to, applied_atom::value, host, stage, i, hash, contributors);
+        });
+        auto& l = line(self) << "averaged iteration " << i << " over the shares of";
+        for (auto& c : contributors)
+          l << " " << c;
+        l << std::endl;
         return;
+      }
       line(self) << "applied iteration " << i << " (stage " << stage << ", weights hash " << std::hex << hash
                  << std::dec << ")" << std::endl;
       if (i >= st.last_iteration && !st.finishing) {
@@ -166,13 +194,17 @@ caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me
     [up](compute_atom, const std::string& host, std::uint64_t i, double secs, double wasted) {
       up(compute_atom::value, host, i, secs, wasted);
     },
+    [self, up](peer_down_atom, const std::string& host, const std::string& peer) {
+      line(self) << "peer " << peer << " silent past the connection timeout: declared dead" << std::endl;
+      up(peer_down_atom::value, host, peer);
+    },
     [self, up](placed_atom, const std::string& host, std::int32_t stage, const std::string& why) {
       line(self) << "placed at stage " << stage << " (" << why << ")" << std::endl;
       up(placed_atom::value, host, stage, why);
     },
-    [self, up](joined_atom, const std::string& host, std::uint64_t steps) {
-      line(self) << "loaded the stage state (" << steps << " steps applied)" << std::endl;
-      up(joined_atom::value, host, steps);
+    [self, up](joined_atom, const std::string& host, std::uint64_t steps, std::uint64_t bytes) {
+      line(self) << "loaded the stage state (" << steps << " steps applied, " << bytes << " bytes)" << std::endl;
+      up(joined_atom::value, host, steps, bytes);
     },
     [self, up](restart_atom, const std::string& host, const std::string& why) {
       line(self) << "local actors restarted (" << why << ")" << std::endl;

@@ -3,6 +3,8 @@
 
 #include "actors/hop_ledger.hpp"
 #include "actors/iteration_barrier.hpp"
+#include "actors/replica_vote.hpp"
+#include "actors/state_download.hpp"
 #include "actors/link_emulator.hpp"
 #include "actors/membership_view.hpp"
 
@@ -159,6 +161,52 @@ TEST_CASE("iteration barrier: the stall report names what an iteration still wai
   CHECK(b.waiting_for(5, "r1a", {"dh1", "dh2"}, 8).empty());
 }
 
+TEST_CASE("replica vote: majority, ties to the lowest name, decided whichever hash comes last") {
+  replica_vote v;
+  // Three replicas; this one (r1b) is in the minority.
+  v.mine(4, 0xbad);
+  CHECK_FALSE(v.decide(4, "r1b", 2).has_value()); // nothing from the others yet
+  v.theirs(4, "r1c", 0x900d);
+  CHECK_FALSE(v.decide(4, "r1b", 2).has_value()); // r1a still missing
+  v.theirs(4, "r1a", 0x900d);
+  auto d = v.decide(4, "r1b", 2);
+  REQUIRE(d.has_value());
+  CHECK(d->diverged);
+  CHECK(d->source == "r1a");
+  CHECK_FALSE(v.decide(4, "r1b", 2).has_value()); // decided once
+
+  // Two replicas that differ: the lowest name wins, so r1 keeps its weights and r1b loads.
+  replica_vote a, b;
+  a.mine(7, 1);
+  b.mine(7, 2);
+  a.theirs(7, "r1b", 2);
+  b.theirs(7, "r1", 1);
+  auto at_a = a.decide(7, "r1", 1);
+  auto at_b = b.decide(7, "r1b", 1);
+  REQUIRE((at_a && at_b));
+  CHECK_FALSE(at_a->diverged);
+  CHECK(at_b->diverged);
+  CHECK(at_b->source == "r1");
+
+  // The other's hash first, this replica's step later: decided when its own hash comes.
+  replica_vote late;
+  late.theirs(9, "r1", 5);
+  CHECK_FALSE(late.decide(9, "r1b", 1).has_value());
+  late.mine(9, 5);
+  auto agreed = late.decide(9, "r1b", 1);
+  REQUIRE(agreed.has_value());
+  CHECK_FALSE(agreed->diverged);
+
+  // A vote that never completes is forgotten eight iterations later.
+  replica_vote stale;
+  stale.mine(1, 3);
+  stale.mine(20, 3);
+  stale.theirs(1, "r1", 4);
+  stale.theirs(20, "r1", 3);
+  CHECK(stale.decide(20, "r1b", 1).has_value());
+  CHECK_FALSE(stale.decide(1, "r1b", 1).has_value());
+}
+
 TEST_CASE("link emulator: latency plus bytes over bandwidth, queued per link, slowed on demand") {
   routing::network_matrix m;
   m.name = "t";
@@ -180,4 +228,33 @@ TEST_CASE("link emulator: latency plus bytes over bandwidth, queued per link, sl
   CHECK(e.link("y", "x")->latency_ms == doctest::Approx(40));
   CHECK(e.link("x", "y")->bandwidth_mbps == doctest::Approx(2));
   CHECK_FALSE(e.deliver_at("x", "nobody", 1, 0).has_value());
+}
+
+TEST_CASE("state download: chunks of the transfer in progress fill the blob; others are ignored") {
+  using outcome = state_download::outcome;
+  state_download d;
+  auto chunk = [](std::uint64_t id, std::uint64_t offset, std::uint64_t total, std::vector<std::uint8_t> data) {
+    return wire::state_chunk{id, 1, offset, total, std::move(data)};
+  };
+  CHECK(d.chunk("r1", chunk(7, 0, 4, {1, 2}), 1, 100) == outcome::ignored); // nothing asked for
+  d.start("r1", 7);
+  CHECK(d.active());
+  CHECK(d.chunk("r2", chunk(7, 0, 4, {1, 2}), 1, 100) == outcome::ignored); // not the source
+  CHECK(d.chunk("r1", chunk(8, 0, 4, {1, 2}), 1, 100) == outcome::ignored); // another transfer
+  CHECK(d.chunk("r1", chunk(7, 0, 4, {1, 2}), 2, 100) == outcome::ignored); // another stage
+  CHECK(d.chunk("r1", chunk(7, 0, 400, {1, 2}), 1, 100) == outcome::refused); // beyond the limit
+  CHECK(d.chunk("r1", chunk(7, 3, 4, {1, 2}), 1, 100) == outcome::refused);   // past the end
+  CHECK(d.chunk("r1", chunk(7, 2, 4, {3, 4}), 1, 100) == outcome::partial);  // any order
+  CHECK(d.received() == 2);
+  CHECK(d.chunk("r1", chunk(7, 2, 4, {3, 4}), 1, 100) == outcome::partial); // a duplicate counts once
+  CHECK(d.received() == 2);
+  CHECK(d.chunk("r1", chunk(7, 0, 4, {1, 2}), 1, 100) == outcome::complete);
+  CHECK_FALSE(d.active());
+  CHECK(d.take() == std::vector<std::uint8_t>{1, 2, 3, 4});
+  CHECK(d.chunk("r1", chunk(7, 0, 4, {1, 2}), 1, 100) == outcome::ignored); // late, after completion
+  // A new start forgets the old transfer; cancel ignores the rest of it.
+  d.start("r2", 9);
+  CHECK(d.chunk("r2", chunk(9, 0, 2, {5}), 1, 100) == outcome::partial);
+  d.cancel();
+  CHECK(d.chunk("r2", chunk(9, 1, 2, {6}), 1, 100) == outcome::ignored);
 }

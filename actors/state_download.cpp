@@ -1,0 +1,48 @@
+#include "actors/state_download.hpp"
+
+#include <algorithm>
+
+namespace gwtf::actors {
+
+void state_download::start(std::string source, std::uint64_t transfer) {
+  source_ = std::move(source);
+  transfer_ = transfer;
+  blob_.clear();
+  received_.clear();
+}
+
+void state_download::cancel() {
+  transfer_ = 0;
+}
+
+std::uint64_t state_download::received() const {
+  std::uint64_t have = 0;
+  for (auto& [offset, n] : received_)
+    have += n;
+  return have;
+}
+
+std::vector<std::uint8_t> state_download::take() {
+  received_.clear();
+  return std::move(blob_);
+}
+
+state_download::outcome state_download::chunk(const std::string& from, const wire::state_chunk& c,
+                                              std::uint32_t stage, std::uint64_t limit) {
+  if (transfer_ == 0 || c.transfer_id != transfer_ || from != source_ || c.stage != stage)
+    return outcome::ignored;
+  if (c.total_bytes > limit || c.offset > c.total_bytes || c.data.size() > c.total_bytes - c.offset)
+    return outcome::refused;
+  if (blob_.size() != c.total_bytes) { // the first chunk, or the source's state changed size
+    blob_.assign(c.total_bytes, 0);
+    received_.clear();
+  }
+  std::copy(c.data.begin(), c.data.end(), blob_.begin() + static_cast<std::ptrdiff_t>(c.offset));
+  received_[c.offset] = c.data.size();
+  if (received() < c.total_bytes)
+    return outcome::partial;
+  transfer_ = 0;
+  return outcome::complete;
+}
+
+} // namespace gwtf::actors
