@@ -132,14 +132,15 @@ void on_gossip(self_ptr self, const caf::strong_actor_ptr& src, wire_frame&& fra
     return;
   }
   auto conn = connection_of(self, src);
-  auto out = st.dir->on_gossip(conn, *g, now_ms());
+  auto out = st.dir->on_gossip(conn, *g, now_ms(), caf::to_string(src->node()));
   if (!out.error.empty()) {
     report(self, "refused " + describe(src) + ": " + out.error);
     return;
   }
   place(self, out.peer);
   if (out.newly_bound)
-    caf::aout(self) << "link: connected to " << out.peer << " (" << g->peers.front().peer.address << ")" << std::endl;
+    caf::aout(self) << "link: connected to " << out.peer << " (" << g->peers.front().peer.address << ", "
+                    << describe(src) << ")" << std::endl;
   // Answer a new binding, so that both ends are bound, and every introduction: a peer dials
   // again when its end lost the binding (after a hang, a stale connection's teardown can
   // unbind a live peer at one end only) and binds again on this answer.

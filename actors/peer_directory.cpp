@@ -12,7 +12,8 @@ peer_directory::peer_directory(wire::hello self, std::vector<std::string> bootst
     backoff_max_(std::max(backoff_min_ms, backoff_max_ms)) {
 }
 
-gossip_outcome peer_directory::on_gossip(std::uint64_t conn, const wire::gossip& g, std::int64_t now_ms) {
+gossip_outcome peer_directory::on_gossip(std::uint64_t conn, const wire::gossip& g, std::int64_t now_ms,
+                                         const std::string& origin) {
   gossip_outcome out;
   if (g.peers.empty()) {
     out.error = "gossip without a sender record";
@@ -34,6 +35,12 @@ gossip_outcome peer_directory::on_gossip(std::uint64_t conn, const wire::gossip&
     return out;
   }
   auto it = peers_.find(intro.peer_id);
+  if (it != peers_.end() && !origin.empty() && !it->second.origin.empty() && it->second.origin != origin
+      && intro.incarnation <= it->second.hello.incarnation) {
+    out.error = "peer '" + intro.peer_id + "' introduced from another process than before (" + origin
+                + ", was " + it->second.origin + ") with the same incarnation: relayed or spoofed, not bound";
+    return out;
+  }
   if (it != peers_.end() && it->second.conn && *it->second.conn != conn) {
     // The name is bound elsewhere: only a newer incarnation (a restart) takes it over.
     if (intro.incarnation <= it->second.hello.incarnation) {
@@ -49,6 +56,8 @@ gossip_outcome peer_directory::on_gossip(std::uint64_t conn, const wire::gossip&
     out.learned.push_back(intro.peer_id);
   }
   it->second.hello = intro;
+  if (!origin.empty())
+    it->second.origin = origin;
   out.newly_bound = !it->second.conn;
   it->second.conn = conn;
   by_conn_[conn] = intro.peer_id;

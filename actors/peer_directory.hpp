@@ -5,7 +5,11 @@
 // A connection (an opaque id the transport gives each remote sender) is bound to a host name
 // by the first valid GOSSIP it sends, whose first record introduces the sender. From then on
 // only frames that claim that name are accepted on that connection: a peer cannot speak for
-// another. A peer of another cluster (different `cluster` hash) is never bound.
+// another. A peer of another cluster (different `cluster` hash) is never bound. A name is
+// bound only from the process (the transport's `origin`) it was first bound from, unless a
+// newer incarnation introduces it: CAF 0.17 delivers a message it relayed through a third
+// host as if that host had sent it, and such a relayed introduction must not bind the relay's
+// connection to the name.
 #pragma once
 
 #include <algorithm>
@@ -37,8 +41,9 @@ public:
   peer_directory(wire::hello self, std::vector<std::string> bootstrap, std::int64_t backoff_min_ms,
                  std::int64_t backoff_max_ms);
 
-  /// A GOSSIP arrived on connection `conn`.
-  gossip_outcome on_gossip(std::uint64_t conn, const wire::gossip& g, std::int64_t now_ms);
+  /// A GOSSIP arrived on connection `conn` from process `origin` (empty: not checked).
+  gossip_outcome on_gossip(std::uint64_t conn, const wire::gossip& g, std::int64_t now_ms,
+                           const std::string& origin = {});
   /// The name `conn` is bound to, if any.
   std::optional<std::string> bound_name(std::uint64_t conn) const;
   /// The connection bound to `peer`, if any.
@@ -68,6 +73,7 @@ private:
   struct entry {
     wire::hello hello;
     std::optional<std::uint64_t> conn;
+    std::string origin; // the process it was bound from
   };
   struct dial_state {
     std::int64_t not_before = 0;

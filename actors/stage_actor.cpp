@@ -215,6 +215,17 @@ void handle_forward(self_ptr self, const std::string& from, wire::activation a) 
     if (r->backward_done) {
       auto& g = head ? st.head_grad[key] : st.grad_out[key];
       send_activation(self, r->prev, *r, wire::direction::backward, g);
+    } else if (!head && r->forwarded) {
+      // The upstream timed out waiting: this hop's output, or what came of it, may have been
+      // lost further on (a frame dropped on a connection going down or not bound yet). Send it
+      // on with the new attempt: a hop that holds it rebinds and passes it on, the one that
+      // lost it computes it.
+      auto out = st.fwd_out.find(key);
+      auto next = st.peers.count(r->next) > 0 ? r->next : next_for(self, *r, {});
+      if (out != st.fwd_out.end() && !next.empty()) {
+        send_activation(self, next, *r, wire::direction::forward, out->second);
+        st.ledger->sent_forward(key, next);
+      }
     }
     return;
   }
