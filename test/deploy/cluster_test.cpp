@@ -147,7 +147,11 @@ TEST_CASE("cluster: a failing local actor is restarted, and past its restart bud
   CHECK(r.restarts == 1);     // the first failure: restarted, state downloaded again
   CHECK(r.departures == 1);   // the second within the window: the host leaves cleanly
   CHECK(r.crashes == 0);
-  CHECK(std::count(r.joined.begin(), r.joined.end(), "r3-virginia") == 1);
+  // The restart loads the stage state; once more if its replica applied the iteration the
+  // loaded state was in meanwhile (the behind rule, docs/runtime.md).
+  auto loads = std::count(r.joined.begin(), r.joined.end(), "r3-virginia");
+  CHECK(loads >= 1);
+  CHECK(loads <= 2);
   CHECK(r.rows.back().hosts_alive == 7);
   for (auto& v : r.exactly_once_violations)
     FAIL_CHECK(v);
