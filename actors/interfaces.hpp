@@ -54,6 +54,7 @@ using place_atom = caf::atom_constant<caf::atom("place")>;
 // reporter events
 using iteration_atom = caf::atom_constant<caf::atom("iteration")>;
 using applied_atom = caf::atom_constant<caf::atom("applied")>;
+using averaged_atom = caf::atom_constant<caf::atom("averaged")>;
 using share_atom = caf::atom_constant<caf::atom("share")>;
 using compute_atom = caf::atom_constant<caf::atom("compute")>;
 using joined_atom = caf::atom_constant<caf::atom("joined")>;
@@ -129,9 +130,13 @@ caf::actor spawn_net_guard(caf::actor_system& sys, net_guard_options opts);
 // receives, never answers:
 // (iteration_atom, holder, u64 iteration, u32 microbatches, double loss_sum, u32 flows)
 // (share_atom, host, u32 stage, u64 iteration, std::vector<u64> keys)  keys in its share
-// (applied_atom, host, u32 stage, u64 iteration, u64 hash, strvec contributors)
+// (averaged_atom, host, u32 stage, u64 iteration, strvec contributors)  the replicas whose
+//                                         (non-empty) shares the average used; may be empty
+// (applied_atom, host, u32 stage, u64 iteration, u64 hash)  a step applied: weights hash after it
 // (compute_atom, host, u64 iteration, double seconds, double wasted_seconds)
-// (joined_atom, host, u64 steps)          a joiner or repaired replica loaded a state
+// (joined_atom, host, u64 steps, u64 bytes) a joiner or repaired replica loaded a state
+// (placed_atom, host, i32 stage, std::string why)  a relay without a declared stage placed itself
+// (peer_down_atom, host, peer)            a peer silent past the connection timeout
 // (restart_atom, host, std::string child) a local actor was restarted
 // (left_atom, host, std::string why)      the host left (restart budget spent, or asked)
 // (failure_atom, host, std::string what)  an error a peer caused, handled and reported

@@ -544,8 +544,8 @@ void try_average(self_ptr self, std::uint64_t i) {
   double sq = model::stage::squared_norm(avg);
   st.averaged[i] = std::move(avg);
   st.my_norm[i] = sq;
-  self->send(st.ctx->reporter, applied_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage), i,
-             std::uint64_t{0}, contributors);
+  self->send(st.ctx->reporter, averaged_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage), i,
+             contributors);
   wire::norm_share n{i, static_cast<std::uint32_t>(st.ctx->stage), sq};
   for (auto& [id, s] : st.peers)
     st.ctx->send(self, id, service::stage, n);
@@ -584,8 +584,7 @@ void try_apply(self_ptr self, std::uint64_t i) {
   st.last_done.reset();
   auto h = st.model->weights_hash();
   st.vote.mine(i, h);
-  self->send(st.ctx->reporter, applied_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage), i, h,
-             std::vector<std::string>{});
+  self->send(st.ctx->reporter, applied_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage), i, h);
   st.last_hash = wire::replica_hash{i, static_cast<std::uint32_t>(st.ctx->stage), h};
   for (auto& r : same_stage(st))
     st.ctx->send(self, r, service::stage, *st.last_hash);

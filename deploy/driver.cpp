@@ -311,15 +311,15 @@ caf::behavior driver(driver_ptr self, const cluster_config* cfg, std::shared_ptr
     },
     [self](share_atom, const std::string& host, std::uint32_t stage, std::uint64_t i,
            const std::vector<std::uint64_t>& keys) { self->state.share_keys[{stage, i}][host] = keys; },
-    [self](applied_atom, const std::string& host, std::uint32_t stage, std::uint64_t i, std::uint64_t hash,
+    [self](averaged_atom, const std::string&, std::uint32_t stage, std::uint64_t i,
            const std::vector<std::string>& contributors) {
+      // Checked once the reports of every replica are surely in (check_up_to): the shares of
+      // other processes may still be on their way. An empty list (no microbatch counted at
+      // this stage) is checked too: it is a violation if the holders finished any.
+      self->state.contributors.emplace(std::make_pair(stage, i), contributors);
+    },
+    [self](applied_atom, const std::string& host, std::uint32_t stage, std::uint64_t i, std::uint64_t hash) {
       auto& st = self->state;
-      if (!contributors.empty()) {
-        // Checked once the reports of every replica are surely in (check_up_to): the
-        // shares of other processes may still be on their way.
-        st.contributors.emplace(std::make_pair(stage, i), contributors);
-        return;
-      }
       auto& last_applied = st.result.last_applied[host];
       last_applied = std::max(last_applied, i); // a replayed report (node reporter) is older
       st.result.final_hashes[static_cast<int>(stage)][host] = hash;

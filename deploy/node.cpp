@@ -168,20 +168,20 @@ caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me
       });
       up(share_atom::value, host, stage, i, keys);
     },
-    [self, up](applied_atom, const std::string& host, std::uint32_t stage, std::uint64_t i, std::uint64_t hash,
+    [self, up](averaged_atom, const std::string& host, std::uint32_t stage, std::uint64_t i,
                const std::vector<std::string>& contributors) {
+      up(averaged_atom::value, host, stage, i, contributors);
+      remember(self, [self, host, stage, i, contributors](const caf::actor& to) {
+        self->send(to, averaged_atom::value, host, stage, i, contributors);
+      });
+      auto& l = line(self) << "averaged iteration " << i << " over the shares of";
+      for (auto& c : contributors)
+        l << " " << c;
+      l << (contributors.empty() ? " nobody (no microbatch at this stage)" : "") << std::endl;
+    },
+    [self, up](applied_atom, const std::string& host, std::uint32_t stage, std::uint64_t i, std::uint64_t hash) {
       auto& st = self->state;
-      up(applied_atom::value, host, stage, i, hash, contributors);
-      if (!contributors.empty()) {
-        remember(self, [self, host, stage, i, hash, contributors](const caf::actor& to) {
-          self->send(to, applied_atom::value, host, stage, i, hash, contributors);
-        });
-        auto& l = line(self) << "averaged iteration " << i << " over the shares of";
-        for (auto& c : contributors)
-          l << " " << c;
-        l << std::endl;
-        return;
-      }
+      up(applied_atom::value, host, stage, i, hash);
       line(self) << "applied iteration " << i << " (stage " << stage << ", weights hash " << std::hex << hash
                  << std::dec << ")" << std::endl;
       if (i >= st.last_iteration && !st.finishing) {
