@@ -1,6 +1,4 @@
 #include "deploy/driver.hpp"
-
-#include "routing/placement.hpp"
 #include "deploy/exactly_once.hpp"
 
 #include <chrono>
@@ -18,9 +16,9 @@
 #include "actors/interfaces.hpp"
 #include "actors/system_setup.hpp"
 #include "model/data.hpp"
-#include "routing/placement.hpp"
 #include "model/partition.hpp"
 #include "model/torch_runtime.hpp"
+#include "routing/placement.hpp"
 
 namespace gwtf::deploy {
 
