@@ -649,7 +649,7 @@ void request_state(self_ptr self) {
 // again from the next replica.
 void on_transfer_timeout(self_ptr self, std::uint64_t transfer, std::uint64_t had) {
   auto& st = self->state;
-  if (st.ready || !st.download.active() || st.download.transfer() != transfer)
+  if (st.ready || st.download.transfer() != transfer) // an inactive download has transfer 0
     return;
   auto have = st.download.received();
   if (have > had) { // progressing: keep watching

@@ -13,6 +13,8 @@ void state_download::start(std::string source, std::uint64_t transfer) {
 
 void state_download::cancel() {
   transfer_ = 0;
+  blob_ = {}; // a partial state can be large: not kept for a transfer nobody finishes
+  received_.clear();
 }
 
 std::uint64_t state_download::received() const {
