@@ -6,7 +6,7 @@ std::string usage_text() {
   return "usage: caf-gwtf --config FILE [--check] [--join]\n"
          "       caf-gwtf launch --config FILE [--logs DIR]\n"
          "       caf-gwtf reference --config FILE\n"
-         "       caf-gwtf sim --scenario FILE [--router gwtf|swarm|optimal|all] [--seed N] [--out DIR]\n"
+         "       caf-gwtf sim --scenario FILE [--router NAME|all] [--seed N] [--out DIR]\n"
          "       caf-gwtf --help | --version\n"
          "\n"
          "caf-gwtf trains one LLM on many volunteer hosts without a coordinator (GWTF).\n"
@@ -55,6 +55,10 @@ bool is_option(const std::string& a, const std::string& name) {
   return a == name || a.rfind(name + "=", 0) == 0;
 }
 
+std::vector<std::string> all_routers() {
+  return {"gwtf", "swarm", "swarm-restart", "centralized"};
+}
+
 std::variant<cli_options, cli_error> parse_sim(const std::vector<std::string>& args) {
   cli_options out;
   out.action = cli_action::sim;
@@ -81,15 +85,15 @@ std::variant<cli_options, cli_error> parse_sim(const std::vector<std::string>& a
       err = take("--out", "a directory", out.out);
     } else if (is_option(a, "--router")) {
       std::string r;
-      err = take("--router", "gwtf, swarm, optimal or all", r);
+      err = take("--router", "gwtf, swarm, swarm-restart, centralized or all", r);
       has_router = true;
       if (!err) {
         if (r == "all")
-          out.routers = {"gwtf", "swarm", "optimal"};
-        else if (r == "gwtf" || r == "swarm" || r == "optimal")
+          out.routers = all_routers();
+        else if (r == "gwtf" || r == "swarm" || r == "swarm-restart" || r == "centralized")
           out.routers = {r};
         else
-          err = cli_error{"--router: expected gwtf, swarm, optimal or all, got '" + r + "'"};
+          err = cli_error{"--router: expected gwtf, swarm, swarm-restart, centralized or all, got '" + r + "'"};
       }
     } else if (is_option(a, "--seed")) {
       if (out.seed)
@@ -123,7 +127,7 @@ std::variant<cli_options, cli_error> parse_sim(const std::vector<std::string>& a
   if (out.scenario.empty())
     return cli_error{"sim needs --scenario FILE (see configs/scenarios/)"};
   if (out.routers.empty())
-    out.routers = {"gwtf", "swarm", "optimal"};
+    out.routers = all_routers();
   return out;
 }
 

@@ -25,7 +25,7 @@ struct cli_options {
   cli_action action = cli_action::help; ///< what to do
   std::string config;                   ///< --config FILE
   std::string scenario;                 ///< sim: --scenario FILE
-  std::vector<std::string> routers;     ///< sim: --router gwtf|swarm|optimal|all, expanded
+  std::vector<std::string> routers;     ///< sim: --router gwtf|swarm|swarm-restart|centralized|all, expanded
   std::optional<std::uint64_t> seed;    ///< sim: --seed N (overrides the scenario's)
   std::string out;                      ///< sim: --out DIR (empty: sim-results/<name>-seed<N>)
   bool join = false;                    ///< node: --join (enter a running cluster)

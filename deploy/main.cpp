@@ -143,8 +143,11 @@ int run_sim(const cli_options& opts) {
   std::vector<gwtf::routing::sim_result> results;
   bool all_completed = true;
   for (auto& name : opts.routers) {
-    auto r = name == "gwtf" ? gwtf::routing::sim_router::gwtf
-                            : name == "swarm" ? gwtf::routing::sim_router::swarm : gwtf::routing::sim_router::optimal;
+    using gwtf::routing::sim_router;
+    auto r = name == "gwtf"            ? sim_router::gwtf
+             : name == "swarm"         ? sim_router::swarm
+             : name == "swarm-restart" ? sim_router::swarm_restart
+                                       : sim_router::centralized;
     auto t0 = std::chrono::steady_clock::now();
     results.push_back(gwtf::routing::simulate(sc.sim, r));
     double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -70,6 +70,8 @@ const char* color(const std::string& router) {
     return "#1f77b4";
   if (router == "swarm")
     return "#d62728";
+  if (router == "swarm-restart")
+    return "#ff7f0e";
   return "#2ca02c";
 }
 
@@ -147,10 +149,13 @@ std::string scenario_title(const loaded_scenario& sc) {
 
 std::vector<sim_summary> summarize(const routing::sim_scenario& s, const std::vector<sim_result>& results) {
   std::vector<sim_summary> out;
-  double optimal = 0;
-  for (auto& r : results)
-    if (r.router == routing::sim_router::optimal && r.completed && r.total_s > 0)
-      optimal = static_cast<double>(r.microbatches) / r.total_s;
+  double centralized = 0, bound = 0;
+  for (auto& r : results) {
+    if (r.router == routing::sim_router::centralized && r.completed && r.total_s > 0)
+      centralized = static_cast<double>(r.microbatches) / r.total_s;
+    if (r.completed && r.bound_s > 0)
+      bound = std::max(bound, static_cast<double>(r.microbatches) / r.bound_s);
+  }
   for (auto& r : results) {
     sim_summary x;
     x.router = to_string(r.router);
@@ -172,7 +177,11 @@ std::vector<sim_summary> summarize(const routing::sim_scenario& s, const std::ve
       x.flows_min = *std::min_element(r.flows.begin(), r.flows.end());
       x.flows_last = r.flows.back();
     }
-    x.vs_optimal = optimal > 0 && r.completed ? x.microbatches_per_s / optimal : 0;
+    x.vs_centralized = centralized > 0 && r.completed ? x.microbatches_per_s / centralized : 0;
+    x.bound_microbatches_per_s = bound;
+    x.run_bound_microbatches_per_s = r.bound_s > 0 ? static_cast<double>(r.microbatches) / r.bound_s : 0;
+    x.vs_bound = bound > 0 && r.completed ? x.microbatches_per_s / bound : 0;
+    x.moves = r.moves;
     x.crashes = r.crashes;
     x.leaves = r.leaves;
     x.joins = r.joins;
@@ -184,20 +193,24 @@ std::vector<sim_summary> summarize(const routing::sim_scenario& s, const std::ve
 
 std::string comparison_table(const std::vector<sim_summary>& rows) {
   std::ostringstream o;
-  o << "router   done  total_s  setup_s    mb/s    tokens/s  wasted  iter_p50  iter_p90  iter_max  flows(first/min/last)  vs_optimal  churn(c/l/j/d)\n";
+  o << "router         done  total_s  setup_s    mb/s    tokens/s  wasted  iter_p50  iter_p90  iter_max  flows(first/min/last)  vs_central  vs_bound  churn(c/l/j/d)\n";
   for (auto& r : rows) {
     char line[512];
     std::snprintf(line, sizeof line,
-                  "%-8s %-4s %8.1f %8.1f %7.3f %11.0f %6.2f%% %9.2f %9.2f %9.2f  %6d/%d/%-6d         %-10s  %d/%d/%d/%d\n",
+                  "%-14s %-4s %8.1f %8.1f %7.3f %11.0f %6.2f%% %9.2f %9.2f %9.2f  %6d/%d/%-6d         %-10s  %-8s  %d/%d/%d/%d\n",
                   r.router.c_str(), r.completed ? "yes" : "NO", r.total_s, r.setup_s, r.microbatches_per_s,
                   r.tokens_per_s, 100 * r.wasted_fraction, r.iteration_p50_s, r.iteration_p90_s, r.iteration_max_s,
                   r.flows_first, r.flows_min, r.flows_last,
-                  r.vs_optimal > 0 ? fmt("%.3f", r.vs_optimal).c_str() : "-", r.crashes, r.leaves, r.joins,
-                  r.degrades);
+                  r.vs_centralized > 0 ? fmt("%.3f", r.vs_centralized).c_str() : "-",
+                  r.vs_bound > 0 ? fmt("%.3f", r.vs_bound).c_str() : "-", r.crashes, r.leaves, r.joins, r.degrades);
     o << line;
     if (!r.completed)
       o << "         why: " << r.why << "\n";
   }
+  if (!rows.empty() && rows.front().bound_microbatches_per_s > 0)
+    o << "bound: " << fmt("%.3f", rows.front().bound_microbatches_per_s)
+      << " microbatches/s at most, for any router (proven per iteration from the hosts that could work in it; "
+         "docs/routing.md)\n";
   return o.str();
 }
 
@@ -291,15 +304,18 @@ std::string write_sim_outputs(const fs::path& dir, const loaded_scenario& sc, co
   std::ostringstream summary;
   summary << "scenario,seed,router,completed,iterations,total_s,setup_s,microbatches_per_s,tokens_per_s,"
              "wasted_fraction,iteration_p50_s,iteration_p90_s,iteration_max_s,flows_first,flows_min,flows_last,"
-             "vs_optimal,crashes,leaves,joins,degrades\n";
+             "vs_centralized,bound_microbatches_per_s,run_bound_microbatches_per_s,vs_bound,crashes,leaves,joins,degrades,"
+             "moves\n";
   for (auto& r : rows)
     summary << sc.config.name << "," << sc.config.seed << "," << r.router << "," << (r.completed ? 1 : 0) << ","
             << r.iterations << "," << fmt("%.6g", r.total_s) << "," << fmt("%.6g", r.setup_s) << ","
             << fmt("%.6g", r.microbatches_per_s) << "," << fmt("%.6g", r.tokens_per_s) << ","
             << fmt("%.6g", r.wasted_fraction) << "," << fmt("%.6g", r.iteration_p50_s) << ","
             << fmt("%.6g", r.iteration_p90_s) << "," << fmt("%.6g", r.iteration_max_s) << "," << r.flows_first << ","
-            << r.flows_min << "," << r.flows_last << "," << fmt("%.6g", r.vs_optimal) << "," << r.crashes << ","
-            << r.leaves << "," << r.joins << "," << r.degrades << "\n";
+            << r.flows_min << "," << r.flows_last << "," << fmt("%.6g", r.vs_centralized) << ","
+            << fmt("%.6g", r.bound_microbatches_per_s) << "," << fmt("%.6g", r.run_bound_microbatches_per_s) << ","
+            << fmt("%.6g", r.vs_bound) << "," << r.crashes << "," << r.leaves << "," << r.joins << "," << r.degrades
+            << "," << r.moves << "\n";
   std::ostringstream iters;
   iters << "router,iteration,start_s,end_s,duration_s,flows\n";
   for (auto& r : results)
@@ -321,11 +337,15 @@ std::string write_sim_outputs(const fs::path& dir, const loaded_scenario& sc, co
          << ",\"microbatches_per_s\":" << fmt("%.6g", x.microbatches_per_s)
          << ",\"tokens_per_s\":" << fmt("%.6g", x.tokens_per_s) << ",\"compute_s\":" << fmt("%.6g", r.compute_s)
          << ",\"wasted_s\":" << fmt("%.6g", r.wasted_s) << ",\"wasted_fraction\":" << fmt("%.6g", x.wasted_fraction)
-         << ",\"vs_optimal\":" << fmt("%.6g", x.vs_optimal) << ",\"iteration_s\":" << json_array(r.iteration_s)
+         << ",\"vs_centralized\":" << fmt("%.6g", x.vs_centralized)
+         << ",\"bound_microbatches_per_s\":" << fmt("%.6g", x.bound_microbatches_per_s)
+         << ",\"run_bound_microbatches_per_s\":" << fmt("%.6g", x.run_bound_microbatches_per_s)
+         << ",\"vs_bound\":" << fmt("%.6g", x.vs_bound) << ",\"bound_iteration_s\":" << json_array(r.bound_iteration_s)
+         << ",\"iteration_s\":" << json_array(r.iteration_s)
          << ",\"iteration_end_s\":" << json_array(r.iteration_end_s) << ",\"flows\":" << json_array(r.flows)
          << ",\"crash_times_s\":" << json_array(r.crash_times_s) << ",\"join_times_s\":" << json_array(r.join_times_s)
          << ",\"crashes\":" << r.crashes << ",\"leaves\":" << r.leaves << ",\"joins\":" << r.joins
-         << ",\"degrades\":" << r.degrades << "}";
+         << ",\"degrades\":" << r.degrades << ",\"moves\":" << r.moves << "}";
   }
   json << "]}\n";
   for (auto& [name, text] : std::vector<std::pair<const char*, std::string>>{

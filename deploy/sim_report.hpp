@@ -24,11 +24,15 @@ struct sim_summary {
   double wasted_fraction = 0;       ///< wasted compute seconds / compute seconds
   double iteration_p50_s = 0, iteration_p90_s = 0, iteration_max_s = 0;
   int flows_first = 0, flows_min = 0, flows_last = 0;
-  double vs_optimal = 0;            ///< throughput / the optimal router's; 0 when it did not run
-  int crashes = 0, leaves = 0, joins = 0, degrades = 0;
+  double vs_centralized = 0;        ///< throughput / the centralized router's; 0 when it did not run
+  double bound_microbatches_per_s = 0;     ///< the scenario's proven bound: the highest of the runs' bounds
+  double run_bound_microbatches_per_s = 0; ///< this run's bound (from the hosts it had in each iteration)
+  double vs_bound = 0;              ///< throughput / bound_microbatches_per_s (at most 1)
+  int crashes = 0, leaves = 0, joins = 0, degrades = 0, moves = 0;
 };
 
-/// Summaries of `results` (the optimal router's throughput, if present, is the reference).
+/// Summaries of `results` (the centralized router's throughput, if present, is the reference
+/// of vs_centralized; the highest run bound is the reference of vs_bound).
 std::vector<sim_summary> summarize(const routing::sim_scenario& s, const std::vector<routing::sim_result>& results);
 
 /// The terminal table.

@@ -29,6 +29,9 @@ void swarm_config::validate(const issue_sink& report) const {
   check_real(report, "ema_alpha", ema_alpha, 0.0, bound::open, 1.0, bound::closed, "an EMA weight");
   check_real(report, "backward_factor", backward_factor, 0.0, bound::open, 100.0, bound::closed,
              "a backward/forward task-size ratio");
+  check_real(report, "initial_seconds_per_task", initial_seconds_per_task, 0.0, bound::open, 3600.0, bound::closed,
+             "seconds per task unit");
+  check_int(report, "rebalance_ms", rebalance_ms, 0, 86'400'000, "a rebalancing period in milliseconds (0: off)");
 }
 
 void routing_config::validate(const issue_sink& report) const {

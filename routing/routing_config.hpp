@@ -37,11 +37,24 @@ struct gwtf_config {
   void validate(const issue_sink& report) const;
 };
 
-/// Constants of the SWARM baseline, at its best settings.
+/// Where SWARM runs a backward call.
+enum class swarm_backward {
+  rematerialize, ///< any peer of the stage, recomputing the forward from the saved inputs (SWARM's servers)
+  stash,         ///< the peer that ran the forward, from the activations it kept
+};
+
+constexpr std::array<std::pair<swarm_backward, const char*>, 2> enum_names(swarm_backward) {
+  return {{{swarm_backward::rematerialize, "rematerialize"}, {swarm_backward::stash, "stash"}}};
+}
+
+/// Constants of the SWARM baseline (defaults: SWARM's code; docs/routing.md).
 struct swarm_config {
-  int refresh_ms = 30000;          ///< period of the peer-list refresh
-  double ema_alpha = 0.1;          ///< weight of the newest sample in the throughput EMA
-  double backward_factor = 2.5;    ///< backward task size relative to forward
+  int refresh_ms = 30000;                  ///< period of the peer-list refresh (update_period)
+  double ema_alpha = 0.1;                  ///< weight of the newest sample in the throughput EMA
+  double backward_factor = 2.5;            ///< backward task size relative to forward
+  double initial_seconds_per_task = 1.0;   ///< expected seconds per task unit of an unmeasured peer
+  swarm_backward backward = swarm_backward::rematerialize; ///< where a backward call runs
+  int rebalance_ms = 300000;               ///< period of moving a peer to the slowest stage; 0: never
 
   /// Reports every field that is out of range or inconsistent.
   void validate(const issue_sink& report) const;
@@ -75,6 +88,9 @@ void visit_fields(F& f, swarm_config& x) {
   f("refresh_ms", x.refresh_ms);
   f("ema_alpha", x.ema_alpha);
   f("backward_factor", x.backward_factor);
+  f("initial_seconds_per_task", x.initial_seconds_per_task);
+  f("backward", x.backward);
+  f("rebalance_ms", x.rebalance_ms);
 }
 
 template <class F>

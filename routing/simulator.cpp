@@ -16,6 +16,7 @@
 
 #include "common/seeded.hpp"
 #include "routing/balancer.hpp"
+#include "routing/bound.hpp"
 #include "routing/cost_model.hpp"
 #include "routing/optimum.hpp"
 #include "routing/swarm.hpp"
@@ -26,7 +27,8 @@ const char* to_string(sim_router r) {
   switch (r) {
     case sim_router::gwtf: return "gwtf";
     case sim_router::swarm: return "swarm";
-    case sim_router::optimal: return "optimal";
+    case sim_router::swarm_restart: return "swarm-restart";
+    case sim_router::centralized: return "centralized";
   }
   return "?";
 }
@@ -161,6 +163,9 @@ struct microbatch {
   std::vector<std::size_t> path; // host per stage; path[0] = the holder
   std::vector<bool> holds;       // a capacity slot held on path[s]
   std::vector<bool> bwd_done;    // stage s finished its backward
+  std::vector<bool> remat;       // SWARM: stage s's backward runs at bwd_host[s], forward recomputed
+  std::vector<std::size_t> bwd_host; // SWARM: where stage s's backward call went
+  std::vector<double> call_start;    // SWARM: when the call of stage s was made (wall-time samples)
   std::vector<double> work;      // compute seconds per stage spent on this microbatch
   std::uint64_t epoch = 0;       // bumped on re-route/restart: older events are stale
   bool done = false;
@@ -366,6 +371,9 @@ private:
     mb.path.assign(static_cast<std::size_t>(S()), mb.holder);
     mb.holds.assign(static_cast<std::size_t>(S()), false);
     mb.bwd_done.assign(static_cast<std::size_t>(S()), false);
+    mb.remat.assign(static_cast<std::size_t>(S()), swarm() && s_.swarm.backward == swarm_backward::rematerialize);
+    mb.bwd_host.assign(static_cast<std::size_t>(S()), mb.holder);
+    mb.call_start.assign(static_cast<std::size_t>(S()), 0.0);
     mb.work.assign(static_cast<std::size_t>(S()), 0.0);
     auto next = route(mb, 1, mb.holder);
     if (!next) {
@@ -387,9 +395,35 @@ private:
 
   // Forward to stage s (s == S: back to the holder for head and loss).
   void send_forward(microbatch& mb, int s) {
-    ship(mb, mb.path[static_cast<std::size_t>(s - 1)], s == S() ? mb.holder : mb.path[static_cast<std::size_t>(s)],
-         &engine::arrive_forward, s);
+    if (s < S())
+      mb.call_start[static_cast<std::size_t>(s)] = now_;
+    ship(mb, input_source(mb, s), s == S() ? mb.holder : mb.path[static_cast<std::size_t>(s)], &engine::arrive_forward,
+         s);
   }
+
+  // Who sends stage s its input: the stage s-1 host that computed it. SWARM's trainer keeps
+  // every stage's inputs (its code saves them for backward), so when that host is gone SWARM
+  // sends them from the data holder; GWTF relies on the predecessor's buffer.
+  std::size_t input_source(const microbatch& mb, int s) const {
+    auto prev = mb.path[static_cast<std::size_t>(s - 1)];
+    return swarm() && !alive_[prev] ? mb.holder : prev;
+  }
+
+  // Who sends stage s its output gradient: the host that ran stage s+1's backward (the data
+  // holder for the last stage); SWARM's trainer again keeps a copy.
+  std::size_t gradient_source(const microbatch& mb, int s) const {
+    if (s + 1 >= S())
+      return mb.holder;
+    auto from = backward_host(mb, s + 1);
+    return swarm() && !alive_[from] ? mb.holder : from;
+  }
+
+  std::size_t backward_host(const microbatch& mb, int s) const {
+    auto st = static_cast<std::size_t>(s);
+    return mb.remat[st] ? mb.bwd_host[st] : mb.path[st];
+  }
+
+  bool swarm() const { return r_ == sim_router::swarm || r_ == sim_router::swarm_restart; }
 
   // One activation (or its gradient) from -> to, then `arrive(mb, s)` unless re-routed meanwhile.
   void ship(microbatch& mb, std::size_t from, std::size_t to, void (engine::*arrive)(microbatch&, int), int s) {
@@ -411,10 +445,11 @@ private:
       lost(mb, s, false);
       return;
     }
-    admit(h, mb, false, [this, &mb, h, s] {
+    auto run = [this, &mb, h, s] {
       compute(h, mb, s, hosts_[h].compute_s / 3, [this, &mb, h, s] {
-        if (r_ == sim_router::swarm)
-          swarm_[mb.holder]->completed(hosts_[h].name, swarm_task::forward, hosts_[h].compute_s / 3);
+        if (swarm())
+          swarm_[mb.holder]->completed(hosts_[h].name, swarm_task::forward,
+                                       now_ - mb.call_start[static_cast<std::size_t>(s)]);
         if (s + 1 < S()) {
           auto next = route(mb, s + 1, h);
           if (!next) {
@@ -425,7 +460,11 @@ private:
         }
         send_forward(mb, s + 1);
       }, [this, &mb, s] { lost(mb, s, false); });
-    });
+    };
+    if (mb.remat[static_cast<std::size_t>(s)])
+      run(); // SWARM's servers keep no activations: no stash slot
+    else
+      admit(h, mb, false, std::move(run));
   }
 
   void reroute_next(microbatch& mb, int s) {
@@ -440,8 +479,38 @@ private:
 
   // Backward into stage s (s == 0: the gradient reaches the holder: done).
   void send_backward(microbatch& mb, int s) {
-    ship(mb, s + 1 == S() ? mb.holder : mb.path[static_cast<std::size_t>(s + 1)], mb.path[static_cast<std::size_t>(s)],
-         &engine::arrive_backward, s);
+    auto st = static_cast<std::size_t>(s);
+    if (s > 0 && mb.remat[st]) {
+      swarm_backward_call(mb, s);
+      return;
+    }
+    if (s > 0 && swarm()) { // stash mode: the forward's peer, its queue charged with the task
+      swarm_[mb.holder]->charge(hosts_[mb.path[st]].name, swarm_task::backward);
+      mb.call_start[st] = now_;
+    }
+    ship(mb, gradient_source(mb, s), mb.path[st], &engine::arrive_backward, s);
+  }
+
+  // SWARM's backward call: a peer of stage s chosen by the queue gets the stage's saved input
+  // and the output gradient, recomputes the forward and runs the backward.
+  void swarm_backward_call(microbatch& mb, int s) {
+    auto st = static_cast<std::size_t>(s);
+    auto y = swarm_choose(mb, s, swarm_task::backward);
+    if (!y) {
+      retry_later(mb, [this, &mb, s] { swarm_backward_call(mb, s); });
+      return;
+    }
+    mb.remat[st] = true;
+    mb.bwd_host[st] = *y;
+    mb.call_start[st] = now_;
+    double t = std::max(transfer(input_source(mb, s), *y, s_.activation_bytes),
+                        transfer(gradient_source(mb, s), *y, s_.activation_bytes));
+    auto epoch = mb.epoch;
+    auto* m = &mb;
+    at(t, [this, m, s, epoch] {
+      if (m->epoch == epoch)
+        arrive_backward(*m, s);
+    });
   }
 
   void arrive_backward(microbatch& mb, int s) {
@@ -449,15 +518,18 @@ private:
       finish(mb);
       return;
     }
-    auto h = mb.path[static_cast<std::size_t>(s)];
+    auto st = static_cast<std::size_t>(s);
+    auto h = backward_host(mb, s);
     if (!alive_[h]) {
       lost(mb, s, true);
       return;
     }
-    compute(h, mb, s, hosts_[h].compute_s * 2 / 3, [this, &mb, h, s] {
+    double work = hosts_[h].compute_s * (mb.remat[st] ? 1.0 : 2.0 / 3); // rematerialised forward + backward
+    compute(h, mb, s, work, [this, &mb, h, s] {
       mb.bwd_done[static_cast<std::size_t>(s)] = true;
-      if (r_ == sim_router::swarm)
-        swarm_[mb.holder]->completed(hosts_[h].name, swarm_task::backward, hosts_[h].compute_s * 2 / 3);
+      if (swarm())
+        swarm_[mb.holder]->completed(hosts_[h].name, swarm_task::backward,
+                                     now_ - mb.call_start[static_cast<std::size_t>(s)]);
       release(mb, s);
       send_backward(mb, s - 1);
     }, [this, &mb, s] { lost(mb, s, true); });
@@ -473,7 +545,7 @@ private:
 
   // mb needs dead stage-s host path[s] (forward: to compute; backward: its stash).
   void lost(microbatch& mb, int s, bool backward) {
-    auto dead = mb.path[static_cast<std::size_t>(s)];
+    auto dead = backward ? backward_host(mb, s) : mb.path[static_cast<std::size_t>(s)];
     double known = detect_at_[dead];
     if (now_ < known) { // the sender learns of the crash by timeout
       auto epoch = mb.epoch;
@@ -484,12 +556,19 @@ private:
       });
       return;
     }
-    mb.holds[static_cast<std::size_t>(s)] = false; // the dead host's slot went with it
-    if (r_ == sim_router::swarm) {
+    if (dead == mb.path[static_cast<std::size_t>(s)])
+      mb.holds[static_cast<std::size_t>(s)] = false; // the dead host's slot went with it
+    if (swarm()) {
       auto rec = swarm_[mb.holder]->failed(hosts_[dead].name, backward ? swarm_task::backward : swarm_task::forward,
                                            now_);
       if (rec == swarm_recovery::restart_microbatch) {
         restart(mb);
+        return;
+      }
+      if (backward) { // SWARM's stage-level retry: another peer, from the saved input and gradient
+        release(mb, s); // a stash left on a live forward peer is of no use any more
+        ++mb.epoch;
+        swarm_backward_call(mb, s);
         return;
       }
     }
@@ -546,13 +625,15 @@ private:
   }
 
   // A crash (peers learn of it `detect` seconds later) or a leave (detect = 0).
-  void crash(std::size_t h, double detect) {
+  // `churn`: false for a SWARM peer that leaves its stage to serve another (not a crash).
+  void crash(std::size_t h, double detect, bool churn = true) {
     if (!alive_[h])
       return;
     alive_[h] = false;
     crash_time_[h] = now_;
     detect_at_[h] = now_ + detect;
-    res_.crash_times_s.push_back(now_);
+    if (churn)
+      res_.crash_times_s.push_back(now_);
     // Its work of this iteration is lost with its gradients (running compute: the part done).
     double partial = 0;
     for (auto& [a, b] : running_[h])
@@ -572,7 +653,8 @@ private:
     switch (e.kind) {
       case sim_event_kind::crash:
       case sim_event_kind::leave:
-        if (!entered_[e.host]) { // still downloading: it never enters
+        if (!entered_[e.host] || moving_.count(e.host) > 0) { // still downloading: it never enters
+          moving_.erase(e.host);
           left_before_entering_.insert(e.host);
           ++(e.kind == sim_event_kind::crash ? res_.crashes : res_.leaves);
           res_.crash_times_s.push_back(now_);
@@ -615,6 +697,7 @@ private:
       return;
     alive_[j] = true;
     entered_[j] = true;
+    bound_hosts_.insert({j, stage_of(j)});
     ++res_.joins;
     res_.join_times_s.push_back(now_);
     switch (r_) {
@@ -624,10 +707,11 @@ private:
         meet(j);
         break;
       }
-      case sim_router::optimal:
+      case sim_router::centralized:
         recompute_optimum();
         break;
       case sim_router::swarm:
+      case sim_router::swarm_restart:
         break; // its periodic refresh finds the new peer
     }
   }
@@ -682,7 +766,7 @@ private:
       scale(e.region_b, e.region_a);
     // Routers with measurements see it: the oracle at once, GWTF's link probes after the
     // detection delay (their next measurement); SWARM only through its throughput EMA.
-    if (r_ == sim_router::optimal)
+    if (r_ == sim_router::centralized)
       recompute_optimum();
     if (r_ == sim_router::gwtf)
       at(now_ + s_.detect_s, [this, a = e.region_a, b = e.region_b] {
@@ -713,15 +797,18 @@ private:
         }
       }
     }
-    if (r_ == sim_router::optimal)
+    if (r_ == sim_router::centralized)
       recompute_optimum();
+    if (swarm() && s_.swarm.rebalance_ms > 0 && stage_of(h) > 0 && live_at(stage_of(h)) == 0)
+      rebalance(stage_of(h)); // SWARM's peers notice an empty stage and one moves there at once
     if (ending_)
       return; // the iteration is being aggregated: every share was computed before the crash
     auto st = static_cast<std::size_t>(stage_of(h));
     for (auto* mb : mbs_) {
-      if (!mb->launched || mb->path.size() <= st || mb->path[st] != h || !mb->bwd_done[st])
+      if (!mb->launched || mb->path.size() <= st || backward_host(*mb, static_cast<int>(st)) != h
+          || !mb->bwd_done[st])
         continue;
-      if (r_ == sim_router::swarm) {
+      if (swarm()) { // its accumulated gradients died with it: another microbatch must replace it
         restart(*mb);
         continue;
       }
@@ -782,6 +869,15 @@ private:
           release(*old, st);
     }
     mbs_.clear();
+    if (swarm() && s_.swarm.rebalance_ms > 0 && now_ >= next_rebalance_) {
+      next_rebalance_ = now_ + s_.swarm.rebalance_ms / 1000.0;
+      rebalance(-1);
+    }
+    bound_hosts_.clear();
+    for (std::size_t h = 0; h < hosts_.size(); ++h)
+      if (alive_[h])
+        bound_hosts_.insert({h, stage_of(h)});
+    iter_net_ = net_;
     for (auto h : holders_)
       for (int j = 0; j < s_.microbatches_per_holder; ++j) {
         all_.push_back(std::make_unique<microbatch>());
@@ -791,7 +887,7 @@ private:
       }
     outstanding_ = static_cast<int>(mbs_.size());
     res_.flows.push_back(route_count());
-    if (r_ == sim_router::swarm)
+    if (swarm())
       for (auto& [h, sw] : swarm_)
         if (sw->refresh_due(now_))
           sw->refresh(now_, live_relays());
@@ -842,6 +938,7 @@ private:
     ending_ = true;
     // Stage aggregation: every live replica sends its gradient share to the others.
     double end = now_;
+    double allreduce = 0; // its least possible time, for the bound
     for (int st = 0; st < S(); ++st) {
       std::vector<std::size_t> reps;
       for (std::size_t h = 0; h < hosts_.size(); ++h)
@@ -854,7 +951,11 @@ private:
         for (auto b : reps)
           if (a != b)
             end = std::max(end, transfer(a, b, share));
+      allreduce = std::max(allreduce, allreduce_lower_bound(reps, full, [this](std::size_t a, std::size_t b) {
+                                                              return est(a, b);
+                                                            }));
     }
+    record_bound(allreduce);
     at(end, [this] {
       ending_ = false;
       res_.iteration_s.push_back(now_ - iter_start_);
@@ -866,6 +967,107 @@ private:
         return;
       }
       try_start_iteration();
+    });
+  }
+
+  // The proven lower bound on this iteration's time (routing/bound.hpp) from every host
+  // that could work in it, on the links as they were when it started (links only degrade).
+  void record_bound(double allreduce_s) {
+    std::vector<bound_host> hosts;
+    std::vector<std::size_t> ids;
+    for (auto& [h, st] : bound_hosts_) {
+      hosts.push_back({st, hosts_[h].capacity, hosts_[h].compute_s});
+      ids.push_back(h);
+    }
+    auto b = bound_iteration(hosts, S(), s_.microbatches_per_holder, s_.activation_bytes,
+                             [&](std::size_t a, std::size_t c) {
+                               return to_estimate(iter_net_.link(hosts_[ids[a]].region, hosts_[ids[c]].region));
+                             },
+                             allreduce_s);
+    res_.bound_iteration_s.push_back(b.seconds);
+    res_.bound_s += b.seconds;
+  }
+
+  int live_at(int stage) const {
+    int n = 0;
+    for (std::size_t h = 0; h < hosts_.size(); ++h)
+      n += alive_[h] && stage_of(h) == stage;
+    for (auto& [h, to] : moving_)
+      n += to == stage;
+    return n;
+  }
+
+  // SWARM's adaptive rebalancing (its paper, "adaptive swarm rebalancing"): from what the
+  // trainers measured, one peer of the fastest stage moves to the slowest stage when that
+  // raises the slower of the two; `empty` >= 1: that stage has no peer left, one moves there
+  // whatever it costs. The mover leaves its stage (its work of the iteration is lost, as a
+  // leave), downloads the new stage's weights, and serves it.
+  void rebalance(int empty) {
+    std::vector<double> stage_tp(static_cast<std::size_t>(S()), 0.0);
+    std::vector<std::vector<std::pair<double, std::size_t>>> peers(static_cast<std::size_t>(S()));
+    for (std::size_t h = 0; h < hosts_.size(); ++h) {
+      if (!alive_[h] || stage_of(h) <= 0)
+        continue;
+      double sum = 0;
+      int n = 0;
+      for (auto& [t, sw] : swarm_)
+        if (auto tp = sw->throughput(hosts_[h].name)) {
+          sum += *tp;
+          ++n;
+        }
+      double tp = n > 0 ? sum / n : 0.0; // unmeasured: counts for nothing yet
+      stage_tp[static_cast<std::size_t>(stage_of(h))] += tp;
+      peers[static_cast<std::size_t>(stage_of(h))].emplace_back(tp, h);
+    }
+    int low = empty;
+    if (low < 1) {
+      low = 1;
+      for (int st = 2; st < S(); ++st)
+        if (stage_tp[static_cast<std::size_t>(st)] < stage_tp[static_cast<std::size_t>(low)])
+          low = st;
+    }
+    int high = -1;
+    for (int st = 1; st < S(); ++st)
+      if (st != low && peers[static_cast<std::size_t>(st)].size() >= 2
+          && (high < 0 || stage_tp[static_cast<std::size_t>(st)] > stage_tp[static_cast<std::size_t>(high)]))
+        high = st;
+    if (high < 0)
+      return;
+    double lo_tp = stage_tp[static_cast<std::size_t>(low)], hi_tp = stage_tp[static_cast<std::size_t>(high)];
+    std::optional<std::size_t> mover;
+    double best = empty >= 1 ? -1.0 : lo_tp; // a move must raise the slower of the two stages
+    for (auto& [tp, h] : peers[static_cast<std::size_t>(high)]) {
+      double after = std::min(lo_tp + tp, hi_tp - tp);
+      if (after > best) {
+        best = after;
+        mover = h;
+      }
+    }
+    if (!mover)
+      return;
+    auto p = *mover;
+    ++res_.moves;
+    crash(p, 0, false);
+    moving_[p] = low;
+    std::optional<std::size_t> from;
+    double eta = inf;
+    for (std::size_t h = 0; h < hosts_.size(); ++h)
+      if (alive_[h] && stage_of(h) == low) {
+        auto e = est(h, p);
+        double t = s_.stage_weight_bytes / e.bandwidth_bytes_s + e.latency_s;
+        if (t < eta) {
+          eta = t;
+          from = h;
+        }
+      }
+    at(from ? transfer(*from, p, s_.stage_weight_bytes) : now_, [this, p, low] {
+      if (finished_ || moving_.count(p) == 0)
+        return; // it crashed while downloading
+      moving_.erase(p);
+      hosts_[p].stage = low;
+      alive_[p] = true;
+      detect_at_[p] = inf;
+      bound_hosts_.insert({p, low});
     });
   }
 
@@ -884,12 +1086,14 @@ private:
       index_[hosts_[h].name] = h;
     switch (r_) {
       case sim_router::swarm:
+      case sim_router::swarm_restart:
         for (auto h : holders_) {
-          swarm_[h] = std::make_unique<swarm_router>(s_.swarm, S());
+          swarm_[h] = std::make_unique<swarm_router>(
+            s_.swarm, S(), r_ == sim_router::swarm ? swarm_policy::stage_retry : swarm_policy::restart);
           swarm_[h]->refresh(0, live_relays());
         }
         break;
-      case sim_router::optimal:
+      case sim_router::centralized:
         recompute_optimum();
         break;
       case sim_router::gwtf: {
@@ -1002,7 +1206,7 @@ private:
   }
 
   bool routes_ready() const {
-    if (r_ == sim_router::swarm)
+    if (swarm())
       return true;
     for (auto h : holders_)
       if (concurrency(h) == 0)
@@ -1012,8 +1216,9 @@ private:
 
   int concurrency(std::size_t holder) const {
     switch (r_) {
-      case sim_router::swarm: return s_.microbatches_per_holder;
-      case sim_router::optimal: {
+      case sim_router::swarm:
+      case sim_router::swarm_restart: return s_.microbatches_per_holder;
+      case sim_router::centralized: {
         auto it = opt_paths_.find(holder);
         return it == opt_paths_.end() ? 0 : static_cast<int>(it->second.size());
       }
@@ -1038,7 +1243,7 @@ private:
   }
 
   int route_count() const {
-    if (r_ == sim_router::swarm)
+    if (swarm())
       return 0;
     int n = 0;
     for (auto h : holders_)
@@ -1056,25 +1261,30 @@ private:
     return best;
   }
 
+  // SWARM: the trainer's queue picks a peer of stage s for the call.
+  std::optional<std::size_t> swarm_choose(microbatch& mb, int s, swarm_task task) {
+    auto& sw = *swarm_[mb.holder];
+    if (sw.refresh_due(now_)) // the periodic peer-list refresh (SWARM's DHT lookup)
+      sw.refresh(now_, live_relays());
+    for (std::size_t tries = 0; tries < hosts_.size(); ++tries) {
+      auto c = sw.choose(s, task);
+      if (!c)
+        break;
+      auto h = index_.at(*c);
+      if ((alive_[h] && stage_of(h) == s) || (!alive_[h] && now_ < detect_at_[h]))
+        return h; // SWARM cannot know of a crash before its timeout
+      sw.failed(*c, task, now_); // gone or serving another stage now: the call errs
+    }
+    return std::nullopt;
+  }
+
   // The host of stage s for mb, arriving from `from`.
   std::optional<std::size_t> route(microbatch& mb, int s, std::size_t from) {
     switch (r_) {
-      case sim_router::swarm: {
-        auto& sw = *swarm_[mb.holder];
-        if (sw.refresh_due(now_)) // the periodic peer-list refresh (SWARM's DHT lookup)
-          sw.refresh(now_, live_relays());
-        for (std::size_t tries = 0; tries < hosts_.size(); ++tries) {
-          auto c = sw.choose(s, swarm_task::forward, now_);
-          if (!c)
-            break;
-          auto h = index_.at(*c);
-          if (alive_[h] || now_ < detect_at_[h])
-            return h; // SWARM cannot know of a crash before its timeout
-          sw.failed(*c, swarm_task::forward, now_);
-        }
-        return std::nullopt;
-      }
-      case sim_router::optimal: {
+      case sim_router::swarm:
+      case sim_router::swarm_restart:
+        return swarm_choose(mb, s, swarm_task::forward);
+      case sim_router::centralized: {
         auto it = opt_paths_.find(mb.holder);
         if (it != opt_paths_.end() && !it->second.empty()) {
           auto& p = it->second[mb.flow_slot % it->second.size()];
@@ -1139,6 +1349,10 @@ private:
   std::vector<std::unique_ptr<flow_balancer>> balancers_;
   std::map<std::size_t, std::vector<std::vector<std::size_t>>> opt_paths_;
   std::map<std::size_t, double> no_flow_since_; // GWTF: holders without a ring, since
+  std::map<std::size_t, int> moving_;            // SWARM: peers downloading their new stage's weights
+  double next_rebalance_ = 0;                    // SWARM: when rebalancing is next due
+  std::set<std::pair<std::size_t, int>> bound_hosts_; // (host, stage) that could work this iteration
+  network_matrix iter_net_;                      // the links when this iteration started
 };
 
 } // namespace

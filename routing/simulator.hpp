@@ -1,8 +1,11 @@
 // Discrete-event simulation of pipeline training under churn (issue 6, first slice): virtual
 // time, one thread, deterministic for a seed. The routers are the routing/ cores unchanged:
 // GWTF = one flow_balancer per host wired through simulated links, SWARM = one swarm_router
-// per data holder, optimal = the oracle (max_flow_min_max) recomputed with global knowledge
-// after every change. Everything else is common to all routers, so they compare fairly:
+// per data holder (as its code runs: stage-level retry, wall-time throughput, rebalancing;
+// swarm-restart: the GWTF paper's account, a lost backward reruns the microbatch),
+// centralized = the oracle (max_flow_min_max) recomputed with global knowledge after every
+// change. Each run also computes a proven lower bound on every iteration's time
+// (routing/bound.hpp) from the hosts that could work in it. Everything else is common to all routers, so they compare fairly:
 // hosts, compute times, capacities, links with per-link send queues, the churn trace (drawn
 // from the seed before routing starts), failure detection delay and stage aggregation.
 // Model and decisions: docs/simulator.md.
@@ -74,7 +77,7 @@ struct sim_scenario {
   swarm_config swarm;
 };
 
-enum class sim_router { gwtf, swarm, optimal };
+enum class sim_router { gwtf, swarm, swarm_restart, centralized };
 const char* to_string(sim_router r);
 
 
@@ -97,6 +100,9 @@ struct sim_result {
   int leaves = 0;
   int joins = 0;
   int degrades = 0;
+  int moves = 0;                       ///< SWARM: peers its rebalancing moved to another stage
+  std::vector<double> bound_iteration_s; ///< per iteration: proven lower bound on its time
+  double bound_s = 0;                  ///< their sum: no router can train these iterations faster
 };
 
 /// The churn trace of a scenario, drawn from its seed before any routing happens and merged

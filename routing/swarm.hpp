@@ -1,8 +1,10 @@
-// The SWARM baseline router (../shared/design/gwtf.md, "SWARM"), as a pure state machine
-// owned by one data holder: per stage a priority queue of interchangeable peers keyed by
-// projected finish time, throughput learnt as an EMA, a periodic peer-list refresh, bans on
-// errors, and a whole-microbatch restart when a backward pass is lost. No clocks, no
-// threads: the caller passes `now` (seconds) and reports outcomes.
+// The SWARM baseline router as its authors run it (yandex-research/swarm,
+// src/moe/client/balancer.py and src/optim/performance_ema.py; docs/routing.md lists each
+// choice): one router per trainer (data holder); per stage a queue of interchangeable peers
+// keyed by their accumulated expected work, throughput learnt from the wall time of each
+// call (a bias-corrected EMA of seconds per task unit), a periodic peer-list refresh, bans on
+// errors. A pure state machine: no clocks, no threads; the caller passes `now` (seconds) and
+// reports outcomes.
 #pragma once
 
 #include <cstdint>
@@ -21,45 +23,57 @@ struct swarm_peer {
   int stage = 0; ///< 1..S-1
 };
 
-/// The work a hop asks for.
+/// The work a call asks for.
 enum class swarm_task { forward, backward };
 
-/// What to do after a hop was lost.
+/// What to do after a call was lost.
 enum class swarm_recovery {
-  retry_hop,         ///< forward lost: send the hop to another peer of the stage
-  restart_microbatch ///< backward lost: run the whole microbatch again from the data holder
+  retry_call,        ///< call another peer of the stage with the saved inputs (SWARM's code)
+  restart_microbatch ///< run the whole microbatch again (the GWTF paper's account of SWARM)
 };
 
-/// SWARM's routing state at one data holder.
+/// How a lost backward is recovered.
+enum class swarm_policy {
+  stage_retry, ///< as SWARM's code: only the lost stage, on another peer, from saved inputs
+  restart,     ///< as the GWTF paper characterises SWARM: the whole microbatch again
+};
+
+/// SWARM's routing state at one trainer.
 class swarm_router {
 public:
   /// `stages` is S (relay stages are 1..S-1).
-  swarm_router(const swarm_config& cfg, int stages);
+  swarm_router(const swarm_config& cfg, int stages, swarm_policy policy = swarm_policy::stage_retry);
 
   /// Whether the periodic peer-list refresh is due at `now_s`.
   bool refresh_due(double now_s) const;
 
-  /// Replaces the peer list with `live` (the membership view). New peers enter each stage's
-  /// queue at its current minimum key, so they are probed next; peers missing from `live`
-  /// are forgotten; bans that expired are lifted.
+  /// Replaces the peer list with `live` (the membership view). A new peer enters its stage's
+  /// queue at the current least key, so it is called next, with no measurement; peers
+  /// missing from `live` are forgotten; bans that expired are lifted (a banned peer comes back
+  /// as a new one).
   void refresh(double now_s, const std::vector<swarm_peer>& live);
 
-  /// The peer of `stage` with the earliest projected finish time (ties: smallest id); its
-  /// key grows by task size / EMA throughput. nullopt when the stage has no usable peer.
-  std::optional<std::string> choose(int stage, swarm_task task, double now_s);
+  /// The peer of `stage` with the least accumulated expected work (ties: smallest id); its
+  /// key grows by the task's expected time (task size / learnt throughput, or
+  /// `initial_seconds_per_task` x size before any measurement). nullopt: no usable peer.
+  std::optional<std::string> choose(int stage, swarm_task task);
 
-  /// A hop finished after `seconds`: updates the peer's throughput EMA.
-  void completed(const std::string& peer, swarm_task task, double seconds);
+  /// Charges a task to a given peer's key without choosing it (a backward that must run where
+  /// its forward stashed the activations).
+  void charge(const std::string& peer, swarm_task task);
 
-  /// A hop timed out: SWARM moves it to another peer (call choose again); the peer's key
-  /// already carries the task, so it is naturally deprioritised.
-  swarm_recovery timed_out(const std::string& peer, swarm_task task);
+  /// A call finished `wall_s` seconds after it was made (transfer, queueing and compute):
+  /// one sample of the peer's throughput.
+  void completed(const std::string& peer, swarm_task task, double wall_s);
 
-  /// A hop failed with an error: the peer is banned until the refresh after `now_s` +
-  /// refresh period.
+  /// A call timed out: the caller calls another peer (no ban).
+  swarm_recovery timed_out(const std::string& peer, swarm_task task) const;
+
+  /// A call failed with an error: the peer is banned until a refresh after `now_s` + one
+  /// refresh period, and forgotten (a peer that comes back starts unmeasured).
   swarm_recovery failed(const std::string& peer, swarm_task task, double now_s);
 
-  /// Learnt throughput of a peer in task units per second (nullopt if unknown).
+  /// Learnt throughput of a peer in task units per second (nullopt if not measured).
   std::optional<double> throughput(const std::string& peer) const;
 
   /// Whether a peer is banned.
@@ -68,18 +82,20 @@ public:
 private:
   struct entry {
     int stage = 0;
-    double key = 0;        ///< projected finish time, seconds
-    double ema = 0;        ///< throughput, task units per second
-    bool measured = false; ///< ema from samples, not from the stage's average
+    double key = 0;           ///< accumulated expected seconds of work given to it
+    double ema_spt = 0;       ///< EMA of seconds per task unit (before bias correction)
+    std::int64_t samples = 0; ///< EMA updates so far
   };
 
   double task_size(swarm_task t) const;
-  double stage_average_ema(int stage) const;
-  double stage_min_key(int stage, double now_s) const;
-  static swarm_recovery recovery_for(swarm_task t);
+  double expected_s(const entry& e, swarm_task t) const;
+  double throughput_of(const entry& e) const;
+  double stage_min_key(int stage) const;
+  swarm_recovery recovery_for(swarm_task t) const;
 
   swarm_config cfg_;
   int stages_;
+  swarm_policy policy_;
   double next_refresh_s_ = 0;
   std::map<std::string, entry> peers_;         // ordered: deterministic iteration
   std::map<std::string, double> banned_until_; // peer -> time the ban ends
