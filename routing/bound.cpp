@@ -38,9 +38,7 @@ double stage_rate_bound(const std::vector<bound_host>& stage_hosts, double downs
   std::vector<std::pair<double, double>> rest; // (cost per microbatch, room), cheapest first
   for (auto& h : stage_hosts) {
     double compute_cap = 1 / h.compute_s;
-    double stash = std::isfinite(downstream_s)
-                     ? std::max(0, h.capacity) / (h.compute_s + downstream_s)
-                     : compute_cap;
+    double stash = std::isfinite(downstream_s) ? std::max(0, h.capacity) / (h.compute_s + downstream_s) : 0.0;
     double a = std::min(compute_cap, stash);
     rate += a;
     budget -= a * h.compute_s;

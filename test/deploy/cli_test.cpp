@@ -57,19 +57,20 @@ TEST_CASE("cli: sim takes a scenario, routers, a seed and an output directory") 
   auto a = ok({"sim", "--scenario", "s.yaml"});
   CHECK(a.action == cli_action::sim);
   CHECK(a.scenario == "s.yaml");
-  CHECK(a.routers == std::vector<std::string>{"gwtf", "swarm", "optimal"});
+  CHECK(a.routers == std::vector<std::string>{"gwtf", "swarm", "swarm-restart", "centralized"});
   CHECK_FALSE(a.seed.has_value());
   auto b = ok({"sim", "--scenario=s.yaml", "--router", "swarm", "--seed=18446744073709551615", "--out", "d"});
   CHECK(b.routers == std::vector<std::string>{"swarm"});
   REQUIRE(b.seed.has_value());
   CHECK(*b.seed == 18446744073709551615ULL);
   CHECK(b.out == "d");
-  CHECK(ok({"sim", "--router", "all", "--scenario", "x"}).routers.size() == 3);
+  CHECK(ok({"sim", "--router", "all", "--scenario", "x"}).routers.size() == 4);
+  CHECK(ok({"sim", "--router", "swarm-restart", "--scenario", "x"}).routers == std::vector<std::string>{"swarm-restart"});
   CHECK(ok({"sim", "--help"}).action == cli_action::help);
   CHECK(fails({"sim"}) == "sim needs --scenario FILE (see configs/scenarios/)");
   CHECK(fails({"sim", "--scenario"}) == "--scenario needs a file name");
   CHECK(fails({"sim", "--scenario", "a", "--scenario", "b"}) == "--scenario given twice");
-  CHECK(fails({"sim", "--scenario", "a", "--router", "ring"}) == "--router: expected gwtf, swarm, optimal or all, got 'ring'");
+  CHECK(fails({"sim", "--scenario", "a", "--router", "ring"}) == "--router: expected gwtf, swarm, swarm-restart, centralized or all, got 'ring'");
   CHECK(fails({"sim", "--scenario", "a", "--router", "gwtf", "--router", "swarm"}) == "--router given twice");
   CHECK(fails({"sim", "--scenario", "a", "--seed", "-1"}) == "--seed: expected a non-negative integer below 2^64, got '-1'");
   CHECK(fails({"sim", "--scenario", "a", "--seed", "18446744073709551616"})

@@ -101,7 +101,7 @@ TEST_CASE("caf-gwtf sim runs a scenario with every router and writes its outputs
   INFO(r.out);
   CHECK(r.code == 0);
   CHECK(r.out.find("sim: aws-8-churn-0.05, network aws-8, 27 hosts (3 data holders), 7 stages, 100 iterations") != std::string::npos);
-  for (const char* router : {"\ngwtf ", "\nswarm ", "\noptimal "})
+  for (const char* router : {"\ngwtf ", "\nswarm ", "\nswarm-restart ", "\ncentralized "})
     CHECK(r.out.find(router) != std::string::npos);
   for (const char* f : {"summary.csv", "iterations.csv", "result.json", "throughput.svg", "iteration_times.svg"})
     CHECK(std::filesystem::file_size(dir / f) > 0);

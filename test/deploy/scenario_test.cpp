@@ -133,7 +133,7 @@ TEST_CASE("scenario: the script names hosts and regions; events reach the simula
   CHECK(s.script[1].joiner.stage == -1);
   CHECK(s.script[2].factor == 0.1);
   CHECK(s.script[3].kind == gwtf::routing::sim_event_kind::leave);
-  for (auto router : {sim_router::gwtf, sim_router::swarm, sim_router::optimal}) {
+  for (auto router : {sim_router::gwtf, sim_router::swarm, sim_router::swarm_restart, sim_router::centralized}) {
     INFO(gwtf::routing::to_string(router));
     auto res = gwtf::routing::simulate(s, router);
     REQUIRE_MESSAGE(res.completed, res.why);
@@ -181,11 +181,11 @@ TEST_CASE("sim report: the table, CSV, JSON and SVG hold what the runs measured"
   auto r = parse(base("churn: {crash_rate: 0.1, join_rate: 0.1}\n"));
   REQUIRE(r.scenario.has_value());
   std::vector<gwtf::routing::sim_result> results;
-  for (auto router : {sim_router::gwtf, sim_router::swarm, sim_router::optimal})
+  for (auto router : {sim_router::gwtf, sim_router::swarm, sim_router::swarm_restart, sim_router::centralized})
     results.push_back(gwtf::routing::simulate(r.scenario->sim, router));
   auto rows = summarize(r.scenario->sim, results);
-  REQUIRE(rows.size() == 3);
-  for (std::size_t k = 0; k < 3; ++k) {
+  REQUIRE(rows.size() == 4);
+  for (std::size_t k = 0; k < 4; ++k) {
     auto& x = rows[k];
     INFO(x.router);
     REQUIRE(x.completed);
@@ -195,8 +195,18 @@ TEST_CASE("sim report: the table, CSV, JSON and SVG hold what the runs measured"
     CHECK(x.iteration_p90_s <= x.iteration_max_s);
     CHECK(x.iteration_max_s == *std::max_element(results[k].iteration_s.begin(), results[k].iteration_s.end()));
   }
-  CHECK(rows[2].vs_optimal == 1.0);
-  CHECK(rows[0].vs_optimal == doctest::Approx(rows[0].microbatches_per_s / rows[2].microbatches_per_s));
+  CHECK(rows[3].vs_centralized == 1.0);
+  CHECK(rows[0].vs_centralized == doctest::Approx(rows[0].microbatches_per_s / rows[3].microbatches_per_s));
+  // One bound for the scenario, the highest of the runs' bounds; every router below it.
+  double bound = 0;
+  for (auto& res : results)
+    bound = std::max(bound, static_cast<double>(res.microbatches) / res.bound_s);
+  for (auto& x : rows) {
+    CHECK(x.bound_microbatches_per_s == doctest::Approx(bound));
+    CHECK(x.run_bound_microbatches_per_s <= x.bound_microbatches_per_s);
+    CHECK(x.vs_bound == doctest::Approx(x.microbatches_per_s / bound));
+    CHECK(x.vs_bound <= 1.0);
+  }
   auto table = comparison_table(rows);
   CHECK(table.find("gwtf ") != std::string::npos);
   CHECK(table.find("swarm ") != std::string::npos);
@@ -205,10 +215,11 @@ TEST_CASE("sim report: the table, CSV, JSON and SVG hold what the runs measured"
   fs::remove_all(dir);
   REQUIRE(write_sim_outputs(dir, *r.scenario, results).empty());
   auto summary = slurp(dir / "summary.csv");
-  CHECK(std::count(summary.begin(), summary.end(), '\n') == 4); // header + 3 routers
+  CHECK(std::count(summary.begin(), summary.end(), '\n') == 5); // header + 4 routers
+  CHECK(summary.find(",vs_centralized,bound_microbatches_per_s,run_bound_microbatches_per_s,vs_bound,") != std::string::npos);
   CHECK(summary.rfind("scenario,seed,router,completed,", 0) == 0);
   auto iters = slurp(dir / "iterations.csv");
-  CHECK(std::count(iters.begin(), iters.end(), '\n') == 1 + 3 * 4);
+  CHECK(std::count(iters.begin(), iters.end(), '\n') == 1 + 4 * 4);
   auto json = slurp(dir / "result.json");
   CHECK(json.find("\"router\":\"gwtf\"") != std::string::npos);
   CHECK(json.find("\"iteration_s\":[") != std::string::npos);
@@ -220,7 +231,7 @@ TEST_CASE("sim report: the table, CSV, JSON and SVG hold what the runs measured"
     std::size_t lines = 0;
     for (auto p = text.find("<polyline"); p != std::string::npos; p = text.find("<polyline", p + 1))
       ++lines;
-    CHECK(lines == 3); // one per router
+    CHECK(lines == 4); // one per router
   }
   // Markers: one "x" per crash or leave and one "+" per join, per router.
   auto tp = slurp(dir / "throughput.svg");

@@ -2,6 +2,7 @@
 // three routers see the same churn.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -41,7 +42,7 @@ sim_scenario small(std::uint64_t seed, double crash_rate) {
 
 TEST_CASE("simulator: every router completes every microbatch without churn, wasting nothing") {
   auto s = small(1, 0.0);
-  for (auto r : {sim_router::gwtf, sim_router::swarm, sim_router::optimal}) {
+  for (auto r : {sim_router::gwtf, sim_router::swarm, sim_router::swarm_restart, sim_router::centralized}) {
     INFO(std::string{to_string(r)});
     auto res = simulate(s, r);
     REQUIRE_MESSAGE(res.completed, res.why);
@@ -70,7 +71,7 @@ TEST_CASE("simulator: the same seed gives the same run; the crash trace spares a
   }
   for (auto& [st, n] : dead_per_stage)
     CHECK(n <= 2); // 3 relays per stage: one survives
-  for (auto r : {sim_router::gwtf, sim_router::swarm, sim_router::optimal}) {
+  for (auto r : {sim_router::gwtf, sim_router::swarm, sim_router::swarm_restart, sim_router::centralized}) {
     INFO(std::string{to_string(r)});
     auto a = simulate(s, r), b = simulate(s, r);
     CHECK(a.total_s == b.total_s);
@@ -79,8 +80,9 @@ TEST_CASE("simulator: the same seed gives the same run; the crash trace spares a
   }
 }
 
-TEST_CASE("simulator: under crashes no microbatch is lost, and GWTF wastes less compute than SWARM") {
-  int gwtf_less = 0, runs = 0;
+TEST_CASE("simulator: under crashes no microbatch is lost, SWARM's stage retry wastes less than a restart, GWTF least") {
+  int runs = 0;
+  std::map<sim_router, double> wasted; // summed wasted fractions over the seeds
   for (std::uint64_t seed = 1; seed <= 8; ++seed) {
     auto s = small(seed, 0.05);
     auto trace = churn_trace(s);
@@ -88,7 +90,7 @@ TEST_CASE("simulator: under crashes no microbatch is lost, and GWTF wastes less 
       continue;
     ++runs;
     std::map<sim_router, sim_result> res;
-    for (auto r : {sim_router::gwtf, sim_router::swarm, sim_router::optimal}) {
+    for (auto r : {sim_router::gwtf, sim_router::swarm, sim_router::swarm_restart, sim_router::centralized}) {
       INFO("seed " << seed << ", router " << std::string{to_string(r)});
       auto x = simulate(s, r);
       REQUIRE_MESSAGE(x.completed, x.why);
@@ -101,15 +103,21 @@ TEST_CASE("simulator: under crashes no microbatch is lost, and GWTF wastes less 
       CHECK(x.wasted_s < x.compute_s);
       res[r] = x;
     }
-    double g = res[sim_router::gwtf].wasted_s / res[sim_router::gwtf].compute_s;
-    double w = res[sim_router::swarm].wasted_s / res[sim_router::swarm].compute_s;
-    MESSAGE("seed " << seed << ": crashes " << trace.size() << ", wasted gwtf " << g * 100 << "%, swarm "
-                    << w * 100 << "%; total gwtf " << res[sim_router::gwtf].total_s << " s, swarm "
-                    << res[sim_router::swarm].total_s << " s, optimal " << res[sim_router::optimal].total_s << " s");
-    gwtf_less += g <= w;
+    auto frac = [&](sim_router r) { return res[r].wasted_s / res[r].compute_s; };
+    for (auto& [r, x] : res)
+      wasted[r] += frac(r);
+    MESSAGE("seed " << seed << ": crashes " << trace.size() << ", wasted gwtf " << frac(sim_router::gwtf) * 100
+                    << "%, swarm " << frac(sim_router::swarm) * 100 << "%, swarm-restart "
+                    << frac(sim_router::swarm_restart) * 100 << "%; total gwtf " << res[sim_router::gwtf].total_s
+                    << " s, swarm " << res[sim_router::swarm].total_s << " s, centralized "
+                    << res[sim_router::centralized].total_s << " s");
   }
   REQUIRE(runs >= 4);
-  CHECK(gwtf_less == runs);
+  // Routes differ between routers, so single seeds can go either way; over the seeds the
+  // mechanisms show: rerunning a whole microbatch wastes more than retrying one stage, and
+  // GWTF's repair (one stage, from buffers) wastes least.
+  CHECK(wasted[sim_router::swarm] < wasted[sim_router::swarm_restart]);
+  CHECK(wasted[sim_router::gwtf] < wasted[sim_router::swarm]);
 }
 
 TEST_CASE("simulator: joins, leaves and degrading links: the trace places joiners, every router finishes") {
@@ -142,7 +150,7 @@ TEST_CASE("simulator: joins, leaves and degrading links: the trace places joiner
   REQUIRE(kinds[sim_event_kind::leave] > 0);
   REQUIRE(kinds[sim_event_kind::degrade] > 0);
   CHECK(joiner_crashed); // joiners churn like everyone else
-  for (auto r : {sim_router::gwtf, sim_router::swarm, sim_router::optimal}) {
+  for (auto r : {sim_router::gwtf, sim_router::swarm, sim_router::swarm_restart, sim_router::centralized}) {
     INFO("router " << std::string{to_string(r)} << ", seed " << s.seed);
     auto x = simulate(s, r);
     REQUIRE_MESSAGE(x.completed, x.why);
@@ -167,4 +175,110 @@ TEST_CASE("simulator: with a bounded GWTF view (one peer per neighbouring stage)
   REQUIRE_FALSE(one.flows.empty());
   for (auto f : one.flows)
     CHECK(f >= 1);
+}
+
+namespace {
+
+// A random instance: 2-4 regions with random links, 3-5 stages, 1-3 holders, 1-4 relays per
+// stage of random speed and capacity, random churn of every kind. Seeded: replayable.
+sim_scenario random_instance(std::uint64_t seed) {
+  std::uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 1;
+  auto next = [&x] {
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    return static_cast<double>((x * 0x2545f4914f6cdd1dULL) >> 11) / 9007199254740992.0; // [0, 1)
+  };
+  auto pick = [&](int lo, int hi) { return lo + static_cast<int>(next() * (hi - lo + 1)); };
+  sim_scenario s;
+  auto regions = static_cast<std::size_t>(pick(2, 4));
+  s.net.name = "random";
+  for (std::size_t r = 0; r < regions; ++r)
+    s.net.regions.push_back("g" + std::to_string(r));
+  s.net.latency_ms.assign(regions, std::vector<double>(regions, 0));
+  s.net.bandwidth_mbps.assign(regions, std::vector<double>(regions, 0));
+  for (std::size_t a = 0; a < regions; ++a)
+    for (std::size_t b = 0; b < regions; ++b) {
+      s.net.latency_ms[a][b] = a == b ? 0 : 5 + 150 * next();
+      s.net.bandwidth_mbps[a][b] = a == b ? 1000 : 50 + 950 * next();
+    }
+  s.stages = pick(3, 5);
+  for (int h = pick(1, 3); h > 0; --h)
+    s.hosts.push_back({"dh" + std::to_string(h), static_cast<std::size_t>(pick(0, static_cast<int>(regions) - 1)), 0,
+                       16, 0.02 + 0.05 * next()});
+  for (int st = 1; st < s.stages; ++st)
+    for (int k = pick(1, 4); k > 0; --k)
+      s.hosts.push_back({"r" + std::to_string(st) + "-" + std::to_string(k),
+                         static_cast<std::size_t>(pick(0, static_cast<int>(regions) - 1)), st, pick(1, 6),
+                         0.05 + 0.5 * next()});
+  s.microbatches_per_holder = pick(1, 8);
+  s.activation_bytes = 1e5 + 4e6 * next();
+  s.stage_gradient_bytes = 1e6 + 4e7 * next();
+  s.stage_weight_bytes = 2 * s.stage_gradient_bytes;
+  s.tokens_per_microbatch = 512;
+  s.iterations = 6;
+  s.crash_rate = 0.1 * next();
+  s.leave_rate = 0.05 * next();
+  s.join_rate = 0.1 * next();
+  s.degrade_rate = 0.3 * next();
+  s.detect_s = 0.2 + next();
+  s.seed = seed;
+  s.gwtf.tick_ms = 300;
+  s.swarm.refresh_ms = 2000;
+  s.swarm.rebalance_ms = 1000; // SWARM moves peers between stages in these runs too
+  return s;
+}
+
+} // namespace
+
+TEST_CASE("simulator: on random instances no router beats the proven bound, iteration by iteration") {
+  int checked = 0;
+  for (std::uint64_t seed = 1; seed <= 24; ++seed) {
+    auto s = random_instance(seed);
+    for (auto r : {sim_router::gwtf, sim_router::swarm, sim_router::swarm_restart, sim_router::centralized}) {
+      INFO("seed " << seed << " (random_instance), router " << std::string{to_string(r)});
+      auto x = simulate(s, r);
+      REQUIRE(x.bound_iteration_s.size() == x.iteration_s.size());
+      if (!x.completed)
+        continue; // a stalled run has nothing to compare; how many finish is checked below
+      ++checked;
+      for (std::size_t i = 0; i < x.iteration_s.size(); ++i) {
+        INFO("iteration " << i);
+        CHECK(std::isfinite(x.bound_iteration_s[i]));
+        CHECK(x.iteration_s[i] >= x.bound_iteration_s[i] * (1 - 1e-9));
+      }
+      CHECK(x.total_s >= x.bound_s);
+      CHECK(x.bound_s > 0);
+    }
+  }
+  CHECK(checked >= 80); // of 96 runs
+}
+
+TEST_CASE("simulator: one microbatch through one host per stage takes exactly the bound's ring") {
+  sim_scenario s;
+  s.net.name = "two";
+  s.net.regions = {"a", "b"};
+  s.net.latency_ms = {{0, 30}, {30, 0}};
+  s.net.bandwidth_mbps = {{1000, 200}, {200, 1000}};
+  s.stages = 3;
+  s.hosts.push_back({"dh", 0, 0, 4, 0.04});
+  s.hosts.push_back({"r1", 1, 1, 2, 0.3});
+  s.hosts.push_back({"r2", 0, 2, 2, 0.2});
+  s.microbatches_per_holder = 1;
+  s.activation_bytes = 1e6;
+  s.stage_gradient_bytes = 1e7;
+  s.tokens_per_microbatch = 256;
+  s.iterations = 3;
+  s.gwtf.tick_ms = 200;
+  for (auto r : {sim_router::gwtf, sim_router::centralized, sim_router::swarm}) {
+    INFO(std::string{to_string(r)});
+    auto x = simulate(s, r);
+    REQUIRE_MESSAGE(x.completed, x.why);
+    // Only SWARM rematerialises (its backward costs a forward more), so only it is slower.
+    for (std::size_t i = 0; i < x.iteration_s.size(); ++i)
+      if (r == sim_router::swarm)
+        CHECK(x.iteration_s[i] > x.bound_iteration_s[i] + 0.5 * 0.3 / 3);
+      else
+        CHECK(x.iteration_s[i] == doctest::Approx(x.bound_iteration_s[i]).epsilon(1e-9));
+  }
 }
