@@ -345,7 +345,8 @@ std::string write_sim_outputs(const fs::path& dir, const loaded_scenario& sc, co
          << ",\"iteration_end_s\":" << json_array(r.iteration_end_s) << ",\"flows\":" << json_array(r.flows)
          << ",\"crash_times_s\":" << json_array(r.crash_times_s) << ",\"join_times_s\":" << json_array(r.join_times_s)
          << ",\"crashes\":" << r.crashes << ",\"leaves\":" << r.leaves << ",\"joins\":" << r.joins
-         << ",\"degrades\":" << r.degrades << ",\"moves\":" << r.moves << "}";
+         << ",\"degrades\":" << r.degrades << ",\"moves\":" << r.moves << ",\"fallback_hops\":" << r.fallback_hops
+         << "}";
   }
   json << "]}\n";
   for (auto& [name, text] : std::vector<std::pair<const char*, std::string>>{

@@ -244,11 +244,13 @@ public:
 
 private:
   static constexpr double stall_s = 3600;
+  static constexpr double control_bytes = 256; // one balancer message on the wire
   struct waiter {
-    microbatch* m;
+    microbatch* m;                  // null: a job of its own (a repair)
     std::uint64_t epoch;
     bool backward;
     std::function<void()> then;
+    std::function<void()> job_lost; // a job: what to do when the host dies first
   };
   struct event {
     double t;
@@ -343,7 +345,7 @@ private:
       then();
       return;
     }
-    waiting_[h].push_back({&mb, mb.epoch, backward, std::move(then)});
+    waiting_[h].push_back({&mb, mb.epoch, backward, std::move(then), {}});
   }
 
   void release(microbatch& mb, int stage) {
@@ -353,15 +355,42 @@ private:
     mb.holds[st] = false;
     auto h = mb.path[st];
     --inflight_[h];
+    drain(h);
+  }
+
+  // Hands freed slots of h to the queue.
+  void drain(std::size_t h) {
     while (alive_[h] && inflight_[h] < hosts_[h].capacity && !waiting_[h].empty()) {
       auto w = std::move(waiting_[h].front());
       waiting_[h].pop_front();
-      if (w.m->epoch != w.epoch)
+      if (w.m != nullptr && w.m->epoch != w.epoch)
         continue;
       ++inflight_[h];
-      w.m->holds[static_cast<std::size_t>(stage_of(h))] = true;
+      if (w.m != nullptr)
+        w.m->holds[static_cast<std::size_t>(stage_of(h))] = true;
       w.then();
     }
+  }
+
+  // A slot for a job of its own (a repair recomputes a stage: it needs the activations).
+  void admit_job(std::size_t h, std::function<void()> then, std::function<void()> lost) {
+    if (inflight_[h] < hosts_[h].capacity) {
+      ++inflight_[h];
+      then();
+      return;
+    }
+    waiting_[h].push_back({nullptr, 0, true, std::move(then), std::move(lost)});
+  }
+
+  void free_job(std::size_t h) {
+    --inflight_[h];
+    drain(h);
+  }
+
+  // What a host's peers believe: entered, and not yet known dead (a crash is learnt
+  // detect_s after it happens).
+  bool believed_alive(std::size_t h) const {
+    return entered_[h] && (alive_[h] || now_ < detect_at_[h]);
   }
 
   // --- the microbatch pipeline ------------------------------------------------------
@@ -644,7 +673,9 @@ private:
     auto queued = std::move(waiting_[h]);
     waiting_[h].clear();
     for (auto& w : queued)
-      if (w.m->epoch == w.epoch)
+      if (w.m == nullptr)
+        w.job_lost();
+      else if (w.m->epoch == w.epoch)
         lost(*w.m, stage_of(h), w.backward); // waits for the detection itself
     at(detect_at_[h], [this, h] { detected(h); });
   }
@@ -764,10 +795,10 @@ private:
     scale(e.region_a, e.region_b);
     if (e.region_a != e.region_b)
       scale(e.region_b, e.region_a);
-    // Routers with measurements see it: the oracle at once, GWTF's link probes after the
-    // detection delay (their next measurement); SWARM only through its throughput EMA.
+    // Routers see it through measurements: the centralized router's and GWTF's link probes
+    // after the detection delay (their next measurement); SWARM in its calls' wall time.
     if (r_ == sim_router::centralized)
-      recompute_optimum();
+      at(now_ + s_.detect_s, [this] { recompute_optimum(); });
     if (r_ == sim_router::gwtf)
       at(now_ + s_.detect_s, [this, a = e.region_a, b = e.region_b] {
         for (std::size_t i = 0; i < hosts_.size(); ++i)
@@ -829,23 +860,31 @@ private:
     auto yy = *y;
     auto t = transfer(prev, yy, s_.activation_bytes);
     auto* m = &mb;
-    at(t, [this, m, s, yy] {
-      if (!alive_[yy]) {
+    auto again = [this, m, s, yy] { // yy died: its peers learn it at detection, then retry
+      at(std::max(now_, detect_at_[yy]), [this, m, s] {
         --pending_repairs_;
         repair(*m, s);
+      });
+    };
+    at(t, [this, m, s, yy, again] {
+      if (!alive_[yy]) {
+        again();
         return;
       }
-      compute(
-        yy, *m, s, hosts_[yy].compute_s,
-        [this] {
-          --pending_repairs_;
-          maybe_end_iteration();
+      admit_job(
+        yy,
+        [this, m, s, yy, again] {
+          compute(
+            yy, *m, s, hosts_[yy].compute_s,
+            [this, yy] {
+              free_job(yy);
+              --pending_repairs_;
+              maybe_end_iteration();
+            },
+            again,
+            false); // a job of its own: the microbatch may still be on its way back
         },
-        [this, m, s] {
-          --pending_repairs_;
-          repair(*m, s);
-        },
-        false); // a job of its own: the microbatch may still be on its way back
+        again);
     });
   }
 
@@ -1131,7 +1170,7 @@ private:
       if (it == index_.end())
         continue;
       auto to = it->second;
-      double t = now_ + est(from, to).latency_s; // control messages: latency only
+      double t = transfer(from, to, control_bytes); // queued behind activations on the same link
       auto msg = std::make_shared<wire::message>(std::move(o.msg));
       at(t, [this, from, to, msg] {
         if (alive_[to] && alive_[from])
@@ -1143,7 +1182,7 @@ private:
   std::vector<const held_flow*> gwtf_flows(std::size_t at, std::size_t holder) const {
     std::vector<const held_flow*> out;
     for (auto& [id, f] : balancers_[at]->flows())
-      if (f.built && f.target == hosts_[holder].name && index_.count(f.next) && alive_[index_.at(f.next)])
+      if (f.built && f.target == hosts_[holder].name && index_.count(f.next) && believed_alive(index_.at(f.next)))
         out.push_back(&f);
     return out;
   }
@@ -1230,7 +1269,7 @@ private:
         // 4 ticks uses the live first-stage hosts directly rather than stall.
         int live1 = 0;
         for (std::size_t h = 0; h < hosts_.size(); ++h)
-          live1 += alive_[h] && stage_of(h) == 1 % S();
+          live1 += known_[holder].count(h) > 0 && believed_alive(h) && stage_of(h) == 1 % S();
         return live1;
       }
     }
@@ -1251,14 +1290,36 @@ private:
     return n;
   }
 
-  // Least-loaded live host of stage s (ties: lowest index): the fallback of every router.
-  std::optional<std::size_t> any_live(int s) const {
-    std::optional<std::size_t> best;
-    for (std::size_t h = 0; h < hosts_.size(); ++h)
-      if (alive_[h] && stage_of(h) == s
-          && (!best || inflight_[h] - hosts_[h].capacity < inflight_[*best] - hosts_[*best].capacity))
-        best = h;
-    return best;
+  // A hop without a route: a host of stage s that `from` knows and believes alive (GWTF: its
+  // introduced peers; when `from` is gone, the peers of the microbatch's other hosts; the
+  // centralized router knows every host), the cheapest by the cost model, spread over the
+  // candidates by microbatch index. Nobody knows other hosts' queues. Counted in
+  // fallback_hops.
+  std::optional<std::size_t> fallback(const microbatch& mb, int s, std::size_t from) {
+    std::vector<std::pair<double, std::size_t>> cand;
+    std::set<std::size_t> seen;
+    auto consider = [&](std::size_t h) {
+      if (stage_of(h) == s && believed_alive(h) && seen.insert(h).second)
+        cand.emplace_back(cost(from, h), h);
+    };
+    if (r_ != sim_router::gwtf) {
+      for (std::size_t h = 0; h < hosts_.size(); ++h)
+        consider(h);
+    } else {
+      if (believed_alive(from))
+        for (auto h : known_[from])
+          consider(h);
+      if (cand.empty())
+        for (auto p : mb.path)
+          if (believed_alive(p))
+            for (auto h : known_[p])
+              consider(h);
+    }
+    if (cand.empty())
+      return std::nullopt;
+    std::sort(cand.begin(), cand.end());
+    ++res_.fallback_hops;
+    return cand[static_cast<std::size_t>(mb.index) % cand.size()].second;
   }
 
   // SWARM: the trainer's queue picks a peer of stage s for the call.
@@ -1289,10 +1350,10 @@ private:
         if (it != opt_paths_.end() && !it->second.empty()) {
           auto& p = it->second[mb.flow_slot % it->second.size()];
           auto st = static_cast<std::size_t>(s);
-          if (st < p.size() && alive_[p[st]] && stage_of(p[st]) == s)
+          if (st < p.size() && believed_alive(p[st]) && stage_of(p[st]) == s)
             return p[st];
         }
-        return any_live(s);
+        return fallback(mb, s, from);
       }
       case sim_router::gwtf: {
         // A flow of this holder entering `from` from the hop before it, else any of its flows.
@@ -1309,7 +1370,7 @@ private:
         auto& pick = !exact.empty() ? exact : any;
         if (!pick.empty())
           return pick[mb.flow_slot % pick.size()];
-        return any_live(s);
+        return fallback(mb, s, from);
       }
     }
     return std::nullopt;

@@ -274,11 +274,12 @@ TEST_CASE("simulator: one microbatch through one host per stage takes exactly th
     INFO(std::string{to_string(r)});
     auto x = simulate(s, r);
     REQUIRE_MESSAGE(x.completed, x.why);
-    // Only SWARM rematerialises (its backward costs a forward more), so only it is slower.
+    // Only SWARM rematerialises (its backward costs a forward more), so only it is slower;
+    // GWTF's balancer messages share the links, a few microseconds per iteration.
     for (std::size_t i = 0; i < x.iteration_s.size(); ++i)
       if (r == sim_router::swarm)
         CHECK(x.iteration_s[i] > x.bound_iteration_s[i] + 0.5 * 0.3 / 3);
       else
-        CHECK(x.iteration_s[i] == doctest::Approx(x.bound_iteration_s[i]).epsilon(1e-9));
+        CHECK(x.iteration_s[i] == doctest::Approx(x.bound_iteration_s[i]).epsilon(r == sim_router::gwtf ? 1e-4 : 1e-9));
   }
 }
