@@ -186,6 +186,7 @@ public:
     auto n = hosts_.size();
     alive_.assign(n, true);
     busy_until_.assign(n, 0.0);
+    life_.assign(n, 0);
     inflight_.assign(n, 0);
     waiting_.resize(n);
     iter_work_.assign(n, 0.0);
@@ -319,9 +320,11 @@ private:
     busy_until_[h] = end;
     auto epoch = mb.epoch;
     auto* m = &mb;
+    auto life = life_[h];
     running_[h].push_back({start, end});
-    at(end, [this, h, m, stage, seconds, epoch, check_epoch, then = std::move(then), on_crash = std::move(on_crash)] {
-      if (!alive_[h]) { // its work was counted as wasted at the crash
+    at(end, [this, h, m, stage, seconds, epoch, life, check_epoch, then = std::move(then),
+             on_crash = std::move(on_crash)] {
+      if (!alive_[h] || life_[h] != life) { // its work was counted as wasted at the crash (or the move)
         if ((!check_epoch || m->epoch == epoch) && on_crash)
           on_crash();
         return;
@@ -659,8 +662,15 @@ private:
     if (!alive_[h])
       return;
     alive_[h] = false;
+    ++life_[h];
     crash_time_[h] = now_;
     detect_at_[h] = now_ + detect;
+    // Its slots went with it (a SWARM peer that moves comes back with none).
+    for (auto* mb : mbs_)
+      for (std::size_t st = 0; st < mb->path.size() && st < mb->holds.size(); ++st)
+        if (mb->path[st] == h)
+          mb->holds[st] = false;
+    inflight_[h] = 0;
     if (churn)
       res_.crash_times_s.push_back(now_);
     // Its work of this iteration is lost with its gradients (running compute: the part done).
@@ -1105,6 +1115,7 @@ private:
       moving_.erase(p);
       hosts_[p].stage = low;
       alive_[p] = true;
+      busy_until_[p] = now_; // what it queued for its old stage died with the move
       detect_at_[p] = inf;
       bound_hosts_.insert({p, low});
     });
@@ -1156,7 +1167,7 @@ private:
     for (auto h : holders_) {
       if (!gwtf_flows(h, h).empty())
         no_flow_since_.erase(h);
-      else if (iteration_ > 0 || res_.setup_s > 0)
+      else // from the start too, as the runtime does: a holder that gets no ring does not wait forever
         no_flow_since_.emplace(h, now_);
     }
     ++tick_;
@@ -1391,6 +1402,7 @@ private:
   std::vector<bool> alive_;
   std::vector<double> busy_until_, iter_work_, crash_time_;
   std::vector<int> inflight_;
+  std::vector<std::uint64_t> life_; // bumped when a host dies or moves: its running work is void
   std::vector<std::deque<waiter>> waiting_;
   double last_progress_ = 0;
   std::map<std::size_t, std::vector<std::pair<double, double>>> running_;
