@@ -473,7 +473,7 @@ private:
       return;
     }
     auto h = mb.path[static_cast<std::size_t>(s)];
-    if (!alive_[h]) {
+    if (!alive_[h] || stage_of(h) != s) { // dead, or (a SWARM peer that moved) serving another stage now
       lost(mb, s, false);
       return;
     }
@@ -552,7 +552,7 @@ private:
     }
     auto st = static_cast<std::size_t>(s);
     auto h = backward_host(mb, s);
-    if (!alive_[h]) {
+    if (!alive_[h] || stage_of(h) != s) {
       lost(mb, s, true);
       return;
     }
@@ -1116,7 +1116,6 @@ private:
       hosts_[p].stage = low;
       alive_[p] = true;
       busy_until_[p] = now_; // what it queued for its old stage died with the move
-      detect_at_[p] = inf;
       bound_hosts_.insert({p, low});
     });
   }
