@@ -66,7 +66,7 @@ gossip_outcome peer_directory::on_gossip(std::uint64_t conn, const wire::gossip&
     const auto& h = g.peers[i].peer;
     if (h.peer_id == self_.peer_id || h.cluster != self_.cluster || peers_.count(h.peer_id) > 0)
       continue;
-    peers_.emplace(h.peer_id, entry{h, std::nullopt});
+    peers_.emplace(h.peer_id, entry{h, std::nullopt, {}});
     out.learned.push_back(h.peer_id);
   }
   return out;
