@@ -13,6 +13,7 @@
 #include <queue>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 
 #include "common/seeded.hpp"
 #include "routing/balancer.hpp"
@@ -302,7 +303,7 @@ private:
     if (a == b)
       return now_;
     auto e = est(a, b);
-    auto& free = link_free_[{a, b}];
+    auto& free = link_free_[(static_cast<std::uint64_t>(a) << 32) | b];
     double start = std::max(now_, free);
     free = start + bytes / e.bandwidth_bytes_s;
     return free + e.latency_s;
@@ -1405,7 +1406,7 @@ private:
   std::vector<std::deque<waiter>> waiting_;
   double last_progress_ = 0;
   std::map<std::size_t, std::vector<std::pair<double, double>>> running_;
-  std::map<std::pair<std::size_t, std::size_t>, double> link_free_;
+  std::unordered_map<std::uint64_t, double> link_free_; // (from << 32 | to) -> when the link is free
   std::vector<sim_host> hosts_; // the scenario's, then the joiners (stage set when they join)
   network_matrix net_;          // degrades as links do
   std::vector<sim_event> trace_;
@@ -1416,7 +1417,7 @@ private:
   std::set<std::size_t> left_before_entering_;
   std::vector<std::unique_ptr<microbatch>> all_; // stable addresses for pending events
   std::vector<microbatch*> mbs_;                 // this iteration's
-  std::map<std::string, std::size_t> index_;
+  std::unordered_map<std::string, std::size_t> index_;
   std::map<std::size_t, std::unique_ptr<swarm_router>> swarm_;
   std::vector<std::unique_ptr<flow_balancer>> balancers_;
   std::map<std::size_t, std::vector<std::vector<std::size_t>>> opt_paths_;
