@@ -162,6 +162,8 @@ struct filler {
     b.setFlowId(x.flow_id);
     b.setTarget(txt(x.target));
     b.setAdvertisedCost(x.advertised_cost);
+    b.setHolderFlows(x.holder_flows);
+    b.setReplaces(x.replaces);
   }
   void operator()(const flow_response& x) {
     auto b = body.initFlowResponse();
@@ -198,6 +200,7 @@ struct filler {
     b.setTarget(txt(x.target));
     b.setCost(x.cost);
     b.setNode(txt(x.node));
+    b.setHolderFlows(x.holder_flows);
   }
   void operator()(const ping& x) {
     auto b = body.initPing();
@@ -512,6 +515,11 @@ void get(schema::FlowRequest::Reader r, flow_request& x, checker& c) {
   x.flow_id = r.getFlowId();
   c.text(r.getTarget(), "flowRequest.target", 1, max_id, x.target);
   c.non_negative(r.getAdvertisedCost(), "flowRequest.advertisedCost", x.advertised_cost);
+  x.holder_flows = r.getHolderFlows();
+  if (x.holder_flows > max_flows)
+    c.bad(wire_error::bad_field, "flowRequest.holderFlows: at most " + std::to_string(max_flows) + ", got "
+                                   + std::to_string(x.holder_flows));
+  x.replaces = r.getReplaces();
 }
 
 void get(schema::FlowResponse::Reader r, flow_response& x, checker& c) {
@@ -552,6 +560,10 @@ void get(schema::FlowSync::Reader r, flow_sync& x, checker& c) {
   c.text(r.getNode(), "flowSync.node", 0, max_id, x.node);
   if (c.ok() && (x.kind == sync_kind::redirect) == x.node.empty())
     c.bad(wire_error::bad_field, "flowSync.node: set exactly when kind is redirect");
+  x.holder_flows = r.getHolderFlows();
+  if (c.ok() && x.holder_flows > max_flows)
+    c.bad(wire_error::bad_field, "flowSync.holderFlows: at most " + std::to_string(max_flows) + ", got "
+                                   + std::to_string(x.holder_flows));
 }
 
 void get(schema::Ping::Reader r, ping& x, checker&) {

@@ -57,7 +57,7 @@ GWTF_WIRE_EQ(activation, x.microbatch, x.dir, x.path, x.tensor, x.attempt, x.con
 GWTF_WIRE_EQ(target_cost, x.target, x.cost, x.demand)
 GWTF_WIRE_EQ(introduction, x.peer_id, x.stage, x.capacity, x.costs)
 GWTF_WIRE_EQ(cost_advert, x.costs)
-GWTF_WIRE_EQ(flow_request, x.flow_id, x.target, x.advertised_cost)
+GWTF_WIRE_EQ(flow_request, x.flow_id, x.target, x.advertised_cost, x.holder_flows, x.replaces)
 GWTF_WIRE_EQ(flow_response, x.flow_id, x.accepted, x.reason, x.current_cost, x.demand)
 GWTF_WIRE_EQ(flow_entry, x.flow_id, x.target, x.prev, x.next, x.head_cost, x.in_cost, x.out_cost,
              x.tail_cost)
@@ -65,7 +65,7 @@ GWTF_WIRE_EQ(flow_listing, x.peer_id, x.flows)
 GWTF_WIRE_EQ(move_proposal, x.proposal_id, x.kind, x.flows, x.max_cost_before, x.max_cost_after,
              x.temperature)
 GWTF_WIRE_EQ(move_response, x.proposal_id, x.accepted, x.flow_id)
-GWTF_WIRE_EQ(flow_sync, x.kind, x.flow_id, x.target, x.cost, x.node)
+GWTF_WIRE_EQ(flow_sync, x.kind, x.flow_id, x.target, x.cost, x.node, x.holder_flows)
 GWTF_WIRE_EQ(ping, x.probe_id, x.sent_nanos, x.padding)
 GWTF_WIRE_EQ(pong, x.probe_id, x.sent_nanos, x.received_bytes)
 GWTF_WIRE_EQ(bandwidth_sample, x.peer, x.bytes, x.nanos)

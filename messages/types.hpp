@@ -124,6 +124,8 @@ struct flow_request {
   std::uint64_t flow_id = 0;
   std::string target;
   double advertised_cost = 0;
+  std::uint32_t holder_flows = 0; ///< from a data holder: its built flows (fair shares), <= 65536
+  std::uint64_t replaces = 0;     ///< a flow just given up for this one: take its path (0: none)
 };
 
 /// Why a flow request was rejected.
@@ -189,6 +191,7 @@ struct flow_sync {
   std::string target;
   double cost = 0;  ///< check: sender -> data holder along the flow; confirm: holder -> receiver
   std::string node; ///< redirect: the new next hop
+  std::uint32_t holder_flows = 0; ///< confirm from a data holder: its built flows (fair shares), <= 65536
 };
 
 /// Link probe request.

@@ -131,6 +131,8 @@ struct FlowRequest {
   flowId @0 :UInt64;
   target @1 :Text;
   advertisedCost @2 :Float64; # the cost the requester believed
+  holderFlows @3 :UInt32;     # from a data holder: the flows it holds now (fair shares)
+  replaces @4 :UInt64;        # a flow just given up for this one: take its path (0: none)
 }
 
 enum RejectReason {
@@ -204,6 +206,7 @@ struct FlowSync {
   cost @3 :Float64;       # check: the sender's cost back to the data holder along the flow;
                           # confirm: the path cost from the data holder to the receiver
   node @4 :Text;          # redirect: the new next hop; empty otherwise
+  holderFlows @5 :UInt32; # confirm from a data holder: the flows it holds (fair shares)
 }
 
 # --- link probes --------------------------------------------------------------------

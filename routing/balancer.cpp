@@ -76,7 +76,7 @@ std::optional<wire::flow_entry> flow_balancer::entry(const held_flow& f) const {
 // with a CONFIRM carrying the cost from the data holder, or a CANCEL).
 void flow_balancer::send_down_cost(const held_flow& f, std::vector<outgoing>& out) const {
   if (!holder() && f.built && f.tail_known && !f.prev.empty())
-    out.push_back({f.prev, wire::flow_sync{wire::sync_kind::check, f.id, f.target, down_cost(f), {}}});
+    out.push_back({f.prev, wire::flow_sync{wire::sync_kind::check, f.id, f.target, down_cost(f), {}, 0}});
 }
 
 std::optional<double> flow_balancer::up_cost(const held_flow& f) const {
@@ -90,7 +90,8 @@ std::optional<double> flow_balancer::up_cost(const held_flow& f) const {
 // The cost from the data holder up to here: tell `to` (the next hop).
 void flow_balancer::confirm_to(const held_flow& f, const std::string& to, std::vector<outgoing>& out) const {
   if (auto up = up_cost(f))
-    out.push_back({to, wire::flow_sync{wire::sync_kind::confirm, f.id, f.target, *up, {}}});
+    out.push_back({to, wire::flow_sync{wire::sync_kind::confirm, f.id, f.target, *up, {},
+                                       holder() ? built_flows() : 0U}});
 }
 
 void flow_balancer::send_up_cost(const held_flow& f, std::vector<outgoing>& out) const {
@@ -209,27 +210,117 @@ std::vector<outgoing> flow_balancer::tick(std::int64_t now) {
     for (auto& [fid, f] : flows_)
       if (f.built && !f.prev.empty())
         out.push_back({f.prev, wire::flow_sync{wire::sync_kind::check, fid, f.target,
-                                               holder() ? 0.0 : down_cost(f), {}}});
+                                               holder() ? 0.0 : down_cost(f), {}, 0}});
 
   if (!holder())
     anneal_tick(now, out);
 
   // A data holder starts as many flows as its capacity allows and a first hop can take.
   if (holder()) {
+    bool started = false;
     while (spare() > 0) {
       auto first = best_next(self_, {});
       if (!first)
         break;
-      std::uint64_t fid = (name_hash(self_) << 24) ^ next_flow_++;
-      held_flow f;
-      f.id = fid;
-      f.target = self_;
-      f.since_tick = now;
-      auto& slot = flows_[fid] = f;
-      forward_request(slot, out);
+      start_flow(now, first->first, out);
+      started = true;
+    }
+    // Room left but no first-stage relay advertises a path: every anti-entropy period ask one
+    // anyway, in turn, telling it how many flows this holder has. A relay that carries a flow
+    // of a holder with at least two more gives that flow up for this one (fair shares);
+    // otherwise it turns the request away at once, reserving nothing.
+    if (!started && spare() > 0 && moves_enabled_ && now % cfg_.anti_entropy_ticks == 0) {
+      std::vector<std::string> firsts;
+      for (auto& [id, p] : peers_)
+        if (p.stage == next_stage())
+          firsts.push_back(id);
+      if (!firsts.empty())
+        start_flow(now, firsts[probe_++ % firsts.size()], out);
     }
   }
+  // Paths given up for another flow are only reserved for a short while.
+  for (auto it = freed_.begin(); it != freed_.end();)
+    it = now - it->second.since > cfg_.half_built_ttl_ticks ? freed_.erase(it) : std::next(it);
   return out;
+}
+
+std::uint32_t flow_balancer::built_flows() const {
+  std::uint32_t n = 0;
+  for (auto& [fid, f] : flows_)
+    n += f.built ? 1 : 0;
+  return n;
+}
+
+void flow_balancer::start_flow(std::int64_t now, const std::string& first, std::vector<outgoing>& out) {
+  std::uint64_t fid = (name_hash(self_) << 24) ^ next_flow_++;
+  held_flow f;
+  f.id = fid;
+  f.target = self_;
+  f.since_tick = now;
+  auto& slot = flows_[fid] = f;
+  request_to(slot, first, out);
+}
+
+// A first-stage relay that cannot admit a request from a data holder (full, or no room further
+// down) while it carries a flow of a holder with at least two flows more: that flow (built, the
+// richest holder's) is
+// given up, and the new one takes its path hop by hop (`replaces`): each hop sees the cancel
+// first (one FIFO channel per pair of nodes) and hands the freed slot to the request.
+bool flow_balancer::preempt_for(const std::string& from, const wire::flow_request& r, std::int64_t now,
+                                std::vector<outgoing>& out) {
+  if (holder() || prev_stage() != 0 || from != r.target || !moves_enabled_)
+    return false;
+  if (proposal_ || !expected_.empty())
+    return false; // a move in progress counts on this node's slots: not now
+  std::optional<std::uint64_t> victim;
+  std::uint32_t richest = 0;
+  for (auto& [fid, f] : flows_) {
+    if (!f.built || f.target == r.target || f.next.empty())
+      continue;
+    auto it = holder_flows_.find(f.target);
+    if (it == holder_flows_.end() || it->second < r.holder_flows + 2)
+      continue;
+    if (!victim || it->second > richest) {
+      victim = fid;
+      richest = it->second;
+    }
+  }
+  if (!victim)
+    return false;
+  auto gone = flows_.at(*victim);
+  release(*victim, out, wire::reject_reason::over_capacity); // tells its holder, cancels downstream
+  --holder_flows_[gone.target];
+  held_flow f;
+  f.id = r.flow_id;
+  f.target = r.target;
+  f.prev = from;
+  f.since_tick = now;
+  auto& slot = flows_[f.id] = f;
+  request_to(slot, gone.next, out, *victim);
+  return true;
+}
+
+// A request that `replaces` a flow this hop just cancelled takes that flow's slot and path
+// (at the last relay stage the ring closes at the request's own holder).
+bool flow_balancer::take_freed_path(const std::string& from, const wire::flow_request& r, std::int64_t now,
+                                    std::vector<outgoing>& out) {
+  if (r.replaces == 0 || holder())
+    return false;
+  auto fr = freed_.find(r.replaces);
+  if (fr == freed_.end() || spare() <= 0)
+    return false;
+  auto next = next_stage() == 0 ? r.target : fr->second.next;
+  freed_.erase(fr);
+  if (!is_peer(next, next_stage()))
+    return false;
+  held_flow f;
+  f.id = r.flow_id;
+  f.target = r.target;
+  f.prev = from;
+  f.since_tick = now;
+  auto& slot = flows_[f.id] = f;
+  request_to(slot, next, out, next_stage() == 0 ? 0 : r.replaces);
+  return true;
 }
 
 void flow_balancer::forward_request(held_flow& f, std::vector<outgoing>& out) {
@@ -241,7 +332,8 @@ void flow_balancer::forward_request(held_flow& f, std::vector<outgoing>& out) {
   request_to(f, next->first, out);
 }
 
-void flow_balancer::request_to(held_flow& f, const std::string& next, std::vector<outgoing>& out) {
+void flow_balancer::request_to(held_flow& f, const std::string& next, std::vector<outgoing>& out,
+                               std::uint64_t replaces) {
   f.next = next;
   f.tail_known = false;
   auto& p = peers_[next];
@@ -251,7 +343,10 @@ void flow_balancer::request_to(held_flow& f, const std::string& next, std::vecto
       believed = it->second;
     ++p.demand; // one slot of it is now spoken for, until its next advert
   }
-  out.push_back({f.next, wire::flow_request{f.id, f.target, believed}});
+  // A data holder tells how many built flows it has (fair shares): requests still on their way
+  // do not count, so that a holder probing for more does not look richer than it is.
+  auto mine = holder() ? built_flows() : 0U;
+  out.push_back({f.next, wire::flow_request{f.id, f.target, believed, mine, replaces}});
 }
 
 void flow_balancer::release(std::uint64_t id, std::vector<outgoing>& out, wire::reject_reason why) {
@@ -264,7 +359,7 @@ void flow_balancer::release(std::uint64_t id, std::vector<outgoing>& out, wire::
     out.push_back({f.prev, response(id, false, why, f.target)});
   // Downstream hops of a flow we give up must drop it as well.
   if (!f.next.empty() && !(holder() && f.next == f.prev))
-    out.push_back({f.next, wire::flow_sync{wire::sync_kind::cancel, id, f.target, 0.0, {}}});
+    out.push_back({f.next, wire::flow_sync{wire::sync_kind::cancel, id, f.target, 0.0, {}, 0}});
 }
 
 std::vector<outgoing> flow_balancer::on_request(const std::string& from, const wire::flow_request& r,
@@ -300,7 +395,7 @@ std::vector<outgoing> flow_balancer::on_request(const std::string& from, const w
   // A flow we handed to a same-stage peer: the sender (a hop that moved concurrently) must
   // send it there.
   if (auto h = handed_.find(r.flow_id); h != handed_.end() && h->second.to != from) {
-    out.push_back({from, wire::flow_sync{wire::sync_kind::redirect, r.flow_id, r.target, 0.0, h->second.to}});
+    out.push_back({from, wire::flow_sync{wire::sync_kind::redirect, r.flow_id, r.target, 0.0, h->second.to, 0}});
     return out;
   }
   // A flow a same-stage peer handed to us (an agreed move), sent by its upstream hop (not
@@ -324,6 +419,17 @@ std::vector<outgoing> flow_balancer::on_request(const std::string& from, const w
       conclude(true, r.flow_id, now, out);
     return out;
   }
+  if (!holder() && prev_stage() == 0 && from == r.target) {
+    holder_flows_[r.target] = r.holder_flows; // what the holder says it has besides this one
+    reported_[r.flow_id] = r.holder_flows;
+    if (reported_.size() > 4096)
+      reported_.erase(reported_.begin()); // requests that never got an answer
+  }
+  if (take_freed_path(from, r, now, out))
+    return out;
+  // Full here, or no room further down: a poorer data holder may still take a richer one's ring.
+  if ((spare() <= 0 || !cost_to(r.target)) && preempt_for(from, r, now, out))
+    return out;
   if (spare() <= 0) {
     out.push_back({from, response(r.flow_id, false, wire::reject_reason::over_capacity, r.target)});
     return out;
@@ -365,6 +471,12 @@ std::vector<outgoing> flow_balancer::on_response(const std::string& from, const 
       return out;
     }
     f.built = true;
+    // Built for a data holder that said it had n others: it has n + 1 now (as far as we know).
+    if (auto rep = reported_.find(f.id); rep != reported_.end()) {
+      auto& n = holder_flows_[f.target];
+      n = std::max(n, rep->second + 1);
+      reported_.erase(rep);
+    }
     if (!holder())
       out.push_back({f.prev, response(f.id, true, wire::reject_reason::none, f.target)});
     send_up_cost(f, out);
@@ -434,7 +546,7 @@ std::vector<outgoing> flow_balancer::on_sync(const std::string& from, const wire
       // A flow we just handed to a peer: its new hop is splicing itself in; stay silent.
       auto h = handed_.find(s->flow_id);
       if (h == handed_.end() || h->second.old_next != from)
-        out.push_back({from, wire::flow_sync{wire::sync_kind::cancel, s->flow_id, s->target, 0.0, {}}});
+        out.push_back({from, wire::flow_sync{wire::sync_kind::cancel, s->flow_id, s->target, 0.0, {}, 0}});
       return out;
     }
     auto& f = it->second;
@@ -450,6 +562,8 @@ std::vector<outgoing> flow_balancer::on_sync(const std::string& from, const wire
   if (s->kind == wire::sync_kind::confirm) {
     if (holder() || it == flows_.end() || it->second.prev != from)
       return out;
+    if (prev_stage() == 0 && from == s->target)
+      holder_flows_[s->target] = s->holder_flows; // the holder's own count, every anti-entropy period
     auto& f = it->second;
     bool changed = !f.head_known || differs(f.head, s->cost);
     f.head = s->cost;
@@ -487,8 +601,10 @@ std::vector<outgoing> flow_balancer::on_sync(const std::string& from, const wire
     }
     auto f = it->second;
     flows_.erase(it);
-    if (!f.next.empty())
-      out.push_back({f.next, wire::flow_sync{wire::sync_kind::cancel, f.id, f.target, 0.0, {}}});
+    if (!f.next.empty()) {
+      freed_[f.id] = freed{f.next, now}; // a request replacing it may follow right behind
+      out.push_back({f.next, wire::flow_sync{wire::sync_kind::cancel, f.id, f.target, 0.0, {}, 0}});
+    }
     return out;
   }
 }
@@ -534,7 +650,7 @@ std::vector<outgoing> flow_balancer::remove_peer(const std::string& id, std::int
       auto target = f.target;
       flows_.erase(it);
       if (!next.empty() && next != id)
-        out.push_back({next, wire::flow_sync{wire::sync_kind::cancel, fid, target, 0.0, {}}});
+        out.push_back({next, wire::flow_sync{wire::sync_kind::cancel, fid, target, 0.0, {}, 0}});
       continue;
     }
     // Downstream is gone: the flow becomes half-built here and is re-routed (GWTF: a crash
@@ -693,7 +809,7 @@ void flow_balancer::hand_over(std::uint64_t id, const std::string& to, std::int6
   if (it == flows_.end())
     return;
   auto& f = it->second;
-  out.push_back({f.prev, wire::flow_sync{wire::sync_kind::redirect, id, f.target, 0.0, to}});
+  out.push_back({f.prev, wire::flow_sync{wire::sync_kind::redirect, id, f.target, 0.0, to, 0}});
   handed_[id] = handed{f.next, to, now};
   flows_.erase(it);
 }

@@ -97,8 +97,9 @@ public:
   /// data holders: out + tail), once the protocol has delivered both halves.
   std::optional<double> ring_cost(const held_flow& f) const;
 
-  /// Stops (false) or resumes proposing and accepting annealing moves; handovers already
-  /// agreed still complete. Lets a test take a quiescent snapshot.
+  /// Stops (false) or resumes proposing and accepting annealing moves and fair-share
+  /// handovers between data holders; handovers already agreed still complete. Lets a test take
+  /// a quiescent snapshot.
   void set_moves(bool enabled) { moves_enabled_ = enabled; }
 
   /// The current annealing temperature (percent of the affected flows' max cost).
@@ -151,7 +152,13 @@ private:
   void send_up_cost(const held_flow& f, std::vector<outgoing>& out) const;
   std::optional<double> up_cost(const held_flow& f) const;
   void confirm_to(const held_flow& f, const std::string& to, std::vector<outgoing>& out) const;
-  void request_to(held_flow& f, const std::string& next, std::vector<outgoing>& out);
+  void request_to(held_flow& f, const std::string& next, std::vector<outgoing>& out, std::uint64_t replaces = 0);
+  void start_flow(std::int64_t now, const std::string& first, std::vector<outgoing>& out);
+  std::uint32_t built_flows() const;
+  bool preempt_for(const std::string& from, const wire::flow_request& r, std::int64_t now,
+                   std::vector<outgoing>& out);
+  bool take_freed_path(const std::string& from, const wire::flow_request& r, std::int64_t now,
+                       std::vector<outgoing>& out);
   void hand_over(std::uint64_t id, const std::string& to, std::int64_t now, std::vector<outgoing>& out);
   bool anneal_accepts(double before, double after);
   void executed(wire::move_kind kind, bool worsening, std::int64_t now);
@@ -182,6 +189,16 @@ private:
   std::map<std::uint64_t, held_flow> flows_;
   std::uint64_t next_flow_ = 0;
   bool introduced_ = false;
+
+  // Fair shares between data holders (docs/routing.md, "Fair shares").
+  std::map<std::string, std::uint32_t> holder_flows_; ///< first-stage relay: each holder's flows, as it last said
+  std::map<std::uint64_t, std::uint32_t> reported_;   ///< first-stage relay: a request's count, until built
+  struct freed {
+    std::string next;          ///< where the given-up flow went on from here
+    std::int64_t since = 0;
+  };
+  std::map<std::uint64_t, freed> freed_; ///< flows just given up for another: their path is its to take
+  std::uint64_t probe_ = 0;              ///< data holder: round-robin over first-stage relays
 
   // Annealing.
   std::map<std::string, std::vector<wire::flow_entry>> listings_; ///< same-stage peers' flows

@@ -119,6 +119,51 @@ TEST_CASE("balancer: 100 random instances with reordered, delayed messages reach
   CHECK(cost_ratio[cost_ratio.size() * 9 / 10] <= 1.22);
 }
 
+TEST_CASE("balancer: data holders share the flows max-min fairly (within one), with reordered and lost messages") {
+  int cases = 0, unfair = 0;
+  for (std::uint64_t seed = 1; seed <= 80; ++seed) {
+    auto in = test::flow_instance::random(seed);
+    if (std::count(in.stage.begin(), in.stage.end(), 0) < 2)
+      continue;
+    double drop = seed % 2 == 0 ? 0.02 : 0.0;
+    test::balancer_bus bus{in, seed, 0.1, {}, {}, drop};
+    bus.run(60);
+    bus.heal();
+    bus.run(40);
+    bus.settle();
+    auto a = test::audit(bus, in);
+    INFO("seed " << seed << ", drop " << drop);
+    check_valid(a);
+    // Max-min fair within one: no holder that wants more (below its capacity) has two flows
+    // fewer than another holder.
+    std::vector<std::pair<int, int>> holders; // flows, capacity
+    for (std::size_t i = 0; i < in.ids.size(); ++i)
+      if (in.stage[i] == 0) {
+        int built = 0;
+        for (auto& [fid, f] : bus.nodes().at(in.ids[i]).flows())
+          built += f.built ? 1 : 0;
+        holders.emplace_back(built, in.capacity[i]);
+      }
+    bool fair = true;
+    std::string shares;
+    for (auto& [have, cap] : holders) {
+      shares += " " + std::to_string(have) + "/" + std::to_string(cap);
+      for (auto& [other, ocap] : holders)
+        fair = fair && !(have < cap && other >= have + 2);
+    }
+    if (!fair)
+      MESSAGE("not fair within one: seed " << seed << ", drop " << drop << ", flows/capacity per holder:" << shares);
+    CHECK(a.complete == oracle(in).flows);
+    ++cases;
+    unfair += fair ? 0 : 1;
+  }
+  MESSAGE("max-min fair within one on " << cases - unfair << " of " << cases << " instances with 2-3 holders");
+  REQUIRE(cases >= 30);
+  // A snapshot catches some instance mid-way (a ring being rebuilt after an annealing move);
+  // without the fair-share handovers 21 of these 56 are unfair.
+  CHECK(unfair * 20 <= cases);
+}
+
 TEST_CASE("balancer: crashes of relays and data holders are absorbed; nothing runs through the dead") {
   int recovered = 0;
   int cases = 0;
