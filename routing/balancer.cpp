@@ -263,9 +263,9 @@ void flow_balancer::start_flow(std::int64_t now, const std::string& first, std::
 
 // A first-stage relay that cannot admit a request from a data holder (full, or no room further
 // down) while it carries a flow of a holder with at least two flows more: that flow (built, the
-// richest holder's) is
-// given up, and the new one takes its path hop by hop (`replaces`): each hop sees the cancel
-// first (one FIFO channel per pair of nodes) and hands the freed slot to the request.
+// richest holder's) is given up, and the new one takes its path hop by hop (`replaces`): each
+// hop sees the cancel first (one FIFO channel per pair of nodes) and hands the freed slot to the
+// request.
 bool flow_balancer::preempt_for(const std::string& from, const wire::flow_request& r, std::int64_t now,
                                 std::vector<outgoing>& out) {
   if (holder() || prev_stage() != 0 || from != r.target || !moves_enabled_)
@@ -307,8 +307,8 @@ bool flow_balancer::take_freed_path(const std::string& from, const wire::flow_re
   if (r.replaces == 0 || holder())
     return false;
   auto fr = freed_.find(r.replaces);
-  if (fr == freed_.end() || spare() <= 0)
-    return false;
+  if (fr == freed_.end() || fr->second.prev != from || spare() <= 0)
+    return false; // only the hop that cancelled the flow may hand its path on
   auto next = next_stage() == 0 ? r.target : fr->second.next;
   freed_.erase(fr);
   if (!is_peer(next, next_stage()))
@@ -602,7 +602,7 @@ std::vector<outgoing> flow_balancer::on_sync(const std::string& from, const wire
     auto f = it->second;
     flows_.erase(it);
     if (!f.next.empty()) {
-      freed_[f.id] = freed{f.next, now}; // a request replacing it may follow right behind
+      freed_[f.id] = freed{f.next, from, now}; // a request replacing it may follow right behind
       out.push_back({f.next, wire::flow_sync{wire::sync_kind::cancel, f.id, f.target, 0.0, {}, 0}});
     }
     return out;

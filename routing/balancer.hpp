@@ -195,6 +195,7 @@ private:
   std::map<std::uint64_t, std::uint32_t> reported_;   ///< first-stage relay: a request's count, until built
   struct freed {
     std::string next;          ///< where the given-up flow went on from here
+    std::string prev;          ///< the hop that cancelled it: only it may send the replacement
     std::int64_t since = 0;
   };
   std::map<std::uint64_t, freed> freed_; ///< flows just given up for another: their path is its to take

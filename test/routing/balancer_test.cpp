@@ -340,3 +340,37 @@ TEST_CASE("balancer: one outstanding proposal per node; proposals about flows it
   CHECK_FALSE(std::get<wire::move_response>(bogus[0].msg).accepted);
   CHECK(me.flows().empty());
 }
+
+TEST_CASE("balancer: a freed path is handed only to a request from the hop that cancelled the flow") {
+  routing::flow_balancer relay{"r2", 2, 4, 1, routing::gwtf_config{}};
+  relay.add_peer("r1-a", 1, 0.2);
+  relay.add_peer("r1-b", 1, 0.2);
+  relay.add_peer("r3", 3, 0.2);
+  relay.handle("r3", wire::message{wire::cost_advert{{wire::target_cost{"dh", 0.1, -1}}}}, 0);
+  auto sent_to = [](const std::vector<routing::outgoing>& out, const std::string& to) {
+    for (auto& o : out)
+      if (o.to == to)
+        return &o.msg;
+    return static_cast<const wire::message*>(nullptr);
+  };
+  // Flow 7 for dh through r1-a -> r2 -> r3, built.
+  auto out = relay.handle("r1-a", wire::message{wire::flow_request{7, "dh", 0.3, 0, 0}}, 1);
+  REQUIRE(sent_to(out, "r3") != nullptr);
+  relay.handle("r3", wire::message{wire::flow_response{7, true, wire::reject_reason::none, 0.1, 0}}, 1);
+  REQUIRE(relay.flows().at(7).built);
+  // r1-a gives it up for another holder's flow 8, which follows the cancel.
+  relay.handle("r1-a", wire::message{wire::flow_sync{wire::sync_kind::cancel, 7, "dh", 0.0, {}, 0}}, 2);
+  CHECK(relay.flows().count(7) == 0);
+  // Another upstream naming the freed flow gets nothing from it (here: no path is advertised).
+  out = relay.handle("r1-b", wire::message{wire::flow_request{9, "dh2", 0.3, 0, 7}}, 2);
+  CHECK(relay.flows().count(9) == 0);
+  REQUIRE(sent_to(out, "r1-b") != nullptr);
+  CHECK_FALSE(std::get<wire::flow_response>(*sent_to(out, "r1-b")).accepted);
+  // The hop that cancelled it hands the path on: the request goes to r3, still naming flow 7.
+  out = relay.handle("r1-a", wire::message{wire::flow_request{8, "dh2", 0.0, 0, 7}}, 2);
+  REQUIRE(relay.flows().count(8) == 1);
+  auto* fwd = sent_to(out, "r3");
+  REQUIRE(fwd != nullptr);
+  CHECK(std::get<wire::flow_request>(*fwd).flow_id == 8);
+  CHECK(std::get<wire::flow_request>(*fwd).replaces == 7);
+}
