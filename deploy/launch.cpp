@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <map>
+#include <set>
 #include <mutex>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -81,8 +82,10 @@ public:
       bool late = false;
       for (auto& f : cfg_.faults.script)
         late = late || (f.action == fault_action::join && f.host == h.name && f.at_iteration > 0);
-      if (!late)
+      if (!late) {
         initial.push_back(h.name);
+        initial_.insert(h.name);
+      }
     }
     for (std::size_t i = 0; i < cfg_.hosts.size(); ++i) {
       auto& h = cfg_.hosts[i]; // as declared: a relay without a stage places itself
@@ -108,13 +111,20 @@ public:
       // Many processes share this machine's cores: one worker thread each (more only
       // contend; docs/benchmarks.md).
       c.node.scheduler_threads = 1;
-      auto file = fs::path(opts_.logs) / (h.name + ".yaml");
-      std::ofstream f{file};
-      f << "# written by caf-gwtf launch for host " << h.name << "\n" << to_yaml(c);
-      if (!f)
-        return "cannot write " + file.string();
-      config_[h.name] = file.string();
+      host_cfg_[h.name] = c;
+      if (auto err = write_config(h.name); !err.empty())
+        return err;
     }
+    return {};
+  }
+
+  std::string write_config(const std::string& host) {
+    auto file = fs::path(opts_.logs) / (host + ".yaml");
+    std::ofstream f{file};
+    f << "# written by caf-gwtf launch for host " << host << "\n" << to_yaml(host_cfg_.at(host));
+    if (!f)
+      return "cannot write " + file.string();
+    config_[host] = file.string();
     return {};
   }
 
@@ -144,6 +154,22 @@ public:
     if (report_to_.empty()) {
       pending_.emplace_back(h, joining);
       return;
+    }
+    // A host that starts late (it joins during the run) listens on a port picked now: one picked
+    // at the start of the run may have become some connection's ephemeral port meanwhile.
+    // Nobody bootstraps from it (only hosts that start with the run are bootstrap addresses);
+    // its peers learn its address by gossip.
+    if (joining && initial_.count(h.name) == 0) {
+      auto p = free_port();
+      if (!p) {
+        out_ << "# launch: cannot start " << h.name << ": no free TCP port on 127.0.0.1" << std::endl;
+        return;
+      }
+      host_cfg_.at(h.name).node.listen = "127.0.0.1:" + std::to_string(*p);
+      if (auto err = write_config(h.name); !err.empty()) {
+        out_ << "# launch: cannot start " << h.name << ": " << err << std::endl;
+        return;
+      }
     }
     std::vector<std::string> args = {opts_.executable, "--config", config_.at(h.name), "--report", report_to_};
     if (joining)
@@ -317,6 +343,8 @@ private:
   std::string report_to_;
   std::vector<std::pair<host_config, bool>> pending_;
   std::map<std::string, std::string> address_, config_;
+  std::map<std::string, cluster_config> host_cfg_; // each host's own config, as written to its file
+  std::set<std::string> initial_;                  // hosts that start with the run: bootstrap addresses
   std::map<std::string, child> children_;
   std::mutex mtx_;
   std::condition_variable exited_cv_;
