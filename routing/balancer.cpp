@@ -244,6 +244,16 @@ std::vector<outgoing> flow_balancer::tick(std::int64_t now) {
   return out;
 }
 
+// Reserves a slot for the flow `r` asks for, fed by `from`.
+held_flow& flow_balancer::hold(const std::string& from, const wire::flow_request& r, std::int64_t now) {
+  held_flow f;
+  f.id = r.flow_id;
+  f.target = r.target;
+  f.prev = from;
+  f.since_tick = now;
+  return flows_[f.id] = f;
+}
+
 std::uint32_t flow_balancer::built_flows() const {
   std::uint32_t n = 0;
   for (auto& [fid, f] : flows_)
@@ -290,12 +300,7 @@ bool flow_balancer::preempt_for(const std::string& from, const wire::flow_reques
   auto gone = flows_.at(*victim);
   release(*victim, out, wire::reject_reason::over_capacity); // tells its holder, cancels downstream
   --holder_flows_[gone.target];
-  held_flow f;
-  f.id = r.flow_id;
-  f.target = r.target;
-  f.prev = from;
-  f.since_tick = now;
-  auto& slot = flows_[f.id] = f;
+  auto& slot = hold(from, r, now);
   request_to(slot, gone.next, out, *victim);
   return true;
 }
@@ -313,12 +318,7 @@ bool flow_balancer::take_freed_path(const std::string& from, const wire::flow_re
   freed_.erase(fr);
   if (!is_peer(next, next_stage()))
     return false;
-  held_flow f;
-  f.id = r.flow_id;
-  f.target = r.target;
-  f.prev = from;
-  f.since_tick = now;
-  auto& slot = flows_[f.id] = f;
+  auto& slot = hold(from, r, now);
   request_to(slot, next, out, next_stage() == 0 ? 0 : r.replaces);
   return true;
 }
@@ -403,14 +403,9 @@ std::vector<outgoing> flow_balancer::on_request(const std::string& from, const w
   // the hop it had, whatever our current costs.
   if (auto e = expected_.find(r.flow_id); e != expected_.end() && e->second.target == r.target
       && is_peer(e->second.next, next_stage()) && (e->second.swap || spare() > 0)) {
-    held_flow f;
-    f.id = r.flow_id;
-    f.target = r.target;
-    f.prev = from;
-    f.since_tick = now;
     auto next = e->second.next;
     expected_.erase(e);
-    auto& slot = flows_[f.id] = f;
+    auto& slot = hold(from, r, now);
     request_to(slot, next, out);
     // It overtook (or replaced a lost) acceptance of our proposal: that is the answer.
     if (proposal_
@@ -443,12 +438,7 @@ std::vector<outgoing> flow_balancer::on_request(const std::string& from, const w
     out.push_back({from, response(r.flow_id, false, wire::reject_reason::stale_cost, r.target)});
     return out;
   }
-  held_flow f;
-  f.id = r.flow_id;
-  f.target = r.target;
-  f.prev = from;
-  f.since_tick = now;
-  auto& slot = flows_[f.id] = f;
+  auto& slot = hold(from, r, now);
   forward_request(slot, out);
   return out;
 }

@@ -155,6 +155,7 @@ private:
   void request_to(held_flow& f, const std::string& next, std::vector<outgoing>& out, std::uint64_t replaces = 0);
   void start_flow(std::int64_t now, const std::string& first, std::vector<outgoing>& out);
   std::uint32_t built_flows() const;
+  held_flow& hold(const std::string& from, const wire::flow_request& r, std::int64_t now);
   bool preempt_for(const std::string& from, const wire::flow_request& r, std::int64_t now,
                    std::vector<outgoing>& out);
   bool take_freed_path(const std::string& from, const wire::flow_request& r, std::int64_t now,
