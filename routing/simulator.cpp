@@ -718,20 +718,25 @@ private:
   // The joiner (its stage chosen by the trace: the bottleneck stage, the same for every
   // router) downloads the weights from the replica with the fastest link, then enters.
   void join(std::size_t j) {
+    at(download(stage_of(j), j), [this, j] { enter(j); });
+  }
+
+  // `to` downloads a stage's weights (and optimizer state) from the live replica with the
+  // fastest link, over the link queues; returns when it has them.
+  double download(int stage, std::size_t to) {
     std::optional<std::size_t> from;
     double eta = inf;
     for (std::size_t h = 0; h < hosts_.size(); ++h) {
-      if (!alive_[h] || stage_of(h) != stage_of(j))
+      if (!alive_[h] || stage_of(h) != stage)
         continue;
-      auto e = est(h, j);
+      auto e = est(h, to);
       double t = s_.stage_weight_bytes / e.bandwidth_bytes_s + e.latency_s;
       if (t < eta) {
         eta = t;
         from = h;
       }
     }
-    double ready = from ? transfer(*from, j, s_.stage_weight_bytes) : now_;
-    at(ready, [this, j] { enter(j); });
+    return from ? transfer(*from, to, s_.stage_weight_bytes) : now_;
   }
 
   void enter(std::size_t j) {
@@ -1099,18 +1104,7 @@ private:
     ++res_.moves;
     crash(p, 0, false);
     moving_[p] = low;
-    std::optional<std::size_t> from;
-    double eta = inf;
-    for (std::size_t h = 0; h < hosts_.size(); ++h)
-      if (alive_[h] && stage_of(h) == low) {
-        auto e = est(h, p);
-        double t = s_.stage_weight_bytes / e.bandwidth_bytes_s + e.latency_s;
-        if (t < eta) {
-          eta = t;
-          from = h;
-        }
-      }
-    at(from ? transfer(*from, p, s_.stage_weight_bytes) : now_, [this, p, low] {
+    at(download(low, p), [this, p, low] {
       if (finished_ || moving_.count(p) == 0)
         return; // it crashed while downloading
       moving_.erase(p);
