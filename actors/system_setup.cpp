@@ -18,6 +18,11 @@ system_config::system_config(const node_config& node, const fault_config& faults
   // One message per turn: a compute actor's torch handler takes tens of milliseconds, and
   // heartbeats queued behind a batch of them made healthy peers look dead on a busy machine.
   set("scheduler.max-throughput", size_t{1});
+  // An idle worker goes from its short spin straight to waiting on its condition variable
+  // (woken by the next enqueue). CAF's default moderate phase sleeps 50 us at a time for 500
+  // rounds: with one process per host on shared cores, those wake-ups took a third of the CPU
+  // (docs/benchmarks.md, node mode).
+  set("work-stealing.moderate-poll-attempts", size_t{0});
   // Hung peers (SIGSTOP) are never detected unless both are set.
   set("middleman.heartbeat-interval",
       caf::timespan{milliseconds{faults.heartbeat_interval_ms}});

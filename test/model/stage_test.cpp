@@ -2,6 +2,7 @@
 // export/import, exactly-once accounting, and a real learning check.
 #include <cmath>
 #include <map>
+#include <set>
 #include <string>
 
 #include "model/pipeline.hpp"
@@ -261,4 +262,28 @@ TEST_CASE("(d) both architectures clearly reduce loss on the demo corpus") {
     CHECK(first == doctest::Approx(std::log(256.0)).epsilon(0.05)); // starts near uniform
     CHECK(last < 0.7 * first); // measured: 5.41 -> 3.05 (gpt), 5.45 -> 3.09 (llama)
   }
+}
+
+TEST_CASE("fast_hash: every flipped bit, length and seed changes the hash") {
+  std::vector<std::uint8_t> buf(1000 + 13); // 31 full 32-byte blocks and a 21-byte tail
+  for (std::size_t i = 0; i < buf.size(); ++i)
+    buf[i] = static_cast<std::uint8_t>((i * 131) ^ (i >> 3));
+  auto base = fast_hash(buf.data(), buf.size());
+  CHECK(base == fast_hash(buf.data(), buf.size())); // deterministic
+  std::set<std::uint64_t> seen{base};
+  for (std::size_t byte = 0; byte < buf.size(); ++byte)
+    for (int bit = 0; bit < 8; ++bit) {
+      buf[byte] ^= static_cast<std::uint8_t>(1u << bit);
+      auto h = fast_hash(buf.data(), buf.size());
+      buf[byte] ^= static_cast<std::uint8_t>(1u << bit);
+      CAPTURE(byte);
+      CAPTURE(bit);
+      CHECK(seen.insert(h).second); // distinct from the original and every other flip
+    }
+  CHECK(fast_hash(buf.data(), buf.size() - 1) != base);
+  CHECK(fast_hash(buf.data(), buf.size(), 7) != base);
+  // a word moved to another lane changes the hash (lanes are not interchangeable)
+  std::vector<std::uint8_t> swapped = buf;
+  std::swap_ranges(swapped.begin(), swapped.begin() + 8, swapped.begin() + 8);
+  CHECK(fast_hash(swapped.data(), swapped.size()) != base);
 }
