@@ -10,12 +10,24 @@ void iteration_barrier::holder_done(const wire::iteration_done& d) {
   done_[d.iteration].emplace(d.holder, d);
 }
 
-bool iteration_barrier::holders_done(std::uint64_t iteration,
-                                     const std::vector<std::string>& live_holders) const {
+std::vector<std::string> iteration_barrier::awaited_holders(std::uint64_t iteration,
+                                                           const std::vector<std::string>& live_holders,
+                                                           const std::set<std::string>& gone) const {
+  std::set<std::string> out(live_holders.begin(), live_holders.end());
+  if (auto it = done_.find(iteration); it != done_.end())
+    for (auto& [h, d] : it->second)
+      out.insert(d.participants.begin(), d.participants.end());
+  for (auto& g : gone)
+    out.erase(g);
+  return {out.begin(), out.end()};
+}
+
+bool iteration_barrier::holders_done(std::uint64_t iteration, const std::vector<std::string>& live_holders,
+                                     const std::set<std::string>& gone) const {
   auto it = done_.find(iteration);
   if (it == done_.end() || it->second.empty())
     return false;
-  for (auto& h : live_holders)
+  for (auto& h : awaited_holders(iteration, live_holders, gone))
     if (it->second.count(h) == 0)
       return false;
   return true;
@@ -69,12 +81,12 @@ std::optional<double> iteration_barrier::global_norm(std::uint64_t iteration) co
 
 std::string iteration_barrier::waiting_for(std::uint64_t iteration, const std::string& self,
                                            const std::vector<std::string>& live_holders,
-                                           std::int64_t counted) const {
+                                           std::int64_t counted, const std::set<std::string>& gone) const {
   std::string out;
   auto add = [&](const std::string& what) { out += (out.empty() ? "" : "; ") + what; };
   auto d = done_.find(iteration);
   std::string holders;
-  for (auto& h : live_holders)
+  for (auto& h : awaited_holders(iteration, live_holders, gone))
     if (d == done_.end() || d->second.count(h) == 0)
       holders += (holders.empty() ? "" : ", ") + h;
   if (!holders.empty())

@@ -1,5 +1,9 @@
 // The end of an iteration as one replica sees it (docs/runtime.md), a pure state machine:
-// 1. every live data holder reported ITERATION_DONE -> this replica shares its gradient sum;
+// 1. every data holder it must hear from reported ITERATION_DONE (directly, or relayed in a
+//    peer replica's share) -> this replica shares its gradient sum. It must hear from the
+//    holders it holds live and from every holder a report names as a participant, except
+//    those it saw go down: a replica deaf to a holder waits (and is caught up by the replicas'
+//    shares) instead of averaging without that holder's microbatches;
 // 2. this replica shared and the shares in count every microbatch the data holders reported
 //    (a replica that carried none of them need not be waited for: a joiner, or one the
 //    others learn of late) -> average the non-empty shares in replica-name order, so all
@@ -24,8 +28,13 @@ public:
   explicit iteration_barrier(int stages);
   /// A data holder finished `d.iteration`.
   void holder_done(const wire::iteration_done& d);
-  /// Every holder in `live_holders` reported `iteration` (and at least one did).
-  bool holders_done(std::uint64_t iteration, const std::vector<std::string>& live_holders) const;
+  /// Holders whose reports of `iteration` this replica waits for: `live_holders` and every
+  /// participant named in a report in, less `gone` (holders it saw go down), sorted.
+  std::vector<std::string> awaited_holders(std::uint64_t iteration, const std::vector<std::string>& live_holders,
+                                           const std::set<std::string>& gone) const;
+  /// Every awaited holder reported `iteration` (and at least one did).
+  bool holders_done(std::uint64_t iteration, const std::vector<std::string>& live_holders,
+                    const std::set<std::string>& gone = {}) const;
   /// Reports of `iteration`, by holder.
   std::map<std::string, wire::iteration_done> reports(std::uint64_t iteration) const;
   /// A replica's share of `iteration` arrived (its payload is kept by the caller).
@@ -42,7 +51,8 @@ public:
   /// What `iteration` still waits for at replica `self` (whose shares in count `counted`
   /// microbatches), in words, for the stall report; empty when nothing is missing.
   std::string waiting_for(std::uint64_t iteration, const std::string& self,
-                          const std::vector<std::string>& live_holders, std::int64_t counted) const;
+                          const std::vector<std::string>& live_holders, std::int64_t counted,
+                          const std::set<std::string>& gone = {}) const;
   /// Forgets `iteration` and older.
   void finish(std::uint64_t iteration);
 

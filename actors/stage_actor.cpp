@@ -451,6 +451,8 @@ void send_share(self_ptr self, std::uint64_t i) {
   }
   self->send(st.ctx->reporter, share_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage), i, keys);
   auto c = share_chunk(st, i, mine);
+  for (auto& [h, d] : st.barrier->reports(i))
+    c.reports.push_back(d);
   for (auto& r : same_stage(st))
     st.ctx->send(self, r, service::stage, c);
   st.shares[i][me(st)] = std::move(mine);
@@ -476,10 +478,23 @@ void maybe_drained(self_ptr self) {
   self->send(st.supervisor, drained_atom::value, true);
 }
 
+// A data holder's report, from the holder or relayed in a share. Only the roster's holders
+// count, and only they are waited for: a name from a peer is not trusted to exist.
+void take_report(compute_state& st, wire::iteration_done&& d) {
+  auto& roster = st.ctx->spec->holders;
+  auto listed = [&](const std::string& h) { return std::find(roster.begin(), roster.end(), h) != roster.end(); };
+  if (!listed(d.holder))
+    return;
+  d.participants.erase(std::remove_if(d.participants.begin(), d.participants.end(),
+                                      [&](const std::string& h) { return !listed(h); }),
+                       d.participants.end());
+  st.barrier->holder_done(d);
+}
+
 void try_share(self_ptr self, std::uint64_t i) {
   auto& st = self->state;
   if (!st.ready || i != st.current || st.shared.count(i) > 0
-      || !st.barrier->holders_done(i, live_holders(st)))
+      || !st.barrier->holders_done(i, live_holders(st), st.gone))
     return;
   send_share(self, i);
   maybe_drained(self);
@@ -786,7 +801,7 @@ void stall_watch(self_ptr self, std::uint64_t seen) {
   if (auto sh = st.shares.find(st.current); sh != st.shares.end())
     for (auto& [r, d] : sh->second)
       counted += d.count;
-  auto missing = st.barrier->waiting_for(st.current, me(st), live_holders(st), counted);
+  auto missing = st.barrier->waiting_for(st.current, me(st), live_holders(st), counted, st.gone);
   if (is_holder(st) && st.running)
     missing = std::to_string(st.ctx->spec->training.microbatches_per_holder - static_cast<std::int64_t>(st.done_count))
               + " of its microbatches unfinished"
@@ -851,7 +866,8 @@ void finish_iteration(self_ptr self) {
   for (auto& [k, l] : st.losses)
     loss_sum += l;
   auto flows = static_cast<std::uint32_t>(st.flows.size());
-  wire::iteration_done d{st.current, me(st), st.done_count, loss_sum};
+  wire::iteration_done d{st.current, me(st), st.done_count, loss_sum, live_holders(st)};
+  std::sort(d.participants.begin(), d.participants.end());
   st.last_done = d;
   self->send(st.ctx->reporter, iteration_atom::value, me(st), st.current, st.done_count, loss_sum, flows);
   for (auto& [id, s] : st.peers)
@@ -999,8 +1015,9 @@ caf::behavior compute(self_ptr self, ctx_ptr ctx, caf::actor supervisor) {
           } else if constexpr (std::is_same_v<T, wire::iteration_done>) {
             if (m.holder != from)
               return;
-            st.barrier->holder_done(m);
-            try_share(self, m.iteration);
+            auto i = m.iteration;
+            take_report(st, std::move(m));
+            try_share(self, i);
           } else if constexpr (std::is_same_v<T, wire::gradient_chunk>) {
             if (m.stage != static_cast<std::uint32_t>(st.ctx->stage) || m.iteration < st.current
                 || st.gone.count(from) > 0 || st.averaged.count(m.iteration) > 0)
@@ -1010,6 +1027,9 @@ caf::behavior compute(self_ptr self, ctx_ptr ctx, caf::actor supervisor) {
             s.values = m.values;
             st.shares[m.iteration][from] = std::move(s);
             st.barrier->share(m.iteration, from);
+            for (auto& d : m.reports) // holders' reports this replica may not hear itself
+              take_report(st, std::move(d));
+            try_share(self, m.iteration);
             if (st.ready && st.fresh && m.iteration > st.current) {
               behind(self, from, m.iteration);
               return;

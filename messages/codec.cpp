@@ -92,6 +92,14 @@ void put_texts(ListBuilder list, const std::vector<std::string>& xs) {
     list.set(i, txt(xs[i]));
 }
 
+void put_done(schema::IterationDone::Builder b, const iteration_done& x) {
+  b.setIteration(x.iteration);
+  b.setHolder(txt(x.holder));
+  b.setMicrobatches(x.microbatches);
+  b.setLossSum(x.loss_sum);
+  put_texts(b.initParticipants(static_cast<unsigned>(x.participants.size())), x.participants);
+}
+
 // Tensor bytes: referenced in place when Cap'n Proto allows it (word-aligned start, whole
 // words), so the only copy is the flattening into the output buffer.
 void put(schema::Tensor::Builder b, const tensor_payload& x, capnp::MessageBuilder& msg) {
@@ -229,6 +237,9 @@ struct filler {
     b.setOffset(x.offset);
     b.setTotalElements(x.total_elements);
     put(b.initValues(), x.values, msg);
+    auto reports = b.initReports(static_cast<unsigned>(x.reports.size()));
+    for (unsigned i = 0; i < x.reports.size(); ++i)
+      put_done(reports[i], x.reports[i]);
   }
   void operator()(const norm_share& x) {
     auto b = body.initNormShare();
@@ -257,13 +268,7 @@ struct filler {
     mb.setIndex(x.microbatch.index);
     put_texts(b.initPath(static_cast<unsigned>(x.path.size())), x.path);
   }
-  void operator()(const iteration_done& x) {
-    auto b = body.initIterationDone();
-    b.setIteration(x.iteration);
-    b.setHolder(txt(x.holder));
-    b.setMicrobatches(x.microbatches);
-    b.setLossSum(x.loss_sum);
-  }
+  void operator()(const iteration_done& x) { put_done(body.initIterationDone(), x); }
   void operator()(const replica_hash& x) {
     auto b = body.initReplicaHash();
     b.setIteration(x.iteration);
@@ -585,6 +590,14 @@ void get(schema::BandwidthSample::Reader r, bandwidth_sample& x, checker& c) {
   c.in_range(r.getNanos(), 0, std::numeric_limits<std::int64_t>::max(), "bandwidthSample.nanos", x.nanos);
 }
 
+void get(schema::IterationDone::Reader r, iteration_done& x, checker& c, const std::string& f = "iterationDone") {
+  x.iteration = r.getIteration();
+  c.text(r.getHolder(), f + ".holder", 1, max_id, x.holder);
+  x.microbatches = r.getMicrobatches();
+  c.non_negative(r.getLossSum(), f + ".lossSum", x.loss_sum);
+  get_texts(r.getParticipants(), x.participants, c, f + ".participants", 0, max_peers);
+}
+
 void get(schema::GradientChunk::Reader r, gradient_chunk& x, checker& c) {
   x.iteration = r.getIteration();
   c.in_range(r.getStage(), 0, max_stage, "gradientChunk.stage", x.stage);
@@ -602,6 +615,17 @@ void get(schema::GradientChunk::Reader r, gradient_chunk& x, checker& c) {
       c.bad(wire_error::bad_field, "gradientChunk: elements [" + std::to_string(x.offset) + ", +"
                                      + std::to_string(n) + ") exceed totalElements "
                                      + std::to_string(x.total_elements));
+  }
+  auto reports = r.getReports();
+  if (c.ok() && c.count(reports.size(), "gradientChunk.reports", max_peers)) {
+    x.reports.resize(reports.size());
+    for (unsigned i = 0; i < reports.size() && c.ok(); ++i) {
+      get(reports[i], x.reports[i], c, at("gradientChunk.reports", i));
+      if (c.ok() && x.reports[i].iteration != x.iteration)
+        c.bad(wire_error::bad_field, at("gradientChunk.reports", i) + ".iteration: "
+                                       + std::to_string(x.reports[i].iteration) + ", not the chunk's "
+                                       + std::to_string(x.iteration));
+    }
   }
 }
 
@@ -647,12 +671,6 @@ void get(schema::HopProgress::Reader r, hop_progress& x, checker& c) {
   get_texts(r.getPath(), x.path, c, "hopProgress.path", 2, max_path);
 }
 
-void get(schema::IterationDone::Reader r, iteration_done& x, checker& c) {
-  x.iteration = r.getIteration();
-  c.text(r.getHolder(), "iterationDone.holder", 1, max_id, x.holder);
-  x.microbatches = r.getMicrobatches();
-  c.non_negative(r.getLossSum(), "iterationDone.lossSum", x.loss_sum);
-}
 
 void get(schema::ReplicaHash::Reader r, replica_hash& x, checker& c) {
   x.iteration = r.getIteration();

@@ -70,14 +70,14 @@ GWTF_WIRE_EQ(ping, x.probe_id, x.sent_nanos, x.padding)
 GWTF_WIRE_EQ(pong, x.probe_id, x.sent_nanos, x.received_bytes)
 GWTF_WIRE_EQ(bandwidth_sample, x.peer, x.bytes, x.nanos)
 GWTF_WIRE_EQ(gradient_chunk, x.iteration, x.stage, x.contributors, x.microbatches, x.offset,
-             x.total_elements, x.values)
+             x.total_elements, x.values, x.reports)
 GWTF_WIRE_EQ(norm_share, x.iteration, x.stage, x.sum_squares)
 GWTF_WIRE_EQ(state_request, x.transfer_id, x.stage)
 GWTF_WIRE_EQ(state_chunk, x.transfer_id, x.stage, x.offset, x.total_bytes, x.data)
 GWTF_WIRE_EQ(inspect_request, x.request_id, x.query)
 GWTF_WIRE_EQ(inspect_reply, x.request_id, x.ok, x.body)
 GWTF_WIRE_EQ(hop_progress, x.microbatch, x.path)
-GWTF_WIRE_EQ(iteration_done, x.iteration, x.holder, x.microbatches, x.loss_sum)
+GWTF_WIRE_EQ(iteration_done, x.iteration, x.holder, x.microbatches, x.loss_sum, x.participants)
 GWTF_WIRE_EQ(replica_hash, x.iteration, x.stage, x.hash)
 
 #undef GWTF_WIRE_EQ

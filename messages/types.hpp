@@ -216,6 +216,17 @@ struct bandwidth_sample {
 };
 
 /// A slice of a replica's gradient sum: float32 elements [offset, offset + n).
+/// A data holder finished every microbatch of an iteration.
+struct iteration_done {
+  std::uint64_t iteration = 0;
+  std::string holder;             ///< data holder id
+  std::uint32_t microbatches = 0; ///< counted microbatches
+  double loss_sum = 0;            ///< sum of their losses, finite, >= 0
+  /// The data holders the sender counts as taking part in the iteration (itself and every
+  /// holder it holds live): a replica waits for their reports too, even one it never heard.
+  std::vector<std::string> participants; ///< 0..4096 ids
+};
+
 struct gradient_chunk {
   std::uint64_t iteration = 0;
   std::uint32_t stage = 0;
@@ -224,6 +235,9 @@ struct gradient_chunk {
   std::uint64_t offset = 0;
   std::uint64_t total_elements = 0;
   tensor_payload values; ///< float32, 1-D
+  /// The data holders' reports of `iteration` the sender had when it shared: a replica that
+  /// cannot hear some holder learns its report here (0..4096, each of `iteration`).
+  std::vector<iteration_done> reports;
 };
 
 /// One stage's share of the global gradient norm.
@@ -265,13 +279,6 @@ struct inspect_reply {
 struct hop_progress {
   microbatch_ref microbatch;
   std::vector<std::string> path; ///< hosts visited so far, the sender last; 2..1024
-};
-/// A data holder finished every microbatch of an iteration.
-struct iteration_done {
-  std::uint64_t iteration = 0;
-  std::string holder;             ///< data holder id
-  std::uint32_t microbatches = 0; ///< counted microbatches
-  double loss_sum = 0;            ///< sum of their losses, finite, >= 0
 };
 /// A replica's weights hash after applying `iteration`.
 struct replica_hash {

@@ -241,6 +241,7 @@ struct GradientChunk {
   offset @4 :UInt64;           # first element of this chunk
   totalElements @5 :UInt64;    # elements of the stage's whole gradient
   values @6 :Tensor;           # float32, 1-D
+  reports @7 :List(IterationDone); # the holders' reports of `iteration` the sender had
 }
 
 # One stage's share of the global gradient norm.
@@ -280,6 +281,7 @@ struct IterationDone {
   holder @1 :Text;        # data holder id
   microbatches @2 :UInt32;
   lossSum @3 :Float64;    # sum of the microbatch losses
+  participants @4 :List(Text); # holders the sender counts as taking part (itself included)
 }
 
 # A replica's weights hash after applying an iteration (replica agreement).

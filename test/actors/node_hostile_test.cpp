@@ -117,7 +117,7 @@ TEST_CASE("a node logs and drops what a hostile CAF peer sends, and still binds 
 
   // 1. A stage frame from a name this connection never introduced.
   self->send(link, net_atom::value, std::string{"dh"}, std::string{"r1"}, svc(service::stage),
-             make_frame(wire::iteration_done{0, "dh", 4, 1.0}));
+             make_frame(wire::iteration_done{0, "dh", 4, 1.0, {"dh"}}));
   // 2. Another cluster's introduction.
   self->send(link, net_atom::value, std::string{"x1"}, std::string{"r1"}, svc(service::link),
              make_frame(introduce("x1", cluster ^ 1)));
@@ -154,7 +154,7 @@ TEST_CASE("a node logs and drops what a hostile CAF peer sends, and still binds 
   CHECK(answered);
   // 8. Now introduced as t1, this connection claims to be someone else.
   self->send(link, net_atom::value, std::string{"dh"}, std::string{"r1"}, svc(service::stage),
-             make_frame(wire::iteration_done{0, "dh", 4, 1.0}));
+             make_frame(wire::iteration_done{0, "dh", 4, 1.0, {"dh"}}));
 
   auto log = node.wait_for("on the connection of 't1'");
   INFO(log);

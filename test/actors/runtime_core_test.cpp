@@ -117,10 +117,10 @@ TEST_CASE("membership view: heartbeats, silence, restarts and clean leaves") {
 TEST_CASE("iteration barrier: holders, then shares covering every reported microbatch, then a norm per stage") {
   iteration_barrier b{3};
   CHECK_FALSE(b.holders_done(5, {"dh1", "dh2"}));
-  b.holder_done(wire::iteration_done{5, "dh1", 4, 10.0});
+  b.holder_done(wire::iteration_done{5, "dh1", 4, 10.0, {}});
   CHECK_FALSE(b.holders_done(5, {"dh1", "dh2"}));
   CHECK(b.holders_done(5, {"dh1"})); // dh2 died
-  b.holder_done(wire::iteration_done{5, "dh2", 4, 11.0});
+  b.holder_done(wire::iteration_done{5, "dh2", 4, 11.0, {}});
   CHECK(b.holders_done(5, {"dh1", "dh2"}));
   CHECK(b.reports(5).size() == 2);
   CHECK(b.reported_microbatches(5) == 8);
@@ -145,12 +145,33 @@ TEST_CASE("iteration barrier: holders, then shares covering every reported micro
   CHECK(b.reports(5).empty());
 }
 
+TEST_CASE("iteration barrier: a holder named as a participant is awaited even if never heard, unless seen gone") {
+  // r1b restarted and cannot hear dh2: its own view holds dh1 only. dh1's report names dh2.
+  iteration_barrier b{3};
+  b.holder_done(wire::iteration_done{5, "dh1", 4, 10.0, {"dh1", "dh2"}});
+  CHECK(b.awaited_holders(5, {"dh1"}, {}) == std::vector<std::string>{"dh1", "dh2"});
+  CHECK_FALSE(b.holders_done(5, {"dh1"}));       // without the rule it shared and averaged here
+  CHECK(b.holders_done(5, {"dh1"}, {"dh2"}));    // dh2 seen going down: not awaited
+  CHECK(b.waiting_for(5, "r1b", {"dh1"}, 0).rfind("ITERATION_DONE from dh2;", 0) == 0);
+  // dh2's report arrives relayed in r1a's share: now dh2's microbatches must be covered too.
+  b.holder_done(wire::iteration_done{5, "dh2", 4, 11.0, {"dh1", "dh2"}});
+  CHECK(b.holders_done(5, {"dh1"}));
+  b.share(5, "r1b");
+  CHECK_FALSE(b.shares_complete(5, "r1b", 4)); // r1b's own 4 cover dh1's, not dh2's
+  b.share(5, "r1a");
+  CHECK(b.shares_complete(5, "r1b", 8));
+  // A holder that saw dh2 die names only itself: a joiner that never knew dh2 does not wait.
+  iteration_barrier later{3};
+  later.holder_done(wire::iteration_done{9, "dh1", 4, 10.0, {"dh1"}});
+  CHECK(later.holders_done(9, {"dh1"}));
+}
+
 TEST_CASE("iteration barrier: the stall report names what an iteration still waits for") {
   iteration_barrier b{3};
   auto w = b.waiting_for(5, "r1a", {"dh1", "dh2"}, 0);
   CHECK(w == "ITERATION_DONE from dh1, dh2; this replica's share; norms of stage(s) 0, 1, 2");
-  b.holder_done(wire::iteration_done{5, "dh1", 4, 10.0});
-  b.holder_done(wire::iteration_done{5, "dh2", 4, 11.0});
+  b.holder_done(wire::iteration_done{5, "dh1", 4, 10.0, {}});
+  b.holder_done(wire::iteration_done{5, "dh2", 4, 11.0, {}});
   b.share(5, "r1a");
   b.share(5, "r1b");
   b.norm(5, 0, 1.0);

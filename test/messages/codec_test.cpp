@@ -74,6 +74,9 @@ TEST_CASE("codec: equality sees every field (a changed field is a different mess
   std::get<activation>(b[5]).path.push_back("r2-oregon");
   std::get<flow_listing>(b[10]).flows[1].next = "r3-virginia";
   std::get<gradient_chunk>(b[17]).offset += 1;
+  auto c = gwtf::test::all_samples();
+  std::get<gradient_chunk>(c[17]).reports.at(0).participants.pop_back();
+  CHECK_FALSE(a[17] == c[17]);
   auto bytes = encode(b[5]);
   auto back = std::get<message>(decode(bytes.data(), bytes.size()));
   CHECK_FALSE(back == a[5]);
@@ -279,6 +282,31 @@ TEST_CASE("codec: numbers, ranges and consistency of protocol messages") {
     r.setAdvertisedCost(std::numeric_limits<double>::quiet_NaN());
   }));
   CHECK(nan_cost.detail.rfind("flowRequest.advertisedCost: a finite number >= 0", 0) == 0);
+
+  // A share relays holders' reports of its own iteration only, each with valid names.
+  auto foreign_report = reject(craft([](auto env) {
+    auto g = env.initBody().initGradientChunk();
+    g.setIteration(7);
+    g.initContributors(1).set(0, "r1");
+    auto v = g.initValues();
+    v.setDtype(schema::DType::FLOAT32);
+    v.initShape(1).set(0, 0);
+    auto r = g.initReports(2);
+    r[0].setIteration(7);
+    r[0].setHolder("dh-a");
+    r[1].setIteration(6);
+    r[1].setHolder("dh-b");
+  }));
+  CHECK(foreign_report.detail == "gradientChunk.reports[1].iteration: 6, not the chunk's 7");
+  auto bad_participant = reject(craft([](auto env) {
+    auto d = env.initBody().initIterationDone();
+    d.setHolder("dh-a");
+    auto p = d.initParticipants(2);
+    p.set(0, "dh-a");
+    p.set(1, "");
+  }));
+  INFO(bad_participant.detail);
+  CHECK(bad_participant.detail == "iterationDone.participants[1]: 1..64 bytes, got 0");
 
   auto accepted_with_reason = reject(craft([](auto env) {
     auto r = env.initBody().initFlowResponse();

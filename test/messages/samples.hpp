@@ -45,14 +45,15 @@ inline std::vector<wire::message> all_samples() {
     ping{9, 123456789, std::vector<std::uint8_t>(100, 0xab)},
     pong{9, 123456789, 100},
     bandwidth_sample{"r1-ohio", 1 << 20, 2'500'000},
-    gradient_chunk{12, 2, {"r2-oregon", "r2-ireland"}, 7, 64, 1024, sample_tensor({32})},
+    gradient_chunk{12, 2, {"r2-oregon", "r2-ireland"}, 7, 64, 1024, sample_tensor({32}),
+                   {iteration_done{12, "dh-virginia", 4, 13.25, {"dh-virginia", "dh-frankfurt"}}}},
     norm_share{12, 2, 3.5},
     state_request{314, 2},
     state_chunk{314, 2, 16, 64, std::vector<std::uint8_t>(32, 0x5a)},
     inspect_request{1, "flows"},
     inspect_reply{1, true, "flows: []\n"},
     hop_progress{microbatch_ref{12, 1, 3}, {"dh-virginia", "r1-ohio", "r2-oregon"}},
-    iteration_done{12, "dh-virginia", 4, 13.25},
+    iteration_done{12, "dh-virginia", 4, 13.25, {"dh-virginia", "dh-frankfurt"}},
     replica_hash{12, 2, 0x0123456789abcdefULL},
   };
   return out;
