@@ -1,0 +1,163 @@
+// Internal to the compute actor (actors/stage_actor.cpp and its role files): its state and
+// the functions the files share. The compute of a host is split by role:
+//   stage_actor.cpp         the behaviour: messages in, peers up/down, resume after a boundary
+//   compute_relay.cpp       forward and backward at a relay or the head stage
+//   compute_holder.cpp      a data holder's iteration loop and its microbatch carriers
+//   compute_aggregation.cpp the iteration boundary (share, average, apply), state download,
+//                           the replica vote and the stall report
+// The aggregation never calls back into the relay or the holder: its steps return a
+// `boundary`, and the behaviour resumes the role (resume()).
+#pragma once
+
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "model/data.hpp"
+#include "model/stage.hpp"
+#include "model/transformer.hpp"
+
+#include <caf/all.hpp>
+
+#include "actors/hop_ledger.hpp"
+#include "actors/host_internal.hpp"
+#include "actors/iteration_barrier.hpp"
+#include "actors/replica_vote.hpp"
+#include "actors/state_download.hpp"
+#include "actors/tensor_bridge.hpp"
+
+namespace gwtf::actors::compute {
+
+using ctx_ptr = std::shared_ptr<const host_context>;
+using clock = std::chrono::steady_clock;
+constexpr std::size_t state_chunk_bytes = 1 << 20;
+
+inline double since(clock::time_point t) {
+  return std::chrono::duration<double>(clock::now() - t).count();
+}
+
+// One microbatch that this data holder originates.
+struct origin {
+  torch::Tensor output;  ///< embedding output, kept for re-sends
+  torch::Tensor targets;
+  std::string first_hop;
+  std::string next_next; ///< where first_hop sent it (HOP_PROGRESS): the re-send hint
+  std::uint32_t attempt = 0;
+  caf::actor carrier;
+  bool done = false;
+};
+
+struct share_data {
+  std::int64_t count = 0;
+  wire::tensor_payload values;
+};
+
+struct compute_state {
+  ctx_ptr ctx;
+  caf::actor supervisor;
+  std::optional<model::stage> model;
+  std::optional<model::corpus> data;
+  std::unique_ptr<hop_ledger> ledger;
+  std::unique_ptr<iteration_barrier> barrier;
+  std::map<std::uint64_t, torch::Tensor> fwd_out, grad_out, head_grad;
+  std::map<std::uint64_t, double> fwd_seconds;
+  std::set<std::uint64_t> stalled;           // forward outputs that found no next hop yet
+  std::map<std::string, std::int32_t> peers; // live peers and their stage
+  std::set<std::string> gone;                // peers reported down (late frames ignored)
+  std::set<std::string> departed;            // peers that left gracefully (shares stay valid)
+  bool draining = false;                     // leaving: finish the iteration's part, start none
+  std::vector<flow_hop> flows;
+  std::uint64_t current = 0;                 // iteration in progress (= optimizer steps)
+  bool ready = false;                        // holds valid weights
+  std::string armed;                         // injected crash: "forward" / "backward"
+  std::deque<std::pair<std::string, wire::activation>> pending;
+  // aggregation
+  std::map<std::uint64_t, std::map<std::string, share_data>> shares;
+  std::set<std::uint64_t> shared, normed;
+  std::map<std::uint64_t, std::vector<torch::Tensor>> averaged;
+  std::map<std::uint64_t, double> my_norm; // this stage's squared norm, until applied
+  replica_vote vote;
+  std::optional<wire::replica_hash> last_hash; // of the last step applied
+  bool fresh = false; // loaded a state and applied no step since: may be behind the others
+  // state download (joiners, repairs)
+  state_download download;
+  std::uint64_t transfers = 0; // downloads asked for (transfer ids)
+  // data holder
+  std::uint32_t holder_index = 0;
+  bool running = false;
+  std::map<std::uint64_t, origin> origins;
+  std::map<std::uint64_t, double> losses;
+  std::uint32_t done_count = 0;
+  std::optional<wire::iteration_done> last_done; // this holder's report of `current`
+  std::uint64_t next_carrier = 0;
+  std::int64_t waited_ms = 0; // waiting for a flow
+};
+
+using self_ptr = caf::stateful_actor<compute_state>*;
+
+inline bool is_holder(const compute_state& st) { return st.ctx->stage == 0; }
+inline int stages(const compute_state& st) { return st.ctx->spec->model.stages; }
+inline const std::string& me(const compute_state& st) { return st.ctx->host.name; }
+
+/// What an aggregation step did; the caller passes it to resume().
+enum class boundary {
+  none,    ///< nothing changed
+  stepped, ///< applied an iteration: `current` moved on
+  loaded,  ///< loaded a stage state (joiner, repair, behind or diverged)
+};
+
+// shared helpers (stage_actor.cpp)
+std::vector<std::string> live_at(const compute_state& st, int stage);
+std::vector<candidate> candidates_at(const compute_state& st, int stage);
+std::vector<std::string> live_holders(const compute_state& st);
+std::vector<std::string> same_stage(const compute_state& st);
+void report_failure(self_ptr self, const std::string& what);
+void report_compute(self_ptr self, std::uint64_t iteration, double seconds, double wasted);
+/// After a step or a state load: forwards queued meanwhile go on, a data holder starts its
+/// next iteration, a relay tries the next boundary (which may step again).
+void resume(self_ptr self, boundary b);
+
+template <class T>
+T* value_or_report(self_ptr self, model::outcome<T>& r, const std::string& what) {
+  if (auto* e = std::get_if<std::string>(&r)) {
+    report_failure(self, what + ": " + *e);
+    return nullptr;
+  }
+  return &std::get<T>(r);
+}
+
+// relay (compute_relay.cpp)
+bool crash_now(self_ptr self, const char* phase);
+void send_activation(self_ptr self, const std::string& to, const hop_record& r, wire::direction dir,
+                     const torch::Tensor& t, const std::string& continue_to = {});
+void handle_forward(self_ptr self, const std::string& from, wire::activation a);
+void handle_backward(self_ptr self, const std::string& from, const wire::activation& a);
+void resume_stalled(self_ptr self);
+
+// aggregation (compute_aggregation.cpp)
+wire::gradient_chunk share_chunk(const compute_state& st, std::uint64_t i, const share_data& mine);
+void send_share(self_ptr self, std::uint64_t i);
+void maybe_drained(self_ptr self);
+void take_report(compute_state& st, wire::iteration_done&& d);
+boundary try_share(self_ptr self, std::uint64_t i);
+boundary try_average(self_ptr self, std::uint64_t i);
+boundary try_apply(self_ptr self, std::uint64_t i);
+void request_state(self_ptr self);
+void on_transfer_timeout(self_ptr self, std::uint64_t transfer, std::uint64_t had);
+boundary on_state_chunk(self_ptr self, const std::string& from, const wire::state_chunk& c);
+void behind(self_ptr self, const std::string& from, std::uint64_t their_iteration);
+void on_replica_hash(self_ptr self, const std::string& from, const wire::replica_hash& h);
+void stall_watch(self_ptr self, std::uint64_t seen);
+
+// data holder (compute_holder.cpp)
+void finish_origin(self_ptr self, std::uint64_t key);
+void start_iteration(self_ptr self);
+/// Sends origin `key` again to `to` (a carrier's timeout or a dead first hop); a finished
+/// one only with `finished_too` (its first-stage replica died before sharing it).
+void on_resend(self_ptr self, std::uint64_t key, const std::string& to, std::uint32_t attempt,
+               const std::string& hint, bool finished_too = false);
+
+} // namespace gwtf::actors::compute

@@ -1,0 +1,201 @@
+// A relay stage (or the head stage at a data holder): forward and backward of one microbatch
+// hop, with the hop_ledger deciding what a message means (docs/runtime.md).
+#include "actors/compute_internal.hpp"
+
+namespace gwtf::actors::compute {
+
+// An injected crash strikes after the computation it was armed for has run.
+bool crash_now(self_ptr self, const char* phase) {
+  auto& st = self->state;
+  if (st.armed != phase)
+    return false;
+  st.armed.clear();
+  self->send(st.supervisor, crash_atom::value, std::string{"any"});
+  return true;
+}
+
+void send_activation(self_ptr self, const std::string& to, const hop_record& r, wire::direction dir,
+                     const torch::Tensor& t, const std::string& continue_to) {
+  wire::activation a;
+  a.microbatch = r.mb;
+  a.dir = dir;
+  a.path = r.path;
+  a.tensor = to_payload(t);
+  a.attempt = r.attempt;
+  a.continue_to = continue_to;
+  self->state.ctx->send(self, to, service::stage, a);
+}
+
+void progress_upstream(self_ptr self, const hop_record& r) {
+  // path = [..., u, prev, self]: tell u where the microbatch went after prev.
+  if (r.path.size() >= 3 && r.path[r.path.size() - 3] != me(self->state))
+    self->state.ctx->send(self, r.path[r.path.size() - 3], service::stage,
+                          wire::hop_progress{r.mb, r.path});
+}
+
+std::string next_for(self_ptr self, const hop_record& r, const std::string& hint) {
+  auto& st = self->state;
+  int next_stage = (st.ctx->stage + 1) % stages(st);
+  const auto& holder = st.ctx->spec->holders.at(r.mb.holder);
+  if (next_stage == 0)
+    return holder;
+  if (!hint.empty()) {
+    auto it = st.peers.find(hint);
+    if (it != st.peers.end() && it->second == next_stage)
+      return hint;
+  }
+  auto n = next_hop(st.flows, r.prev, holder, r.mb.index, candidates_at(st, next_stage));
+  return n ? *n : std::string{};
+}
+
+// --- forward / backward at a relay or at the head ------------------------------------
+
+void handle_forward(self_ptr self, const std::string& from, wire::activation a) {
+  auto& st = self->state;
+  if (!st.ready || a.microbatch.iteration > st.current) {
+    st.pending.emplace_back(from, std::move(a));
+    return;
+  }
+  if (a.microbatch.iteration < st.current)
+    return; // an iteration already applied: late duplicate
+  if (a.microbatch.holder >= st.ctx->spec->holders.size()) {
+    report_failure(self, "activation from " + from + " names data holder "
+                           + std::to_string(a.microbatch.holder) + ", which does not exist");
+    return;
+  }
+  auto key = key_of(a.microbatch);
+  bool head = is_holder(st);
+  if (head && st.ctx->spec->holders[a.microbatch.holder] != me(st)) {
+    report_failure(self, "activation from " + from + " for another data holder's microbatch");
+    return;
+  }
+  if (head && st.origins.count(key) == 0) {
+    report_failure(self, "activation from " + from + " for a microbatch this holder never sent");
+    return;
+  }
+  auto action = st.ledger->on_forward(from, a);
+  if (action == forward_action::ignore)
+    return;
+  auto* r = st.ledger->find(key);
+  if (action == forward_action::rebind) {
+    progress_upstream(self, *r);
+    if (r->backward_done) {
+      auto& g = head ? st.head_grad[key] : st.grad_out[key];
+      send_activation(self, r->prev, *r, wire::direction::backward, g);
+    } else if (!head && r->forwarded) {
+      // The upstream timed out waiting: this hop's output, or what came of it, may have been
+      // lost further on (a frame dropped on a connection going down or not bound yet). Send it
+      // on with the new attempt: a hop that holds it rebinds and passes it on, the one that
+      // lost it computes it.
+      auto out = st.fwd_out.find(key);
+      auto next = st.peers.count(r->next) > 0 ? r->next : next_for(self, *r, {});
+      if (out != st.fwd_out.end() && !next.empty()) {
+        send_activation(self, next, *r, wire::direction::forward, out->second);
+        st.ledger->sent_forward(key, next);
+      }
+    }
+    return;
+  }
+  auto t0 = clock::now();
+  auto input = to_torch(a.tensor);
+  if (head) {
+    auto res = st.model->head(key, input, st.origins[key].targets);
+    auto* h = value_or_report(self, res, "head of microbatch from " + from);
+    double secs = since(t0);
+    report_compute(self, a.microbatch.iteration, secs, 0);
+    if (!h)
+      return;
+    if (crash_now(self, "backward"))
+      return;
+    st.losses.emplace(key, h->loss);
+    st.head_grad[key] = h->grad_input;
+    progress_upstream(self, *r);
+    send_activation(self, r->prev, *r, wire::direction::backward, h->grad_input);
+    st.ledger->sent_backward(key);
+    return;
+  }
+  auto out = st.model->forward(key, input);
+  auto* y = value_or_report(self, out, "forward of microbatch from " + from);
+  double secs = since(t0);
+  report_compute(self, a.microbatch.iteration, secs, 0);
+  if (!y)
+    return;
+  if (crash_now(self, "forward"))
+    return;
+  st.fwd_seconds[key] = secs;
+  progress_upstream(self, *r);
+  auto next = next_for(self, *r, a.continue_to);
+  st.fwd_out[key] = *y;
+  if (next.empty()) {
+    // No next-stage host known yet (node mode: membership still growing) or all dead: the
+    // output waits for the next one to come up (peer_up), or for a re-send.
+    report_failure(self, "no live next hop for a microbatch; waiting for one");
+    st.stalled.insert(key);
+    return;
+  }
+  send_activation(self, next, *r, wire::direction::forward, *y);
+  st.ledger->sent_forward(key, next);
+}
+
+// A next-stage host came up: the outputs that found no next hop go on.
+void resume_stalled(self_ptr self) {
+  auto& st = self->state;
+  for (auto it = st.stalled.begin(); it != st.stalled.end();) {
+    auto key = *it;
+    auto* r = st.ledger->find(key);
+    auto out = st.fwd_out.find(key);
+    if (!r || out == st.fwd_out.end() || r->mb.iteration != st.current) {
+      it = st.stalled.erase(it);
+      continue;
+    }
+    auto next = next_for(self, *r, {});
+    if (next.empty()) {
+      ++it;
+      continue;
+    }
+    send_activation(self, next, *r, wire::direction::forward, out->second);
+    st.ledger->sent_forward(key, next);
+    it = st.stalled.erase(it);
+  }
+}
+
+void finish_origin(self_ptr self, std::uint64_t key);
+
+void handle_backward(self_ptr self, const std::string& from, const wire::activation& a) {
+  auto& st = self->state;
+  if (!st.ready || a.microbatch.iteration != st.current)
+    return;
+  auto key = key_of(a.microbatch);
+  auto t0 = clock::now();
+  if (is_holder(st)) {
+    auto it = st.origins.find(key);
+    if (it == st.origins.end() || it->second.done)
+      return;
+    auto res = st.model->embed_backward(key, to_torch(a.tensor));
+    auto* ok = value_or_report(self, res, "embedding backward of microbatch from " + from);
+    report_compute(self, a.microbatch.iteration, since(t0), 0);
+    if (!ok || crash_now(self, "backward"))
+      return;
+    finish_origin(self, key);
+    return;
+  }
+  if (!st.ledger->on_backward(key))
+    return;
+  auto res = st.model->backward(key, to_torch(a.tensor));
+  auto* g = value_or_report(self, res, "backward of microbatch from " + from);
+  report_compute(self, a.microbatch.iteration, since(t0), 0);
+  if (!g)
+    return;
+  if (crash_now(self, "backward"))
+    return;
+  auto* r = st.ledger->find(key);
+  st.grad_out[key] = *g;
+  send_activation(self, r->prev, *r, wire::direction::backward, *g);
+  st.ledger->sent_backward(key);
+  if (st.shared.count(a.microbatch.iteration) > 0 && st.averaged.count(a.microbatch.iteration) == 0) {
+    send_share(self, a.microbatch.iteration); // a repair after this replica shared
+    resume(self, try_average(self, a.microbatch.iteration));
+  }
+}
+
+} // namespace gwtf::actors::compute
