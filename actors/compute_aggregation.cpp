@@ -49,7 +49,7 @@ void send_share(self_ptr self, std::uint64_t i) {
       if (r.mb.iteration == i && r.backward_done && st.model->counted(k))
         keys.push_back(k);
   }
-  self->send(st.ctx->reporter, share_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage), i, keys);
+  tell(self, st.ctx->reporter, share_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage), i, keys);
   auto c = share_chunk(st, i, mine);
   for (auto& [h, d] : st.barrier->reports(i))
     c.reports.push_back(d);
@@ -75,7 +75,7 @@ void maybe_drained(self_ptr self) {
   if (stake && st.shared.count(st.current) == 0)
     return;
   st.draining = false;
-  self->send(st.supervisor, drained_atom::value, true);
+  tell(self, st.supervisor, drained_atom::value, true);
 }
 
 // A data holder's report, from the holder or relayed in a share. Only the roster's holders
@@ -159,7 +159,7 @@ boundary try_average(self_ptr self, std::uint64_t i) {
   double sq = model::stage::squared_norm(avg);
   st.averaged[i] = std::move(avg);
   st.my_norm[i] = sq;
-  self->send(st.ctx->reporter, averaged_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage), i,
+  tell(self, st.ctx->reporter, averaged_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage), i,
              contributors);
   wire::norm_share n{i, static_cast<std::uint32_t>(st.ctx->stage), sq};
   for (auto& [id, s] : st.peers)
@@ -199,7 +199,7 @@ boundary try_apply(self_ptr self, std::uint64_t i) {
   st.last_done.reset();
   auto h = st.model->weights_hash();
   st.vote.mine(i, h);
-  self->send(st.ctx->reporter, applied_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage), i, h);
+  tell(self, st.ctx->reporter, applied_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage), i, h);
   st.last_hash = wire::replica_hash{i, static_cast<std::uint32_t>(st.ctx->stage), h};
   for (auto& r : same_stage(st))
     st.ctx->send(self, r, service::stage, *st.last_hash);
@@ -259,7 +259,7 @@ void enter_download(self_ptr self, const std::string& from, bool withdraw) {
   st.ready = false;
   st.download.cancel();
   if (withdraw)
-    self->send(st.supervisor, stage_atom::value, std::int32_t{-1});
+    tell(self, st.supervisor, stage_atom::value, std::int32_t{-1});
   if (!from.empty())
     ask_state(self, from);
   else
@@ -300,8 +300,8 @@ boundary on_state_chunk(self_ptr self, const std::string& from, const wire::stat
   st.averaged.clear();
   st.my_norm.clear();
   auto bytes = static_cast<std::uint64_t>(blob.size());
-  self->send(st.supervisor, stage_atom::value, static_cast<std::int32_t>(st.ctx->stage));
-  self->send(st.ctx->reporter, joined_atom::value, me(st), static_cast<std::uint64_t>(st.current), bytes);
+  tell(self, st.supervisor, stage_atom::value, static_cast<std::int32_t>(st.ctx->stage));
+  tell(self, st.ctx->reporter, joined_atom::value, me(st), static_cast<std::uint64_t>(st.current), bytes);
   return boundary::loaded;
 }
 

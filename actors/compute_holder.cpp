@@ -14,7 +14,8 @@ struct carrier_state {
   std::chrono::milliseconds timeout{10000};
 };
 
-caf::behavior carrier(caf::stateful_actor<carrier_state>* self, caf::actor holder, std::uint64_t key,
+carrier_actor::behavior_type carrier(carrier_actor::stateful_pointer<carrier_state> self, compute_actor holder,
+                                     std::uint64_t key,
                       std::string first_hop, std::chrono::milliseconds timeout) {
   auto& st = self->state;
   st.key = key;
@@ -62,7 +63,7 @@ void finish_iteration(self_ptr self) {
   wire::iteration_done d{st.current, me(st), st.done_count, loss_sum, live_holders(st)};
   std::sort(d.participants.begin(), d.participants.end());
   st.last_done = d;
-  self->send(st.ctx->reporter, iteration_atom::value, me(st), st.current, st.done_count, loss_sum, flows);
+  tell(self, st.ctx->reporter, iteration_atom::value, me(st), st.current, st.done_count, loss_sum, flows);
   for (auto& [id, s] : st.peers)
     st.ctx->send(self, id, service::stage, d);
   st.barrier->holder_done(d);
@@ -137,7 +138,7 @@ void start_iteration(self_ptr self) {
     r.path = {me(st)};
     send_activation(self, o.first_hop, r, wire::direction::forward, o.output);
     auto timeout = std::chrono::milliseconds(spec.faults.hop_timeout_ms);
-    o.carrier = self->spawn<caf::linked>(carrier, caf::actor_cast<caf::actor>(self), key, o.first_hop, timeout);
+    o.carrier = self->spawn<caf::linked>(carrier, compute_actor{self}, key, o.first_hop, timeout);
   }
 }
 

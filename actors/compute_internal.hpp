@@ -46,7 +46,7 @@ struct origin {
   std::string first_hop;
   std::string next_next; ///< where first_hop sent it (HOP_PROGRESS): the re-send hint
   std::uint32_t attempt = 0;
-  caf::actor carrier;
+  carrier_actor carrier;
   bool done = false;
 };
 
@@ -96,7 +96,7 @@ struct compute_state {
   std::int64_t waited_ms = 0; // waiting for a flow
 };
 
-using self_ptr = caf::stateful_actor<compute_state>*;
+using self_ptr = compute_actor::stateful_pointer<compute_state>;
 
 inline bool is_holder(const compute_state& st) { return st.ctx->stage == 0; }
 inline int stages(const compute_state& st) { return st.ctx->spec->model.stages; }

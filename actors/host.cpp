@@ -217,12 +217,13 @@ struct balancer_state {
   std::map<std::string, routing::link_estimate> links;
   bool ready = false;
   std::int64_t ticks = 0;
-  caf::actor compute;
+  compute_actor compute;
   std::vector<std::string> last_targets, last_prevs, last_nexts;
 };
 
-caf::behavior balancer(caf::stateful_actor<balancer_state>* self, ctx_ptr ctx) {
+caf::behavior balancer(caf::stateful_actor<balancer_state>* self, ctx_ptr ctx, compute_actor compute) {
   auto& st = self->state;
+  st.compute = std::move(compute);
   int stages = ctx->spec->model.stages;
   st.core = std::make_unique<routing::flow_balancer>(ctx->host.name, ctx->stage, stages,
                                                      ctx->host.capacity, ctx->spec->routing.gwtf);
@@ -266,7 +267,6 @@ caf::behavior balancer(caf::stateful_actor<balancer_state>* self, ctx_ptr ctx) {
       self->delayed_send(self, std::chrono::milliseconds(ctx->spec->routing.gwtf.tick_ms), tick_atom::value);
     },
     [self](ready_atom) { self->state.ready = true; },
-    [self](caf::actor compute) { self->state.compute = std::move(compute); },
     [self, ctx, flush](deliver_atom, const std::string& from, wire_frame& frame) {
       auto& st = self->state;
       if (!st.ready || st.stage_of.count(from) == 0)
@@ -312,7 +312,8 @@ caf::behavior balancer(caf::stateful_actor<balancer_state>* self, ctx_ptr ctx) {
 
 struct supervisor_state {
   ctx_ptr ctx;
-  caf::actor membership, probe, balancer, compute;
+  caf::actor membership, probe, balancer;
+  compute_actor compute;
   std::deque<std::int64_t> restarts; // times of the restarts inside the window
   std::uint64_t generation = 0;      // restarts so far: raises the incarnation
   bool leaving = false;
@@ -333,14 +334,13 @@ void register_service(supervisor_ptr self, service s, const caf::actor& a) {
 void start_stage_children(supervisor_ptr self) {
   auto& st = self->state;
   auto& ctx = st.ctx;
-  st.balancer = self->spawn<caf::linked>(balancer, ctx);
-  st.probe = self->spawn<caf::linked>(probe, ctx, st.balancer);
   st.compute = spawn_compute(self, ctx);
-  self->send(st.balancer, st.compute);
+  st.balancer = self->spawn<caf::linked>(balancer, ctx, st.compute);
+  st.probe = self->spawn<caf::linked>(probe, ctx, st.balancer);
   register_service(self, service::probe, st.probe);
   register_service(self, service::balancer, st.balancer);
-  register_service(self, service::stage, st.compute);
-  for (auto& a : {st.probe, st.balancer, st.compute})
+  register_service(self, service::stage, caf::actor_cast<caf::actor>(st.compute));
+  for (auto& a : {st.probe, st.balancer, caf::actor_cast<caf::actor>(st.compute)})
     self->send(st.membership, subscribe_atom::value, a);
 }
 
@@ -412,12 +412,13 @@ void restart_children(caf::stateful_actor<supervisor_state>* self, const std::st
   auto& st = self->state;
   ++st.generation;
   self->send(st.ctx->reporter, restart_atom::value, st.ctx->host.name, why);
-  for (auto& a : {st.membership, st.probe, st.balancer, st.compute})
+  for (auto& a : {st.membership, st.probe, st.balancer, caf::actor_cast<caf::actor>(st.compute)})
     if (a && a.address() != failed) {
       self->unlink_from(a);
       self->send_exit(a, caf::exit_reason::user_shutdown);
     }
-  st.membership = st.probe = st.balancer = st.compute = caf::actor{};
+  st.membership = st.probe = st.balancer = caf::actor{};
+  st.compute = compute_actor{};
   start_children(self, true);
   self->send(st.ctx->link, restart_atom::value, st.ctx->incarnation);
 }
@@ -442,7 +443,7 @@ caf::behavior supervisor(caf::stateful_actor<supervisor_state>* self, ctx_ptr ct
       self->send(st.ctx->reporter, left_atom::value, st.ctx->host.name,
                  "restart budget spent: " + self->system().render(m.reason));
       self->send(st.membership, stop_atom::value, false); // not drained: peers redo its work
-      for (auto& a : {st.membership, st.probe, st.balancer, st.compute})
+      for (auto& a : {st.membership, st.probe, st.balancer, caf::actor_cast<caf::actor>(st.compute)})
         if (a)
           self->send_exit(a, caf::exit_reason::user_shutdown);
       self->quit();

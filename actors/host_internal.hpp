@@ -4,7 +4,9 @@
 #include <memory>
 #include <string>
 
+#include <caf/check_typed_input.hpp>
 #include <caf/event_based_actor.hpp>
+#include <caf/send.hpp>
 
 #include "actors/interfaces.hpp"
 #include "actors/wire_frame.hpp"
@@ -13,6 +15,17 @@
 namespace gwtf::actors {
 
 /// What a host's actors share.
+/// `self` sends to a dynamically typed actor (the link, the reporter, a supervisor). CAF 0.17
+/// lets a typed actor (compute_actor) send() only to typed ones, so it sends anonymously;
+/// nobody reads the sender of these messages.
+template <class Self, class... Ts>
+void tell(Self* self, const caf::actor& dest, Ts&&... xs) {
+  if constexpr (caf::statically_typed<Self>())
+    caf::anon_send(dest, std::forward<Ts>(xs)...);
+  else
+    self->send(dest, std::forward<Ts>(xs)...);
+}
+
 struct host_context {
   std::shared_ptr<const cluster_spec> spec;
   host_config host;
@@ -26,7 +39,7 @@ struct host_context {
   template <class Self>
   void send(Self* self, const std::string& to, service svc,
             const wire::message& msg) const {
-    self->send(link, send_atom::value, host.name, to, static_cast<std::int32_t>(svc),
+    tell(self, link, send_atom::value, host.name, to, static_cast<std::int32_t>(svc),
                make_frame(msg));
   }
   /// Decodes a frame from a peer; a bad one is reported, never thrown.
@@ -37,7 +50,7 @@ struct host_context {
     limits.max_bytes = static_cast<std::size_t>(spec->max_message_bytes);
     auto msg = open_frame(std::move(frame), limits);
     if (!msg) {
-      self->send(reporter, failure_atom::value, host.name,
+      tell(self, reporter, failure_atom::value, host.name,
                  "bad frame from " + from + ": " + self->system().render(msg.error()));
       return std::nullopt;
     }
@@ -46,6 +59,6 @@ struct host_context {
 };
 
 /// The stage (relay) or data-holder actor of a host (actors/stage_actor.cpp, LibTorch).
-caf::actor spawn_compute(caf::event_based_actor* parent, std::shared_ptr<const host_context> ctx);
+compute_actor spawn_compute(caf::event_based_actor* parent, std::shared_ptr<const host_context> ctx);
 
 } // namespace gwtf::actors

@@ -5,9 +5,10 @@
 // actor is a thin shell: the decisions live in pure cores (hop_ledger, membership_view,
 // iteration_barrier, link_emulator, routing::flow_balancer, model::stage).
 //
-// CAF 0.17's typed_actor cannot express the handlers that take wire frames from any
-// service, so the handles are dynamically typed; each interface is written out below, one
-// line per handler, and the atoms are the only vocabulary.
+// The compute actor and its microbatch carriers have typed interfaces (compute_actor,
+// carrier_actor below: CAF checks every send to them at compile time). The other actors'
+// handles are still dynamically typed; their interfaces are written out below, one line per
+// handler, and the atoms are the only vocabulary.
 #pragma once
 
 #include <cstdint>
@@ -19,8 +20,10 @@
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/atom.hpp>
+#include <caf/typed_actor.hpp>
 
 #include "actors/node_config.hpp"
+#include "actors/wire_frame.hpp"
 #include "model/model_config.hpp"
 #include "routing/network.hpp"
 #include "routing/routing_config.hpp"
@@ -164,16 +167,46 @@ caf::actor spawn_net_guard(caf::actor_system& sys, net_guard_options opts);
 // flow balancer: (deliver_atom, from, frame) flow protocol; (tick_atom); (ready_atom) start;
 //   peer_up/peer_down/latency from membership and probe; pushes its routing table to the
 //   stage: (flows_atom, strvec targets, strvec prevs, strvec nexts)
-// stage / data holder: (deliver_atom, from, frame) ACTIVATION, HOP_PROGRESS,
-//   ITERATION_DONE, GRADIENT_CHUNK, NORM_SHARE, REPLICA_HASH, STATE_REQUEST, STATE_CHUNK;
-//   peer_up/peer_down; flows; (crash_atom, phase) arm an injected crash; (start_atom) (data
-//   holder) begin the next iteration; (resend_atom, u64 key, to, u32 attempt, hint) from a
-//   carrier; (stop_atom) drain, then (drained_atom, true) to the supervisor; (left_atom, id)
-//   the peer drained and left: its shares stay counted
-// microbatch carrier (one per in-flight microbatch of a data holder): owns the first hop,
-//   attempt and timeout of its microbatch. (peer_down_atom, id, strvec live_stage1) a host
-//   died; (progress_atom, std::string next_next) HOP_PROGRESS; (done_atom) finished;
-//   (timeout_atom, u32 attempt) hop timeout. Asks the data holder (resend_atom, ...).
+// stage / data holder: compute_actor below; microbatch carriers: carrier_actor below.
+/// The compute of a host (actors/stage_actor.cpp): a relay stage, or a data holder (stage 0,
+/// the iteration loop). Drains on stop_atom, then sends (drained_atom, true) to the supervisor.
+using compute_actor = caf::typed_actor<
+    /// STAGE frames from the link: ACTIVATION, HOP_PROGRESS, ITERATION_DONE, GRADIENT_CHUNK,
+    /// NORM_SHARE, REPLICA_HASH, STATE_REQUEST, STATE_CHUNK (anything else is reported)
+    caf::reacts_to<deliver_atom, std::string, wire_frame>,
+    /// membership: a peer is up at a stage (-1: it withdrew while downloading a state)
+    caf::reacts_to<peer_up_atom, std::string, std::int32_t>,
+    /// membership: a peer is down (silent past the connection timeout, or left)
+    caf::reacts_to<peer_down_atom, std::string>,
+    /// membership: the peer drained and left: its shares stay counted
+    caf::reacts_to<left_atom, std::string>,
+    /// balancer: its routing table, built flows as (targets, prevs, nexts)
+    caf::reacts_to<flows_atom, std::vector<std::string>, std::vector<std::string>, std::vector<std::string>>,
+    /// supervisor: "forward"/"backward" arm an injected crash, "actor" fails this actor
+    caf::reacts_to<crash_atom, std::string>,
+    /// supervisor: drain (finish and share its part of the iteration in progress, start none)
+    caf::reacts_to<stop_atom>,
+    /// a carrier: send origin `key` again to `to` as attempt `attempt`, with a next-next hint
+    caf::reacts_to<resend_atom, std::uint64_t, std::string, std::uint32_t, std::string>,
+    /// internal (data holder): begin the next iteration once a flow exists
+    caf::reacts_to<start_atom>,
+    /// internal: the stall watch of an iteration
+    caf::reacts_to<tick_atom, std::uint64_t>,
+    /// internal: the state download watchdog (transfer id, bytes had at arming)
+    caf::reacts_to<timeout_atom, std::uint64_t, std::uint64_t>>;
+
+/// One in-flight microbatch of a data holder: owns its first hop, attempt and timeout, and
+/// asks the holder (resend_atom) to send it again.
+using carrier_actor = caf::typed_actor<
+    /// a host died; the live stage-1 hosts to choose a replacement first hop from
+    caf::reacts_to<peer_down_atom, std::string, std::vector<std::string>>,
+    /// HOP_PROGRESS: where the first hop sent it (the re-send hint)
+    caf::reacts_to<progress_atom, std::string>,
+    /// the microbatch finished: the carrier quits
+    caf::reacts_to<done_atom>,
+    /// internal: the hop timeout of attempt n
+    caf::reacts_to<timeout_atom, std::uint32_t>>;
+
 caf::actor spawn_host(caf::actor_system& sys, std::shared_ptr<const cluster_spec> spec,
                       host_config host, caf::actor link_layer, caf::actor reporter,
                       bool joining);

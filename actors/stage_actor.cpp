@@ -41,11 +41,11 @@ void resume(self_ptr self, boundary b) {
 }
 
 void report_failure(self_ptr self, const std::string& what) {
-  self->send(self->state.ctx->reporter, failure_atom::value, me(self->state), what);
+  tell(self, self->state.ctx->reporter, failure_atom::value, me(self->state), what);
 }
 
 void report_compute(self_ptr self, std::uint64_t iteration, double seconds, double wasted) {
-  self->send(self->state.ctx->reporter, compute_atom::value, me(self->state), iteration, seconds, wasted);
+  tell(self, self->state.ctx->reporter, compute_atom::value, me(self->state), iteration, seconds, wasted);
 }
 
 std::vector<std::string> same_stage(const compute_state& st) { return live_at(st, st.ctx->stage); }
@@ -144,7 +144,7 @@ void catch_up(self_ptr self, const std::string& id, std::int32_t stage) {
 
 // --- the behaviour ---------------------------------------------------------------
 
-caf::behavior compute(self_ptr self, ctx_ptr ctx, caf::actor supervisor) {
+compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, caf::actor supervisor) {
   auto& st = self->state;
   st.ctx = ctx;
   st.supervisor = std::move(supervisor);
@@ -289,7 +289,7 @@ caf::behavior compute(self_ptr self, ctx_ptr ctx, caf::actor supervisor) {
 
 } // namespace compute
 
-caf::actor spawn_compute(caf::event_based_actor* parent, std::shared_ptr<const host_context> ctx) {
+compute_actor spawn_compute(caf::event_based_actor* parent, std::shared_ptr<const host_context> ctx) {
   return parent->spawn<caf::linked>(compute::compute, std::move(ctx), caf::actor_cast<caf::actor>(parent));
 }
 
