@@ -75,7 +75,7 @@ void maybe_drained(self_ptr self) {
   if (stake && st.shared.count(st.current) == 0)
     return;
   st.draining = false;
-  tell(self, st.supervisor, drained_atom::value, true);
+  self->send(st.supervisor, drained_atom::value, true);
 }
 
 // A data holder's report, from the holder or relayed in a share. Only the roster's holders
@@ -259,7 +259,7 @@ void enter_download(self_ptr self, const std::string& from, bool withdraw) {
   st.ready = false;
   st.download.cancel();
   if (withdraw)
-    tell(self, st.supervisor, stage_atom::value, std::int32_t{-1});
+    self->send(st.supervisor, stage_atom::value, std::int32_t{-1});
   if (!from.empty())
     ask_state(self, from);
   else
@@ -300,7 +300,7 @@ boundary on_state_chunk(self_ptr self, const std::string& from, const wire::stat
   st.averaged.clear();
   st.my_norm.clear();
   auto bytes = static_cast<std::uint64_t>(blob.size());
-  tell(self, st.supervisor, stage_atom::value, static_cast<std::int32_t>(st.ctx->stage));
+  self->send(st.supervisor, stage_atom::value, static_cast<std::int32_t>(st.ctx->stage));
   tell(self, st.ctx->reporter, joined_atom::value, me(st), static_cast<std::uint64_t>(st.current), bytes);
   return boundary::loaded;
 }

@@ -57,7 +57,7 @@ struct share_data {
 
 struct compute_state {
   ctx_ptr ctx;
-  caf::actor supervisor;
+  supervisor_actor supervisor;
   std::optional<model::stage> model;
   std::optional<model::corpus> data;
   std::unique_ptr<hop_ledger> ledger;

@@ -10,7 +10,7 @@ bool crash_now(self_ptr self, const char* phase) {
   if (st.armed != phase)
     return false;
   st.armed.clear();
-  tell(self, st.supervisor, crash_atom::value, std::string{"any"});
+  self->send(st.supervisor, crash_atom::value, std::string{"any"});
   return true;
 }
 

@@ -13,6 +13,7 @@ std::string to_string(ec code) {
     case ec::unknown_peer: return "unknown_peer";
     case ec::peer_unreachable: return "peer_unreachable";
     case ec::restart_limit: return "restart_limit";
+    case ec::frozen: return "frozen";
   }
   return "unknown_error_" + std::to_string(static_cast<int>(code));
 }

@@ -19,6 +19,7 @@ enum class ec : std::uint8_t {
   unknown_peer,        ///< a message names a peer this host does not know
   peer_unreachable,    ///< a peer stopped answering or its connection dropped
   restart_limit,       ///< a local actor failed more often than the policy allows
+  frozen,              ///< this host was frozen (SIGSTOP) past the connection timeout
 };
 
 /// CAF category atom for `ec`.

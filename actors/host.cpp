@@ -7,6 +7,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/errors.hpp"
 #include "actors/host_internal.hpp"
 #include "actors/membership_view.hpp"
 #include "routing/balancer.hpp"
@@ -32,14 +33,15 @@ std::int64_t now_ns() {
 
 struct membership_state {
   std::unique_ptr<membership_view> view;
-  std::vector<caf::actor> subscribers;
+  std::vector<peer_listener_actor> subscribers;
   wire::hello me;
   std::set<std::string> known; // peers the link found (node mode), besides the declared hosts
   std::int64_t last_tick_ms = 0; // when this host last beat: a long gap means it was frozen
   bool frozen = false;
 };
 
-caf::behavior membership(caf::stateful_actor<membership_state>* self, ctx_ptr ctx, caf::actor supervisor) {
+membership_actor::behavior_type membership(membership_actor::stateful_pointer<membership_state> self, ctx_ptr ctx,
+                                           supervisor_actor supervisor) {
   auto& st = self->state;
   st.view = std::make_unique<membership_view>(ctx->host.name, ctx->spec->faults.connection_timeout_ms);
   st.me.peer_id = ctx->host.name;
@@ -91,7 +93,7 @@ caf::behavior membership(caf::stateful_actor<membership_state>* self, ctx_ptr ct
       auto changes = self->state.view->tick(now_ms());
       for (auto& c : changes)
         if (!c.up) // silent past the connection timeout (a LEAVE is not a death)
-          self->send(ctx->reporter, peer_down_atom::value, ctx->host.name, c.peer);
+          tell(self, ctx->reporter, peer_down_atom::value, ctx->host.name, c.peer);
       notify(changes);
       self->delayed_send(self, std::chrono::milliseconds(ctx->spec->faults.heartbeat_interval_ms),
                          tick_atom::value);
@@ -102,8 +104,8 @@ caf::behavior membership(caf::stateful_actor<membership_state>* self, ctx_ptr ct
         return;
       if (auto* h = std::get_if<wire::hello>(&*msg)) {
         if (h->peer_id != from) {
-          self->send(ctx->reporter, failure_atom::value, ctx->host.name,
-                     "hello from " + from + " names " + h->peer_id);
+          tell(self, ctx->reporter, failure_atom::value, ctx->host.name,
+               "hello from " + from + " names " + h->peer_id);
           return;
         }
         notify(self->state.view->heard(*h, now_ms()));
@@ -135,7 +137,7 @@ caf::behavior membership(caf::stateful_actor<membership_state>* self, ctx_ptr ct
       if (name != ctx->host.name && self->state.known.insert(name).second)
         ctx->send(self, name, service::membership, self->state.me);
     },
-    [self](subscribe_atom, caf::actor a) {
+    [self](subscribe_atom, peer_listener_actor a) {
       for (auto& id : self->state.view->live())
         self->send(a, peer_up_atom::value, id,
                    static_cast<std::int32_t>(self->state.view->peers().at(id).hello.stage));
@@ -160,12 +162,12 @@ struct probe_state {
   std::map<std::string, std::int32_t> peers;
   std::map<std::string, double> small_rtt;
   std::uint64_t next_id = 1;
-  caf::actor balancer;
+  balancer_actor balancer;
 };
 
 constexpr std::size_t bulk_probe_bytes = 64 * 1024;
 
-caf::behavior probe(caf::stateful_actor<probe_state>* self, ctx_ptr ctx, caf::actor balancer) {
+probe_actor::behavior_type probe(probe_actor::stateful_pointer<probe_state> self, ctx_ptr ctx, balancer_actor balancer) {
   self->state.balancer = std::move(balancer);
   self->send(self, tick_atom::value);
   return {
@@ -221,7 +223,8 @@ struct balancer_state {
   std::vector<std::string> last_targets, last_prevs, last_nexts;
 };
 
-caf::behavior balancer(caf::stateful_actor<balancer_state>* self, ctx_ptr ctx, compute_actor compute) {
+balancer_actor::behavior_type balancer(balancer_actor::stateful_pointer<balancer_state> self, ctx_ptr ctx,
+                                       compute_actor compute) {
   auto& st = self->state;
   st.compute = std::move(compute);
   int stages = ctx->spec->model.stages;
@@ -312,7 +315,9 @@ caf::behavior balancer(caf::stateful_actor<balancer_state>* self, ctx_ptr ctx, c
 
 struct supervisor_state {
   ctx_ptr ctx;
-  caf::actor membership, probe, balancer;
+  membership_actor membership;
+  probe_actor probe;
+  balancer_actor balancer;
   compute_actor compute;
   std::deque<std::int64_t> restarts; // times of the restarts inside the window
   std::uint64_t generation = 0;      // restarts so far: raises the incarnation
@@ -323,25 +328,32 @@ struct supervisor_state {
   std::size_t place_seen = 0;
 };
 
-using supervisor_ptr = caf::stateful_actor<supervisor_state>*;
+using supervisor_ptr = supervisor_actor::stateful_pointer<supervisor_state>;
+
+// The host's actors, as untyped handles (for links and exits).
+std::vector<caf::actor> children(const supervisor_state& st) {
+  return {caf::actor_cast<caf::actor>(st.membership), caf::actor_cast<caf::actor>(st.probe),
+          caf::actor_cast<caf::actor>(st.balancer), caf::actor_cast<caf::actor>(st.compute)};
+}
 
 void register_service(supervisor_ptr self, service s, const caf::actor& a) {
   auto& ctx = self->state.ctx;
-  self->send(ctx->link, register_atom::value, ctx->host.name, static_cast<std::int32_t>(s), a);
+  tell(self, ctx->link, register_atom::value, ctx->host.name, static_cast<std::int32_t>(s), a);
 }
 
 // The actors that need the host's stage: balancer, link probe and the stage itself.
 void start_stage_children(supervisor_ptr self) {
   auto& st = self->state;
   auto& ctx = st.ctx;
-  st.compute = spawn_compute(self, ctx);
+  st.compute = spawn_compute(self, supervisor_actor{self}, ctx);
   st.balancer = self->spawn<caf::linked>(balancer, ctx, st.compute);
   st.probe = self->spawn<caf::linked>(probe, ctx, st.balancer);
-  register_service(self, service::probe, st.probe);
-  register_service(self, service::balancer, st.balancer);
+  register_service(self, service::probe, caf::actor_cast<caf::actor>(st.probe));
+  register_service(self, service::balancer, caf::actor_cast<caf::actor>(st.balancer));
   register_service(self, service::stage, caf::actor_cast<caf::actor>(st.compute));
-  for (auto& a : {st.probe, st.balancer, caf::actor_cast<caf::actor>(st.compute)})
-    self->send(st.membership, subscribe_atom::value, a);
+  self->send(st.membership, subscribe_atom::value, peer_listener_actor{st.probe});
+  self->send(st.membership, subscribe_atom::value, peer_listener_actor{st.balancer});
+  self->send(st.membership, subscribe_atom::value, peer_listener_actor{st.compute});
 }
 
 void start_children(supervisor_ptr self, bool joining) {
@@ -350,9 +362,9 @@ void start_children(supervisor_ptr self, bool joining) {
   ctx->joining = joining;
   ctx->incarnation = st.ctx->incarnation + (joining && st.generation > 0 ? 1 : 0);
   st.ctx = ctx;
-  st.membership = self->spawn<caf::linked>(membership, ctx, caf::actor_cast<caf::actor>(self));
-  register_service(self, service::membership, st.membership);
-  self->send(ctx->link, subscribe_atom::value, st.membership); // peers found (node mode)
+  st.membership = self->spawn<caf::linked>(membership, ctx, supervisor_actor{self});
+  register_service(self, service::membership, caf::actor_cast<caf::actor>(st.membership));
+  tell(self, ctx->link, subscribe_atom::value, caf::actor_cast<caf::actor>(st.membership)); // peers found (node mode)
   if (ctx->stage >= 0) {
     start_stage_children(self);
     return;
@@ -387,8 +399,8 @@ void on_placement_view(supervisor_ptr self, const std::vector<std::int32_t>& fla
   }
   int stage = routing::place_unstaged(known, spec.model.stages, st.ctx->host.capacity);
   if (stage < 1) {
-    self->send(st.ctx->reporter, failure_atom::value, st.ctx->host.name,
-               std::string{"no relay stage to join (the model has one stage)"});
+    tell(self, st.ctx->reporter, failure_atom::value, st.ctx->host.name,
+         std::string{"no relay stage to join (the model has one stage)"});
     return;
   }
   std::map<int, int> capacity;
@@ -401,29 +413,31 @@ void on_placement_view(supervisor_ptr self, const std::vector<std::int32_t>& fla
   ctx->stage = stage;
   ctx->host.stage = stage;
   st.ctx = ctx;
-  self->send(ctx->reporter, placed_atom::value, ctx->host.name, static_cast<std::int32_t>(stage), why);
+  tell(self, ctx->reporter, placed_atom::value, ctx->host.name, static_cast<std::int32_t>(stage), why);
   start_stage_children(self);
 }
 
 // Stops the host's actors (but `failed`, already gone) and starts them again as a new
 // incarnation: the stage lost its weights, so it downloads them like a joiner.
-void restart_children(caf::stateful_actor<supervisor_state>* self, const std::string& why,
+void restart_children(supervisor_ptr self, const std::string& why,
                       const caf::actor_addr& failed) {
   auto& st = self->state;
   ++st.generation;
-  self->send(st.ctx->reporter, restart_atom::value, st.ctx->host.name, why);
-  for (auto& a : {st.membership, st.probe, st.balancer, caf::actor_cast<caf::actor>(st.compute)})
+  tell(self, st.ctx->reporter, restart_atom::value, st.ctx->host.name, why);
+  for (auto& a : children(st))
     if (a && a.address() != failed) {
       self->unlink_from(a);
       self->send_exit(a, caf::exit_reason::user_shutdown);
     }
-  st.membership = st.probe = st.balancer = caf::actor{};
+  st.membership = membership_actor{};
+  st.probe = probe_actor{};
+  st.balancer = balancer_actor{};
   st.compute = compute_actor{};
   start_children(self, true);
-  self->send(st.ctx->link, restart_atom::value, st.ctx->incarnation);
+  tell(self, st.ctx->link, restart_atom::value, st.ctx->incarnation);
 }
 
-caf::behavior supervisor(caf::stateful_actor<supervisor_state>* self, ctx_ptr ctx) {
+supervisor_actor::behavior_type supervisor(supervisor_ptr self, ctx_ptr ctx) {
   self->state.ctx = ctx;
   self->set_exit_handler([self](caf::exit_msg& m) {
     auto& st = self->state;
@@ -440,10 +454,10 @@ caf::behavior supervisor(caf::stateful_actor<supervisor_state>* self, ctx_ptr ct
       st.restarts.pop_front();
     if (static_cast<int>(st.restarts.size()) >= st.ctx->spec->faults.max_restarts) {
       st.leaving = true;
-      self->send(st.ctx->reporter, left_atom::value, st.ctx->host.name,
-                 "restart budget spent: " + self->system().render(m.reason));
+      tell(self, st.ctx->reporter, left_atom::value, st.ctx->host.name,
+           "restart budget spent: " + self->system().render(m.reason));
       self->send(st.membership, stop_atom::value, false); // not drained: peers redo its work
-      for (auto& a : {st.membership, st.probe, st.balancer, caf::actor_cast<caf::actor>(st.compute)})
+      for (auto& a : children(st))
         if (a)
           self->send_exit(a, caf::exit_reason::user_shutdown);
       self->quit();
@@ -481,15 +495,27 @@ caf::behavior supervisor(caf::stateful_actor<supervisor_state>* self, ctx_ptr ct
         return;
       st.left = true;
       self->send(st.membership, stop_atom::value, drained);
-      self->send(st.ctx->reporter, left_atom::value, st.ctx->host.name, std::string{"asked to leave"});
+      tell(self, st.ctx->reporter, left_atom::value, st.ctx->host.name, std::string{"asked to leave"});
       self->delayed_send(self, std::chrono::milliseconds(1), done_atom::value);
     },
     [self](done_atom) { self->quit(caf::exit_reason::user_shutdown); },
     [self](restart_atom, const std::string& why) {
       // Membership found this host frozen past the connection timeout (not a local
       // failure: the restart budget is not charged).
-      if (!self->state.leaving && self->current_sender() == caf::actor_cast<caf::strong_actor_ptr>(self->state.membership))
+      auto& st = self->state;
+      if (st.leaving || self->current_sender() != caf::actor_cast<caf::strong_actor_ptr>(st.membership))
+        return;
+      if (st.ctx->spec->advertise.empty()) {
         restart_children(self, why, caf::actor_addr{});
+        return;
+      }
+      // Node mode: the whole process starts again (deploy/node.cpp re-executes it as a
+      // joiner). CAF's connections of the frozen process are stale at both ends, and CAF
+      // 0.17 routed messages of a restarted host through third processes to wrong actors;
+      // a new process is a new CAF node with none of that state.
+      st.leaving = true;
+      tell(self, st.ctx->reporter, restart_atom::value, st.ctx->host.name, why);
+      self->quit(make_error(ec::frozen, why));
     },
     [self](place_atom) {
       auto& st = self->state;
@@ -525,7 +551,7 @@ caf::actor spawn_host(caf::actor_system& sys, std::shared_ptr<const cluster_spec
   ctx->reporter = std::move(reporter);
   ctx->joining = joining;
   ctx->incarnation = static_cast<std::uint64_t>(now_ms());
-  return sys.spawn(supervisor, ctx);
+  return caf::actor_cast<caf::actor>(sys.spawn(supervisor, ctx));
 }
 
 } // namespace gwtf::actors

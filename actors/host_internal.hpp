@@ -59,6 +59,8 @@ struct host_context {
 };
 
 /// The stage (relay) or data-holder actor of a host (actors/stage_actor.cpp, LibTorch).
-compute_actor spawn_compute(caf::event_based_actor* parent, std::shared_ptr<const host_context> ctx);
+/// The host's compute actor, linked to `parent` (its supervisor).
+compute_actor spawn_compute(caf::local_actor* parent, supervisor_actor supervisor,
+                            std::shared_ptr<const host_context> ctx);
 
 } // namespace gwtf::actors

@@ -5,10 +5,10 @@
 // actor is a thin shell: the decisions live in pure cores (hop_ledger, membership_view,
 // iteration_barrier, link_emulator, routing::flow_balancer, model::stage).
 //
-// The compute actor and its microbatch carriers have typed interfaces (compute_actor,
-// carrier_actor below: CAF checks every send to them at compile time). The other actors'
-// handles are still dynamically typed; their interfaces are written out below, one line per
-// handler, and the atoms are the only vocabulary.
+// The actors of a host have typed interfaces (supervisor_actor, membership_actor,
+// probe_actor, balancer_actor, compute_actor, carrier_actor below: CAF checks every send to
+// them at compile time). The link layers and the reporter, which the deploy layer provides,
+// are dynamically typed; their interfaces are written out below, one line per handler.
 #pragma once
 
 #include <cstdint>
@@ -147,39 +147,77 @@ caf::actor spawn_net_guard(caf::actor_system& sys, net_guard_options opts);
 // --- one host ------------------------------------------------------------------------
 // The supervisor of a host spawns its membership, link probe, flow balancer and stage (or
 // data holder) actors, restarts a failed one at most faults.max_restarts times within
-// faults.restart_window_ms, and otherwise leaves cleanly. Handlers:
-// (crash_atom, std::string phase)  fault injection: "any" kills the host now; "forward" /
-//                                  "backward" kill it during its next such computation;
-//                                  "actor" fails its stage actor (supervision restarts)
-// (stop_atom)                      leave gracefully: the stage drains (finishes and shares its
-//                                  part of the iteration in progress, starts no new one), then
-//                                  LEAVE to every peer; after faults.hop_timeout_ms it leaves anyway
-// (drained_atom, bool)             from the stage: drained (true); from itself after the
-//                                  timeout (false): LEAVE says whether it drained
-//
-// membership: (deliver_atom, from, frame) HELLO/LEAVE; (tick_atom) heartbeat + suspicion;
-//   (subscribe_atom, actor) sends it (peer_up_atom, id, i32 stage) / (peer_down_atom, id),
-//   and (left_atom, id) just before the peer_down of a peer that drained and left (LEAVE);
-//   (stop_atom, bool drained) send LEAVE to every live peer
-//   (stage_atom, i32 stage) announce a new stage (-1 while a state download runs)
-// link probe: (deliver_atom, from, frame) PING/PONG; (tick_atom) probes live peers; tells
-//   the balancer (latency_atom, peer, double one_way_s, double bytes_per_s)
-// flow balancer: (deliver_atom, from, frame) flow protocol; (tick_atom); (ready_atom) start;
-//   peer_up/peer_down/latency from membership and probe; pushes its routing table to the
-//   stage: (flows_atom, strvec targets, strvec prevs, strvec nexts)
-// stage / data holder: compute_actor below; microbatch carriers: carrier_actor below.
+// faults.restart_window_ms, and otherwise leaves cleanly. Their typed interfaces follow.
+/// What membership tells its subscribers (link probe, balancer, compute).
+using peer_listener_actor = caf::typed_actor<
+    /// a peer is up at a stage (new, back, moved; -1: it withdrew while downloading a state)
+    caf::reacts_to<peer_up_atom, std::string, std::int32_t>,
+    /// a peer is down (silent past the connection timeout, or it left)
+    caf::reacts_to<peer_down_atom, std::string>,
+    /// the peer drained and left (its peer_down follows): its shares stay counted
+    caf::reacts_to<left_atom, std::string>>;
+
+/// A host's supervisor (actors/host.cpp): spawns, restarts and stops the host's actors.
+using supervisor_actor = caf::typed_actor<
+    /// fault injection: "any" kills the host now; "forward"/"backward" arm a crash in the
+    /// stage's next such computation; "actor" fails the stage actor (supervision restarts)
+    caf::reacts_to<crash_atom, std::string>,
+    /// leave gracefully: the stage drains, then LEAVE (after a hop timeout, leave anyway)
+    caf::reacts_to<stop_atom>,
+    /// the stage drained (true), or the drain timed out (false, internal)
+    caf::reacts_to<drained_atom, bool>,
+    /// membership: this host was frozen past the connection timeout; restart as a new replica
+    caf::reacts_to<restart_atom, std::string>,
+    /// the stage holds valid weights (>= 0) or downloads them (-1)
+    caf::reacts_to<stage_atom, std::int32_t>,
+    /// internal: poll membership until the view settles, then place this stage-less relay
+    caf::reacts_to<place_atom>,
+    /// internal: LEAVE went out, quit
+    caf::reacts_to<done_atom>>;
+
+/// Membership of a host (actors/host.cpp): HELLO heartbeats, failure suspicion by silence.
+using membership_actor = caf::typed_actor<
+    /// MEMBERSHIP frames from the link: HELLO, LEAVE
+    caf::reacts_to<deliver_atom, std::string, wire_frame>,
+    /// the live peers as (stage, capacity) pairs, for a relay placing itself
+    caf::replies_to<place_atom>::with<std::vector<std::int32_t>>,
+    /// node mode: the link found a peer by this name (introduce ourselves to it)
+    caf::reacts_to<known_atom, std::string>,
+    /// tell this actor of every peer up/down/left from now on (and the live ones now)
+    caf::reacts_to<subscribe_atom, peer_listener_actor>,
+    /// announce a new stage (-1 while a state download runs)
+    caf::reacts_to<stage_atom, std::int32_t>,
+    /// send LEAVE (drained or not) to every live peer
+    caf::reacts_to<stop_atom, bool>,
+    /// internal: heartbeat, suspicion, frozen check
+    caf::reacts_to<tick_atom>>;
+
+/// The flow balancer of a host (actors/host.cpp around routing::flow_balancer): pushes its
+/// routing table to the stage (flows_atom).
+using balancer_actor = peer_listener_actor::extend<
+    /// BALANCER frames from the link: the flow protocol
+    caf::reacts_to<deliver_atom, std::string, wire_frame>,
+    /// link probe: one-way latency (s) and bandwidth (bytes/s) to a peer
+    caf::reacts_to<latency_atom, std::string, double, double>,
+    /// the stage holds valid weights: start balancing
+    caf::reacts_to<ready_atom>,
+    /// internal: the balancer tick
+    caf::reacts_to<tick_atom>>;
+
+/// The link probe of a host (actors/host.cpp): PING/PONG to live peers, measurements to the
+/// balancer.
+using probe_actor = peer_listener_actor::extend<
+    /// PROBE frames from the link: PING, PONG
+    caf::reacts_to<deliver_atom, std::string, wire_frame>,
+    /// internal: probe every live peer
+    caf::reacts_to<tick_atom>>;
+
 /// The compute of a host (actors/stage_actor.cpp): a relay stage, or a data holder (stage 0,
 /// the iteration loop). Drains on stop_atom, then sends (drained_atom, true) to the supervisor.
-using compute_actor = caf::typed_actor<
+using compute_actor = peer_listener_actor::extend<
     /// STAGE frames from the link: ACTIVATION, HOP_PROGRESS, ITERATION_DONE, GRADIENT_CHUNK,
     /// NORM_SHARE, REPLICA_HASH, STATE_REQUEST, STATE_CHUNK (anything else is reported)
     caf::reacts_to<deliver_atom, std::string, wire_frame>,
-    /// membership: a peer is up at a stage (-1: it withdrew while downloading a state)
-    caf::reacts_to<peer_up_atom, std::string, std::int32_t>,
-    /// membership: a peer is down (silent past the connection timeout, or left)
-    caf::reacts_to<peer_down_atom, std::string>,
-    /// membership: the peer drained and left: its shares stay counted
-    caf::reacts_to<left_atom, std::string>,
     /// balancer: its routing table, built flows as (targets, prevs, nexts)
     caf::reacts_to<flows_atom, std::vector<std::string>, std::vector<std::string>, std::vector<std::string>>,
     /// supervisor: "forward"/"backward" arm an injected crash, "actor" fails this actor
@@ -207,6 +245,7 @@ using carrier_actor = caf::typed_actor<
     /// internal: the hop timeout of attempt n
     caf::reacts_to<timeout_atom, std::uint32_t>>;
 
+/// A host: its supervisor (crash_atom and stop_atom are the deploy layer's controls).
 caf::actor spawn_host(caf::actor_system& sys, std::shared_ptr<const cluster_spec> spec,
                       host_config host, caf::actor link_layer, caf::actor reporter,
                       bool joining);

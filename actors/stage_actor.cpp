@@ -144,7 +144,7 @@ void catch_up(self_ptr self, const std::string& id, std::int32_t stage) {
 
 // --- the behaviour ---------------------------------------------------------------
 
-compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, caf::actor supervisor) {
+compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_actor supervisor) {
   auto& st = self->state;
   st.ctx = ctx;
   st.supervisor = std::move(supervisor);
@@ -289,8 +289,9 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, caf::actor supe
 
 } // namespace compute
 
-compute_actor spawn_compute(caf::event_based_actor* parent, std::shared_ptr<const host_context> ctx) {
-  return parent->spawn<caf::linked>(compute::compute, std::move(ctx), caf::actor_cast<caf::actor>(parent));
+compute_actor spawn_compute(caf::local_actor* parent, supervisor_actor supervisor,
+                            std::shared_ptr<const host_context> ctx) {
+  return parent->spawn<caf::linked>(compute::compute, std::move(ctx), std::move(supervisor));
 }
 
 } // namespace gwtf::actors

@@ -49,6 +49,9 @@ namespace exit_code {
 constexpr int ok = 0;         ///< success
 constexpr int failure = 1;    ///< the command ran and failed (e.g. invalid config)
 constexpr int usage = 2;      ///< bad command line or unreadable input file
+/// Internal to node mode: the host was frozen past the connection timeout and starts again
+/// as a new process (run_node's caller re-executes itself with --join; never an exit code).
+constexpr int rejoin = 3;
 } // namespace exit_code
 
 } // namespace gwtf::deploy

@@ -233,7 +233,8 @@ int main(int argc, char** argv) {
     node_options no;
     no.join = opts.join;
     no.report = opts.report;
-    return run_node(*cfg, no, std::cout);
+    int code = run_node(*cfg, no, std::cout);
+    return code == exit_code::rejoin ? restart_as_joiner(args) : code;
   }
   if (opts.join || !opts.report.empty()) {
     std::cerr << "caf-gwtf: --join and --report are for node mode (a config with one host)\n";

@@ -1,6 +1,11 @@
 #include "deploy/node.hpp"
 
+#include <algorithm>
 #include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <fcntl.h>
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -13,6 +18,7 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
+#include "actors/errors.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/system_setup.hpp"
 #include "deploy/cli.hpp"
@@ -124,6 +130,13 @@ caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me
     }
     if (m.source != st.supervisor.address())
       return;
+    if (m.reason.category() == actors::error_category
+        && m.reason.code() == static_cast<std::uint8_t>(actors::ec::frozen)) {
+      line(self) << "declared dead while frozen: starting again as a new process that joins" << std::endl;
+      self->send_exit(st.link, caf::exit_reason::user_shutdown);
+      finish(self, exit_code::rejoin);
+      return;
+    }
     if (m.reason == caf::exit_reason::kill) {
       // An injected crash: die as a crashed host does, without a word.
       line(self) << "crash injected: SIGKILL" << std::endl;
@@ -382,6 +395,38 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
     caf::anon_send_exit(guard, caf::exit_reason::kill);
   }
   return code;
+}
+
+int restart_as_joiner(const std::vector<std::string>& args) {
+  std::vector<std::string> next = args;
+  if (std::find(next.begin(), next.end(), "--join") == next.end())
+    next.push_back("--join");
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) {
+    std::cerr << "caf-gwtf: cannot start again as a joiner: " << ec.message() << "\n";
+    return exit_code::failure;
+  }
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  // Nothing of this process but stdin/stdout/stderr survives: its sockets are closed by
+  // now (the actor system is gone), and any descriptor left over closes on exec.
+  for (auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    int fd = std::atoi(entry.path().filename().c_str());
+    if (fd > 2)
+      ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  }
+  std::vector<std::string> store;
+  store.push_back(exe.string());
+  store.insert(store.end(), next.begin(), next.end());
+  std::vector<char*> argv;
+  for (auto& a : store)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execv(store.front().c_str(), argv.data());
+  std::cerr << "caf-gwtf: cannot start again as a joiner: execv " << store.front() << " failed\n";
+  return exit_code::failure;
 }
 
 } // namespace gwtf::deploy

@@ -4,6 +4,7 @@
 
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "deploy/cluster_config.hpp"
 
@@ -18,6 +19,13 @@ struct node_options {
 /// Runs the host until training ends (exit 0 after a graceful leave), SIGTERM / SIGINT
 /// (graceful leave, exit 0), or an injected crash (the process SIGKILLs itself). Logs one
 /// line per event to `out`. Returns the process exit code.
+/// A host declared dead while frozen returns exit_code::rejoin: its caller then calls
+/// restart_as_joiner.
 int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& out);
+
+/// Replaces this process by a fresh one of the same executable with `args` plus --join (same
+/// PID, log and launcher): a new CAF node that downloads its stage's state. Returns only if
+/// that fails (exit_code::failure, with why on stderr).
+int restart_as_joiner(const std::vector<std::string>& args);
 
 } // namespace gwtf::deploy
