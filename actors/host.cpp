@@ -122,14 +122,21 @@ membership_actor::behavior_type membership(membership_actor::stateful_pointer<me
       }
     },
     [self](place_atom) {
-      // The live peers as (stage, capacity) pairs, for a host placing itself.
-      std::vector<std::int32_t> out;
+      // For a host placing itself: the placed live peers as (stage, capacity) pairs, and
+      // the relays without a stage, which may be placing themselves at the same time.
+      std::vector<std::int32_t> placed, unplaced_capacity;
+      std::vector<std::string> unplaced;
       for (auto& id : self->state.view->live()) {
         auto& h = self->state.view->peers().at(id).hello;
-        out.push_back(h.stage);
-        out.push_back(static_cast<std::int32_t>(h.capacity));
+        if (h.stage < 0 && h.role == wire::peer_role::relay) {
+          unplaced.push_back(id);
+          unplaced_capacity.push_back(static_cast<std::int32_t>(h.capacity));
+        } else {
+          placed.push_back(h.stage);
+          placed.push_back(static_cast<std::int32_t>(h.capacity));
+        }
       }
-      return out;
+      return caf::make_result(placed, unplaced, unplaced_capacity);
     },
     [self, ctx, frozen](known_atom, const std::string& name) {
       if (frozen())
@@ -377,7 +384,8 @@ void start_children(supervisor_ptr self, bool joining) {
 // A relay without a declared stage places itself once its membership view has settled
 // (the same live peers at three heartbeats in a row, a data holder among them, or a
 // connection timeout after it first saw a holder), at the stage routing/placement chooses.
-void on_placement_view(supervisor_ptr self, const std::vector<std::int32_t>& flat) {
+void on_placement_view(supervisor_ptr self, const std::vector<std::int32_t>& flat,
+                       const std::vector<std::string>& unplaced, const std::vector<std::int32_t>& unplaced_capacity) {
   auto& st = self->state;
   if (st.ctx->stage >= 0 || st.leaving)
     return;
@@ -388,8 +396,9 @@ void on_placement_view(supervisor_ptr self, const std::vector<std::int32_t>& fla
     known.push_back({flat[i], flat[i + 1]});
     holder = holder || flat[i] == 0;
   }
-  bool settled = holder && known.size() == st.place_seen;
-  st.place_seen = known.size();
+  auto seen = known.size() + unplaced.size();
+  bool settled = holder && seen == st.place_seen;
+  st.place_seen = seen;
   if (holder)
     ++st.place_polls;
   auto waited_ms = static_cast<std::int64_t>(st.place_polls) * spec.faults.heartbeat_interval_ms;
@@ -397,7 +406,13 @@ void on_placement_view(supervisor_ptr self, const std::vector<std::int32_t>& fla
     self->delayed_send(self, std::chrono::milliseconds(spec.faults.heartbeat_interval_ms), place_atom::value);
     return;
   }
-  int stage = routing::place_unstaged(known, spec.model.stages, st.ctx->host.capacity);
+  // Relays without a stage that see each other place themselves in name order, each counting
+  // the ones before it: two joining at once do not both fill the same bottleneck. (A placed
+  // relay downloading its state also announces no stage and is counted as one of them.)
+  std::vector<routing::unplaced_relay> among{{st.ctx->host.name, st.ctx->host.capacity}};
+  for (std::size_t i = 0; i < unplaced.size() && i < unplaced_capacity.size(); ++i)
+    among.push_back({unplaced[i], unplaced_capacity[i]});
+  int stage = routing::place_unstaged_among(known, among, st.ctx->host.name, spec.model.stages);
   if (stage < 1) {
     tell(self, st.ctx->reporter, failure_atom::value, st.ctx->host.name,
          std::string{"no relay stage to join (the model has one stage)"});
@@ -523,7 +538,8 @@ supervisor_actor::behavior_type supervisor(supervisor_ptr self, ctx_ptr ctx) {
         return;
       auto timeout = std::chrono::milliseconds(st.ctx->spec->faults.connection_timeout_ms);
       self->request(st.membership, timeout, place_atom::value)
-        .then([self](const std::vector<std::int32_t>& flat) { on_placement_view(self, flat); },
+        .then([self](const std::vector<std::int32_t>& flat, const std::vector<std::string>& unplaced,
+                     const std::vector<std::int32_t>& capacity) { on_placement_view(self, flat, unplaced, capacity); },
               [self](caf::error&) {
                 // Membership restarting: ask again.
                 self->delayed_send(self, std::chrono::milliseconds(self->state.ctx->spec->faults.heartbeat_interval_ms),

@@ -179,8 +179,9 @@ using supervisor_actor = caf::typed_actor<
 using membership_actor = caf::typed_actor<
     /// MEMBERSHIP frames from the link: HELLO, LEAVE
     caf::reacts_to<deliver_atom, std::string, wire_frame>,
-    /// the live peers as (stage, capacity) pairs, for a relay placing itself
-    caf::replies_to<place_atom>::with<std::vector<std::int32_t>>,
+    /// for a relay placing itself: the live placed peers as flat (stage, capacity) pairs, and
+    /// the live relays without a stage (names, capacities)
+    caf::replies_to<place_atom>::with<std::vector<std::int32_t>, std::vector<std::string>, std::vector<std::int32_t>>,
     /// node mode: the link found a peer by this name (introduce ourselves to it)
     caf::reacts_to<known_atom, std::string>,
     /// tell this actor of every peer up/down/left from now on (and the live ones now)

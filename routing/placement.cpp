@@ -1,5 +1,7 @@
 #include "routing/placement.hpp"
 
+#include <algorithm>
+
 namespace gwtf::routing {
 
 placement choose_join_stage(const std::vector<flow_node>& nodes, int stages, int capacity,
@@ -42,6 +44,20 @@ int place_unstaged(const std::vector<flow_node>& known, int stages, int capacity
     }
   }
   return best;
+}
+
+int place_unstaged_among(const std::vector<flow_node>& known, std::vector<unplaced_relay> unplaced,
+                         const std::string& self, int stages) {
+  std::sort(unplaced.begin(), unplaced.end(),
+            [](const unplaced_relay& a, const unplaced_relay& b) { return a.name < b.name; });
+  auto view = known;
+  for (auto& r : unplaced) {
+    int stage = place_unstaged(view, stages, r.capacity);
+    if (r.name == self || stage < 0)
+      return r.name == self ? stage : -1;
+    view.push_back(flow_node{stage, r.capacity});
+  }
+  return -1;
 }
 
 } // namespace gwtf::routing

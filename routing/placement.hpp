@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "routing/optimum.hpp"
@@ -30,5 +31,18 @@ placement choose_join_stage(const std::vector<flow_node>& nodes, int stages, int
 /// capacity (the bottleneck), then the lowest stage. Deterministic: hosts that know the same
 /// cluster choose the same stage. -1 when the model has no relay stage.
 int place_unstaged(const std::vector<flow_node>& known, int stages, int capacity);
+
+/// A relay without a stage (not yet announced).
+struct unplaced_relay {
+  std::string name;
+  int capacity = 0;
+};
+
+/// Several stage-less relays that see each other place themselves at once: each, in name
+/// order, by place_unstaged on `known` plus the ones placed before it, so relays that see the
+/// same view choose different stages where one would fill the bottleneck. Returns the stage
+/// of `self` (which must be among `unplaced`; -1 if not, or when there is no relay stage).
+int place_unstaged_among(const std::vector<flow_node>& known, std::vector<unplaced_relay> unplaced,
+                         const std::string& self, int stages);
 
 } // namespace gwtf::routing

@@ -58,3 +58,18 @@ TEST_CASE("placement without a declared stage: most flows, then the stage with t
   CHECK(place_unstaged({{0, 4}, {7, 100}, {1, 1}}, 3, 2) == 2);
   CHECK(place_unstaged({{0, 4}}, 1, 2) == -1);
 }
+
+TEST_CASE("placement of stage-less relays that see each other: in name order, each counting the ones before") {
+  // Holders 8; stage 1: 6, stage 2: 2, stage 3: 5. Alone, each of two joiners of capacity 4
+  // would take stage 2; together the first (by name) takes it (2 -> 6), and the second goes
+  // to the new bottleneck, stage 3 (5 -> 9: 6 flows instead of 5).
+  std::vector<flow_node> known{{0, 8}, {1, 6}, {2, 2}, {3, 5}};
+  CHECK(place_unstaged(known, 4, 4) == 2);
+  std::vector<unplaced_relay> both{{"rz", 4}, {"ra", 4}};
+  CHECK(place_unstaged_among(known, both, "ra", 4) == 2);
+  CHECK(place_unstaged_among(known, both, "rz", 4) == 3);
+  // Alone it is place_unstaged; a name not among them, or no relay stage: -1.
+  CHECK(place_unstaged_among(known, {{"ra", 4}}, "ra", 4) == 2);
+  CHECK(place_unstaged_among(known, both, "rq", 4) == -1);
+  CHECK(place_unstaged_among({{0, 4}}, {{"ra", 1}}, "ra", 1) == -1);
+}
