@@ -606,35 +606,68 @@ private:
       }
     }
     ++mb.epoch;
-    auto prev = mb.path[static_cast<std::size_t>(s - 1)];
-    auto y = route(mb, s, prev);
-    if (!y) {
-      mb.path[static_cast<std::size_t>(s)] = dead;
-      retry_later(mb, [this, &mb, s, backward] { lost(mb, s, backward); });
+    // The hop that re-sends is the last live one before s: when the hosts between died too,
+    // their stashes and buffered outputs went with them, and each of their stages is
+    // recomputed on a replacement (as the runtime's chain of re-sends does). SWARM's trainer
+    // keeps every stage's input: it retries stage s itself (input_source).
+    int k = s - 1;
+    while (!swarm() && k >= 1 && !alive_[mb.path[static_cast<std::size_t>(k)]])
+      --k;
+    if (!backward) {
+      retry_forward(mb, k + 1);
+      return;
+    }
+    repair(mb, k + 1, s);
+  }
+
+  // Forward: the live stage s-1 host re-sends its output to a stage-s host again.
+  void retry_forward(microbatch& mb, int s) {
+    auto y = route(mb, s, mb.path[static_cast<std::size_t>(s - 1)]);
+    if (!y) { // path[s] is gone: lost() looks again at who is alive before it
+      retry_later(mb, [this, &mb, s] { lost(mb, s, false); });
       return;
     }
     mb.path[static_cast<std::size_t>(s)] = *y;
-    if (!backward) {
-      send_forward(mb, s);
+    send_forward(mb, s);
+  }
+
+  // Backward broke at stage `to`: GWTF's predecessor re-sends its buffered output; a
+  // replacement recomputes stage j's forward (j = the first stage whose host is gone) and
+  // passes it on until stage `to`, whose successor then re-sends the gradient it kept.
+  // Nothing else reruns.
+  void repair(microbatch& mb, int j, int to) {
+    auto from = mb.path[static_cast<std::size_t>(j - 1)];
+    auto y = route(mb, j, from);
+    if (!y) { // path[to] is still the lost host: lost() looks again at who is alive
+      retry_later(mb, [this, &mb, to] { lost(mb, to, true); });
       return;
     }
-    // GWTF: the predecessor re-sends its buffered output; the replacement recomputes this
-    // stage's forward, then the successor re-sends the gradient it kept. Nothing else reruns.
-    auto from = prev;
-    auto t = transfer(from, *y, s_.activation_bytes);
+    auto yy = *y;
+    mb.path[static_cast<std::size_t>(j)] = yy;
+    auto t = transfer(from, yy, s_.activation_bytes);
     auto epoch = mb.epoch;
     auto* m = &mb;
-    auto yy = *y;
-    at(t, [this, m, s, epoch, yy] {
+    auto broke = [this, m, to, yy] { // the replacement died too: back off again once it is known
+      auto epoch = m->epoch;
+      at(std::max(now_, detect_at_[yy]), [this, m, to, epoch] {
+        if (m->epoch == epoch)
+          lost(*m, to, true);
+      });
+    };
+    at(t, [this, m, j, to, epoch, yy, broke] {
       if (m->epoch != epoch)
         return;
       if (!alive_[yy]) {
-        lost(*m, s, true);
+        broke();
         return;
       }
-      admit(yy, *m, true, [this, m, s, yy] {
-        compute(yy, *m, s, hosts_[yy].compute_s / 3, [this, m, s] { send_backward(*m, s); },
-                [this, m, s] { lost(*m, s, true); });
+      admit(yy, *m, true, [this, m, j, to, yy, broke] {
+        compute(yy, *m, j, hosts_[yy].compute_s / 3, [this, m, j, to] {
+          if (j == to)
+            send_backward(*m, to);
+          else
+            repair(*m, j + 1, to);
+        }, broke);
       });
     });
   }

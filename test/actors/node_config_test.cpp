@@ -11,7 +11,7 @@ using namespace gwtf::actors;
 
 using gwtf::test::issues_of;
 
-TEST_CASE("endpoints: host:port, [v6]:port; everything else rejected") {
+TEST_CASE("endpoints: host:port, [v6]:port, everything else rejected") {
   auto ep = parse_endpoint("10.0.0.1:4242");
   REQUIRE(ep);
   CHECK(ep->host == "10.0.0.1");

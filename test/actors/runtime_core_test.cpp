@@ -23,7 +23,7 @@ wire::activation fwd(std::uint64_t it, std::uint32_t idx, std::vector<std::strin
 
 } // namespace
 
-TEST_CASE("hop ledger: a new microbatch is computed once; an equal attempt is a duplicate") {
+TEST_CASE("hop ledger: a new microbatch is computed once, an equal attempt is a duplicate") {
   hop_ledger l{"r2"};
   auto a = fwd(3, 1, {"dh", "r1"});
   CHECK(l.on_forward("r1", a) == forward_action::compute);
@@ -251,7 +251,7 @@ TEST_CASE("link emulator: latency plus bytes over bandwidth, queued per link, sl
   CHECK_FALSE(e.deliver_at("x", "nobody", 1, 0).has_value());
 }
 
-TEST_CASE("state download: chunks of the transfer in progress fill the blob; others are ignored") {
+TEST_CASE("state download: chunks of the transfer in progress fill the blob, others are ignored") {
   using outcome = state_download::outcome;
   state_download d;
   auto chunk = [](std::uint64_t id, std::uint64_t offset, std::uint64_t total, std::vector<std::uint8_t> data) {

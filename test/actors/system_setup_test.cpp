@@ -53,7 +53,7 @@ TEST_CASE("gwtf errors travel through an actor and render with their context") {
   sched.run();
 }
 
-TEST_CASE("two actor systems talk over the middleman on loopback; gwtf errors cross intact") {
+TEST_CASE("two actor systems talk over the middleman on loopback, gwtf errors cross intact") {
   // Two systems in one process stand for two hosts: publish, connect, request, error back.
   system_config server_cfg{node_config{}, fault_config{}, true};
   caf::actor_system server{server_cfg};

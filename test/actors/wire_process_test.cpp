@@ -18,7 +18,7 @@
 using namespace gwtf;
 using namespace gwtf::actors;
 
-TEST_CASE("two processes exchange every wire message kind; bad frames get errors, not crashes") {
+TEST_CASE("two processes exchange every wire message kind, bad frames get errors, not crashes") {
   test::peer_process peer{GWTF_WIRE_PEER, "1048576"};
   REQUIRE(peer.port() > 0);
   system_config cfg{node_config{}, fault_config{}, true};

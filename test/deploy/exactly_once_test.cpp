@@ -36,7 +36,7 @@ TEST_CASE("exactly once: an injected double count and a lost microbatch are caug
         == std::optional<std::string>{"stage 1 iteration 7: 1 missing, 0 counted twice"});
 }
 
-TEST_CASE("exactly once: only the averaged replicas count; holders without a report are skipped") {
+TEST_CASE("exactly once: only the averaged replicas count, holders without a report are skipped") {
   // r1b crashed after counting dh-a's microbatch 0; its share was dropped (not a
   // contributor) and r1 counted the re-sent microbatch: once.
   deploy::share_reports reports{{"r1", {key(3, 0, 0), key(3, 0, 1)}}, {"r1b", {key(3, 0, 0)}}};

@@ -74,7 +74,7 @@ TEST_CASE("scenario: every shipped scenario loads, with the hosts and churn it d
   CHECK(n >= 9); // gcp-12 and aws-8 at four churn levels, and the scale run
 }
 
-TEST_CASE("scenario: derived figures follow the model; hosts are named, drawn and dealt to stages") {
+TEST_CASE("scenario: derived figures follow the model, hosts are named, drawn and dealt to stages") {
   auto r = parse(base());
   REQUIRE(r.scenario.has_value());
   auto& s = r.scenario->sim;
@@ -114,7 +114,7 @@ TEST_CASE("scenario: derived figures follow the model; hosts are named, drawn an
   CHECK(differs);
 }
 
-TEST_CASE("scenario: the script names hosts and regions; events reach the simulation") {
+TEST_CASE("scenario: the script names hosts and regions, events reach the simulation") {
   auto r = parse(base("churn:\n"
                       "  script:\n"
                       "    - {iteration: 1, at: 0.2, action: crash, host: tokyo-r1}\n"

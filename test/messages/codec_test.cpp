@@ -154,7 +154,7 @@ TEST_CASE("codec: every truncation of every kind is rejected") {
   }
 }
 
-TEST_CASE("codec: random corruption never crashes; what decodes is valid") {
+TEST_CASE("codec: random corruption never crashes, what decodes is valid") {
   const unsigned seed = 20261122;
   std::mt19937 rng{seed};
   auto samples = gwtf::test::all_samples();

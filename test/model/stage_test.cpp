@@ -128,7 +128,7 @@ TEST_CASE("(b) every stage's parameter gradients equal the unpartitioned gradien
   }
 }
 
-TEST_CASE("(c) export/import round-trips bit-exactly; truncated or corrupted blobs are rejected") {
+TEST_CASE("(c) export/import round-trips bit-exactly, truncated or corrupted blobs are rejected") {
   auto m = tiny(architecture::llama);
   auto t = short_run(5);
   auto text = open_corpus(test_corpus, m);
@@ -212,7 +212,7 @@ TEST_CASE("exactly once: a recomputed microbatch yields its input gradient but c
     CHECK(torch::equal(a.sums[k], b.sums[k]));
 }
 
-TEST_CASE("stash: drop frees a re-routed microbatch; backward without forward is an error") {
+TEST_CASE("stash: drop frees a re-routed microbatch, backward without forward is an error") {
   auto m = tiny(architecture::gpt);
   auto t = short_run(5);
   stage relay{m, t, 2};

@@ -164,7 +164,7 @@ TEST_CASE("balancer: data holders share the flows max-min fairly (within one), w
   CHECK(unfair * 20 <= cases);
 }
 
-TEST_CASE("balancer: crashes of relays and data holders are absorbed; nothing runs through the dead") {
+TEST_CASE("balancer: crashes of relays and data holders are absorbed, nothing runs through the dead") {
   int recovered = 0;
   int cases = 0;
   for (std::uint64_t seed = 1; seed <= 60; ++seed) {
@@ -248,7 +248,7 @@ TEST_CASE("balancer: with 2% of messages lost, anti-entropy leaves no orphans an
   CHECK(reached >= cases * 9 / 10);
 }
 
-TEST_CASE("balancer: a SWAP takes the greedy flows to the min-max optimum; without moves they stay") {
+TEST_CASE("balancer: a SWAP takes the greedy flows to the min-max optimum, without moves they stay") {
   auto in = crossed();
   for (std::uint64_t seed = 1; seed <= 10; ++seed) {
     INFO("seed " << seed);
@@ -300,7 +300,7 @@ TEST_CASE("balancer: a REDIRECT hands a flow to a cheaper replica that joined wi
   CHECK(bus.nodes().at("a").flows().empty());
 }
 
-TEST_CASE("balancer: one outstanding proposal per node; proposals about flows it does not hold are refused") {
+TEST_CASE("balancer: one outstanding proposal per node, proposals about flows it does not hold are refused") {
   routing::gwtf_config cfg;
   routing::flow_balancer me{"a", 1, 3, 1, cfg, 7};
   me.add_peer("dh", 0, 0.1);

@@ -33,7 +33,7 @@ TEST_CASE("placement: with equal flow gains, the cheaper placement wins") {
   CHECK(p.cost_per_flow_s == doctest::Approx(0.5 + 0.1 + 0.1));
 }
 
-TEST_CASE("placement: S = 2 has one relay stage; without usable links nothing is gained") {
+TEST_CASE("placement: S = 2 has one relay stage, without usable links nothing is gained") {
   auto p = choose_join_stage({{0, 1}}, 1 + 1, 1, [](int) -> edge_cost_fn {
     return [](std::size_t, std::size_t) { return 0.1; };
   });

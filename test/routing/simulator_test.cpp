@@ -12,17 +12,18 @@ using namespace gwtf::routing;
 
 namespace {
 
-// 3 regions, 2 data holders, 3 relay stages of 3 hosts each with mixed speeds and links.
-sim_scenario small(std::uint64_t seed, double crash_rate) {
+// 3 regions, 2 data holders, 3 relay stages (or `stages` - 1) of 3 hosts each with mixed
+// speeds and links.
+sim_scenario small(std::uint64_t seed, double crash_rate, int stages = 4) {
   sim_scenario s;
   s.net.name = "t3";
   s.net.regions = {"a", "b", "c"};
   s.net.latency_ms = {{0, 20, 80}, {20, 0, 60}, {80, 60, 0}};
   s.net.bandwidth_mbps = {{1000, 400, 100}, {400, 1000, 200}, {100, 200, 1000}};
-  s.stages = 4;
+  s.stages = stages;
   s.hosts.push_back({"dh-a", 0, 0, 8, 0.05});
   s.hosts.push_back({"dh-c", 2, 0, 8, 0.05});
-  for (int st = 1; st < 4; ++st)
+  for (int st = 1; st < stages; ++st)
     for (std::size_t r = 0; r < 3; ++r)
       s.hosts.push_back({"r" + std::to_string(st) + "-" + s.net.regions[r], r, st, 2 + static_cast<int>(r),
                          0.2 + 0.1 * static_cast<double>(r)});
@@ -57,7 +58,7 @@ TEST_CASE("simulator: every router completes every microbatch without churn, was
   }
 }
 
-TEST_CASE("simulator: the same seed gives the same run; the crash trace spares a stage's last relay") {
+TEST_CASE("simulator: the same seed gives the same run, the crash trace spares a stage's last relay") {
   auto s = small(7, 0.08);
   auto trace = churn_trace(s);
   REQUIRE_FALSE(trace.empty());
@@ -299,4 +300,33 @@ TEST_CASE("simulator: GWTF completes on a network where every link costs the sam
   REQUIRE_MESSAGE(x.completed, x.why);
   CHECK(x.microbatches == 12 * 3 * 6);
   CHECK(x.setup_s < 10); // no holder waits for a ring it never gets
+}
+
+TEST_CASE("simulator: consecutive hosts of a path dying together are recomputed from the last live hop") {
+  // 4 relay stages; two of three hosts of stage 2 and of stage 3 crash at the same moment, at
+  // several points of an iteration: some microbatch loses its stage-3 host while its stage-2
+  // host (the one that would re-send) is gone too. GWTF and the centralized router must back
+  // off to the stage-1 hop and recompute stages 2 and 3 (before: the re-send was asked of the
+  // dead stage-2 host, which knew nobody any more, and the run stalled for ever).
+  for (double at : {0.2, 0.35, 0.5, 0.65, 0.8, 0.95}) {
+    for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+      auto s = small(seed, 0.0, 5);
+      for (std::size_t h = 0; h < s.hosts.size(); ++h)
+        if ((s.hosts[h].stage == 2 || s.hosts[h].stage == 3) && s.hosts[h].name.back() != 'a') {
+          sim_event e;
+          e.kind = sim_event_kind::crash;
+          e.iteration = 3;
+          e.at_fraction = at;
+          e.host = h;
+          s.script.push_back(e);
+        }
+      for (auto r : {sim_router::gwtf, sim_router::centralized}) {
+        INFO("seed " << seed << ", crash at " << at << " of iteration 3, router " << std::string{to_string(r)});
+        auto res = simulate(s, r);
+        REQUIRE_MESSAGE(res.completed, res.why);
+        CHECK(res.crashes == 4);
+        CHECK(res.microbatches == 12 * 2 * 6);
+      }
+    }
+  }
 }

@@ -102,7 +102,7 @@ TEST_CASE("swarm: errors ban and forget a peer until a refresh after the ban exp
   CHECK(*r.choose(1, swarm_task::forward) == "a"); // back at the head of the queue
 }
 
-TEST_CASE("swarm: refresh forgets dead peers; an empty stage has no choice") {
+TEST_CASE("swarm: refresh forgets dead peers, an empty stage has no choice") {
   auto r = make();
   r.refresh(0, {{"a", 1}, {"b", 2}});
   CHECK(r.refresh_due(0) == false);
@@ -114,7 +114,7 @@ TEST_CASE("swarm: refresh forgets dead peers; an empty stage has no choice") {
   CHECK_FALSE(r.throughput("a").has_value());
 }
 
-TEST_CASE("swarm: a lost call is retried on another peer; swarm-restart reruns a lost backward's microbatch") {
+TEST_CASE("swarm: a lost call is retried on another peer, swarm-restart reruns a lost backward's microbatch") {
   auto r = make();
   r.refresh(0, {{"a", 1}, {"b", 1}});
   CHECK(r.timed_out("a", swarm_task::forward) == swarm_recovery::retry_call);
