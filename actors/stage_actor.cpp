@@ -148,7 +148,8 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
   auto& st = self->state;
   st.ctx = ctx;
   st.supervisor = std::move(supervisor);
-  st.model.emplace(ctx->spec->model, ctx->spec->training, ctx->stage);
+  st.model.emplace(ctx->spec->model, ctx->spec->training, ctx->stage,
+                   ctx->spec->routing.gwtf.backward == routing::gwtf_backward::rematerialize);
   st.ledger = std::make_unique<hop_ledger>(ctx->host.name);
   st.barrier = std::make_unique<iteration_barrier>(ctx->spec->model.stages);
   st.ready = !ctx->joining;

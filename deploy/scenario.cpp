@@ -170,6 +170,11 @@ scenario_result parse_scenario(const std::string& text, const std::string& file,
   double holder_params = static_cast<double>(m.vocab) * h; // embedding; the head is as large
   s.tokens_per_microbatch = tokens;
   s.activation_bytes = tokens * h * m.bytes_per_value;
+  // What a relay stage keeps per microbatch from forward to backward: 34 bytes per token and
+  // hidden unit per block in 16-bit values (Korthikanti et al., "Reducing Activation
+  // Recomputation in Large Transformer Models", 2022, without the attention-score term that
+  // fused attention kernels do not keep): 17 values, a low estimate.
+  s.stash_bytes = 17.0 * (m.layers / relay_stages) * s.activation_bytes;
   s.stage_weight_bytes = stage_params * m.download_bytes_per_param;
   s.microbatches_per_holder = cfg.microbatches_per_holder;
   s.iterations = cfg.iterations;

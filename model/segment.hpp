@@ -27,13 +27,23 @@ public:
     : params_(std::move(params)), fn_(std::move(fn)) {}
 
   /// Runs forward and keeps input and output until backward or drop. A second forward of
-  /// the same microbatch (re-routed after a crash) replaces the first.
+  /// the same microbatch (re-routed after a crash) replaces the first. Rematerialising, it
+  /// runs without autograd and keeps the input only: backward recomputes the forward.
   torch::Tensor forward(std::uint64_t mb, const torch::Tensor& input, bool input_needs_grad) {
     auto in = input_needs_grad ? input.detach().requires_grad_(true) : input;
+    if (rematerialize_) {
+      torch::NoGradGuard no_grad;
+      auto out = fn_(in);
+      stash_[mb] = entry{in, torch::Tensor{}};
+      return out;
+    }
     auto out = fn_(in);
     stash_[mb] = entry{in, out};
     return out.detach();
   }
+
+  /// Keep only inputs from forward to backward and recompute (true), or every activation.
+  void set_rematerialize(bool on) { rematerialize_ = on; }
 
   /// Backward from the stashed output; returns the input gradient (undefined when the
   /// input needs none), or an error when nothing is stashed for `mb`.
@@ -45,7 +55,8 @@ public:
     auto inputs = tensors();
     if (input_needs_grad)
       inputs.push_back(it->second.input);
-    auto grads = torch::autograd::grad({it->second.output}, inputs, {grad_output});
+    auto output = it->second.output.defined() ? it->second.output : fn_(it->second.input);
+    auto grads = torch::autograd::grad({output}, inputs, {grad_output});
     stash_.erase(it);
     torch::Tensor input_grad;
     if (input_needs_grad) {
@@ -133,6 +144,7 @@ private:
   std::unordered_set<std::uint64_t> counted_;
   std::vector<torch::Tensor> sums_;
   std::int64_t duplicates_ = 0;
+  bool rematerialize_ = false;
 };
 
 } // namespace gwtf::model::detail

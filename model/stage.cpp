@@ -161,8 +161,11 @@ struct stage::impl {
   }
 };
 
-stage::stage(const model_config& model, const training_config& training, int index)
-  : impl_(std::make_unique<impl>(model, training, index)) {}
+stage::stage(const model_config& model, const training_config& training, int index, bool rematerialize)
+  : impl_(std::make_unique<impl>(model, training, index)) {
+  if (index > 0) // relays; stage 0's entry keeps its (small) stash
+    impl_->segments[0].set_rematerialize(rematerialize);
+}
 stage::~stage() = default;
 stage::stage(stage&&) noexcept = default;
 stage& stage::operator=(stage&&) noexcept = default;

@@ -41,8 +41,10 @@ struct head_result {
 class stage {
 public:
   /// Builds stage `index` with weights initialised from training.seed (identical to the
-  /// same parameters of any other partition). Requires valid configs.
-  stage(const model_config& model, const training_config& training, int index);
+  /// same parameters of any other partition). Requires valid configs. `rematerialize`: a
+  /// forward keeps only its input and the backward recomputes it (less memory per
+  /// microbatch in flight, one more forward of compute; same results).
+  stage(const model_config& model, const training_config& training, int index, bool rematerialize = false);
   ~stage();
   stage(stage&&) noexcept;
   stage& operator=(stage&&) noexcept;

@@ -21,6 +21,17 @@ constexpr std::array<std::pair<router_kind, const char*>, 2> enum_names(router_k
   return {{{router_kind::gwtf, "gwtf"}, {router_kind::swarm, "swarm"}}};
 }
 
+/// What a GWTF relay keeps of a microbatch between its forward and its backward.
+enum class gwtf_backward {
+  stash,         ///< every activation of its blocks (the paper): a capacity slot = one stash
+  rematerialize, ///< only the stage's input; the backward recomputes the forward (1/3 more
+                 ///< compute), so one stash's memory holds many microbatches
+};
+
+constexpr std::array<std::pair<gwtf_backward, const char*>, 2> enum_names(gwtf_backward) {
+  return {{{gwtf_backward::stash, "stash"}, {gwtf_backward::rematerialize, "rematerialize"}}};
+}
+
 /// Constants of the GWTF flow protocol (../shared/design/gwtf.md).
 struct gwtf_config {
   int tick_ms = 2000;                 ///< period of re-introductions, adverts and anti-entropy
@@ -32,6 +43,7 @@ struct gwtf_config {
   int half_built_ttl_ticks = 5;       ///< ticks a half-built flow may wait before it is dropped
   int anti_entropy_ticks = 3;         ///< ticks between CHECKs of the flows one holds
   int request_timeout_ms = 1000;      ///< a FLOW_REQUEST without answer counts as rejected
+  gwtf_backward backward = gwtf_backward::stash; ///< what relays keep from forward to backward
 
   /// Reports every field that is out of range or inconsistent.
   void validate(const issue_sink& report) const;
@@ -81,6 +93,7 @@ void visit_fields(F& f, gwtf_config& x) {
   f("half_built_ttl_ticks", x.half_built_ttl_ticks);
   f("anti_entropy_ticks", x.anti_entropy_ticks);
   f("request_timeout_ms", x.request_timeout_ms);
+  f("backward", x.backward);
 }
 
 template <class F>

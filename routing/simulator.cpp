@@ -181,6 +181,18 @@ public:
     for (auto& e : trace_)
       if (e.kind == sim_event_kind::join)
         hosts_.push_back(e.joiner); // at index e.host: the trace numbers joiners in order
+    // GWTF (and the centralized router, its comparison point) with rematerialisation: a relay
+    // keeps only a microbatch's stage input between forward and backward, so the memory of
+    // `capacity` stashes holds one stash being recomputed plus (capacity - 1) stashes' worth
+    // of inputs.
+    remat_ = (r == sim_router::gwtf || r == sim_router::centralized)
+             && s.gwtf.backward == gwtf_backward::rematerialize;
+    if (remat_ && s.activation_bytes > 0 && s.stash_bytes > s.activation_bytes) {
+      double per_stash = std::floor(s.stash_bytes / s.activation_bytes);
+      for (auto& h : hosts_)
+        if (h.stage != 0)
+          h.capacity = static_cast<int>(std::min(1e6, 1 + (h.capacity - 1) * per_stash));
+    }
     entered_.assign(hosts_.size(), false);
     for (std::size_t i = 0; i < s.hosts.size(); ++i)
       entered_[i] = true;
@@ -557,7 +569,8 @@ private:
       lost(mb, s, true);
       return;
     }
-    double work = hosts_[h].compute_s * (mb.remat[st] ? 1.0 : 2.0 / 3); // rematerialised forward + backward
+    // rematerialised forward + backward (SWARM's call or a GWTF relay's recompute), else backward
+    double work = hosts_[h].compute_s * (mb.remat[st] || remat_ ? 1.0 : 2.0 / 3);
     compute(h, mb, s, work, [this, &mb, h, s] {
       mb.bwd_done[static_cast<std::size_t>(s)] = true;
       if (swarm())
@@ -1421,6 +1434,7 @@ private:
   std::uint64_t seq_ = 0;
   double now_ = 0;
   bool finished_ = false, ending_ = false;
+  bool remat_ = false; // GWTF/centralized relays keep inputs only and recompute (gwtf.backward)
   int iteration_ = 0;
   double iter_start_ = 0;
   int outstanding_ = 0, pending_repairs_ = 0;

@@ -59,6 +59,8 @@ struct sim_scenario {
   std::vector<sim_host> hosts;
   int microbatches_per_holder = 8;   ///< each data holder's share of the global batch
   double activation_bytes = 0;       ///< one activation (= one activation gradient)
+  double stash_bytes = 0;            ///< one microbatch's activations a relay stage keeps from forward
+                                     ///< to backward (0: unknown; rematerialisation then gains no slots)
   double stage_gradient_bytes = 0;   ///< one relay stage's gradients: all-reduced among its replicas
   double holder_gradient_bytes = 0;  ///< the data holders' stage (embedding, head); 0: as a relay stage
   double tokens_per_microbatch = 0;

@@ -212,6 +212,41 @@ TEST_CASE("exactly once: a recomputed microbatch yields its input gradient but c
     CHECK(torch::equal(a.sums[k], b.sums[k]));
 }
 
+TEST_CASE("rematerialise: a relay that keeps only inputs computes what a stashing relay computes") {
+  for (auto arch : {architecture::gpt, architecture::llama}) {
+    INFO(name(arch));
+    auto m = tiny(arch);
+    auto t = short_run(5);
+    stage stash{m, t, 1};
+    stage remat{m, t, 1, true};
+    auto in1 = torch::randn({t.microbatch_size, m.seq_len, m.hidden});
+    auto in2 = torch::randn({t.microbatch_size, m.seq_len, m.hidden});
+    auto go1 = torch::randn({t.microbatch_size, m.seq_len, m.hidden});
+    auto go2 = torch::randn({t.microbatch_size, m.seq_len, m.hidden});
+    // Two microbatches in flight, backward in the other order.
+    for (auto* st : {&stash, &remat}) {
+      ok(st->forward(1, in1));
+      ok(st->forward(2, in2));
+    }
+    CHECK(remat.stashed() == 2);
+    CHECK(torch::equal(ok(stash.forward(3, in1)), ok(remat.forward(3, in1))));
+    CHECK(stash.drop(3));
+    CHECK(remat.drop(3));
+    CHECK(torch::equal(ok(stash.backward(2, go2)), ok(remat.backward(2, go2))));
+    CHECK(torch::equal(ok(stash.backward(1, go1)), ok(remat.backward(1, go1))));
+    CHECK(remat.stashed() == 0);
+    CHECK(remat.counted(1));
+    auto a = ok(stash.gradients());
+    auto b = ok(remat.gradients());
+    CHECK(b.count == 2);
+    REQUIRE(a.sums.size() == b.sums.size());
+    for (std::size_t k = 0; k < a.sums.size(); ++k)
+      CHECK(torch::equal(a.sums[k], b.sums[k]));
+    auto again = remat.backward(1, go1); // its input is gone with the backward
+    CHECK(std::holds_alternative<std::string>(again));
+  }
+}
+
 TEST_CASE("stash: drop frees a re-routed microbatch, backward without forward is an error") {
   auto m = tiny(architecture::gpt);
   auto t = short_run(5);
