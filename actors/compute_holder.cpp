@@ -88,6 +88,19 @@ void start_iteration(self_ptr self) {
     return;
   }
   int first_stage = 1 % stages(st);
+  // The first iteration waits until this holder has heard from every data holder of the
+  // roster (or 20 balancer ticks): its iteration barrier awaits the holders it holds live,
+  // so a holder that started before it knew of another would average alone and diverge
+  // (seen under load: dh-b averaged iteration 0 over its own share, dh-a over both).
+  if (st.current == 0 && st.roster_waited_ms < 20 * st.ctx->spec->routing.gwtf.tick_ms) {
+    for (auto& h : st.ctx->spec->holders)
+      if (h != me(st) && st.peers.count(h) == 0 && st.gone.count(h) == 0) {
+        st.running = false;
+        st.roster_waited_ms += 50;
+        self->delayed_send(self, std::chrono::milliseconds(50), start_atom::value);
+        return;
+      }
+  }
   std::vector<flow_hop> mine;
   for (auto& f : st.flows)
     if (f.target == me(st) && st.peers.count(f.next) > 0)

@@ -94,6 +94,7 @@ struct compute_state {
   std::optional<wire::iteration_done> last_done; // this holder's report of `current`
   std::uint64_t next_carrier = 0;
   std::int64_t waited_ms = 0; // waiting for a flow
+  std::int64_t roster_waited_ms = 0; // before the first iteration: waiting to hear every data holder
 };
 
 using self_ptr = compute_actor::stateful_pointer<compute_state>;
