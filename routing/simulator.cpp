@@ -187,6 +187,8 @@ public:
     // of inputs.
     remat_ = (r == sim_router::gwtf || r == sim_router::centralized)
              && s.gwtf.backward == gwtf_backward::rematerialize;
+    for (auto& h : hosts_)
+      stash_capacity_.push_back(h.capacity); // the bound's: a recomputed microbatch is in its remat class
     if (remat_ && s.activation_bytes > 0 && s.stash_bytes > s.activation_bytes) {
       double per_stash = std::floor(s.stash_bytes / s.activation_bytes);
       for (auto& h : hosts_)
@@ -1077,7 +1079,7 @@ private:
     std::vector<bound_host> hosts;
     std::vector<std::size_t> ids;
     for (auto& [h, st] : bound_hosts_) {
-      hosts.push_back({st, hosts_[h].capacity, hosts_[h].compute_s});
+      hosts.push_back({st, stash_capacity_[h], hosts_[h].compute_s});
       ids.push_back(h);
     }
     auto b = bound_iteration(hosts, S(), s_.microbatches_per_holder, s_.activation_bytes,
@@ -1435,6 +1437,7 @@ private:
   double now_ = 0;
   bool finished_ = false, ending_ = false;
   bool remat_ = false; // GWTF/centralized relays keep inputs only and recompute (gwtf.backward)
+  std::vector<int> stash_capacity_; // per host: stashes its memory holds (the scenario's capacity)
   int iteration_ = 0;
   double iter_start_ = 0;
   int outstanding_ = 0, pending_repairs_ = 0;
