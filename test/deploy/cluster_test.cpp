@@ -116,6 +116,19 @@ TEST_CASE("cluster: crashes during a forward and a backward lose no microbatch")
   check_replicas_agree(r);
 }
 
+TEST_CASE("cluster: relays that rematerialise train as the reference does, through crashes") {
+  auto cfg = local(12, {fault(3, actors::fault_action::crash, "r1-london", actors::fault_phase::forward),
+                        fault(7, actors::fault_action::crash, "r2-ireland", actors::fault_phase::backward)});
+  cfg.routing.gwtf.backward = routing::gwtf_backward::rematerialize;
+  std::ostringstream log;
+  auto r = deploy::run_embedded(cfg, log, 90);
+  INFO(log.str());
+  REQUIRE(r.completed);
+  CHECK(r.crashes == 2);
+  check_churn_run(cfg, r);
+  check_replicas_agree(r);
+}
+
 TEST_CASE("cluster: a host that joins mid-run ends with weights identical to its replicas") {
   auto cfg = local(10, {fault(4, actors::fault_action::join, "r2-tokyo")});
   std::ostringstream log;
