@@ -14,6 +14,7 @@ std::string to_string(ec code) {
     case ec::peer_unreachable: return "peer_unreachable";
     case ec::restart_limit: return "restart_limit";
     case ec::frozen: return "frozen";
+    case ec::bad_query: return "bad_query";
   }
   return "unknown_error_" + std::to_string(static_cast<int>(code));
 }

@@ -20,6 +20,7 @@ enum class ec : std::uint8_t {
   peer_unreachable,    ///< a peer stopped answering or its connection dropped
   restart_limit,       ///< a local actor failed more often than the policy allows
   frozen,              ///< this host was frozen (SIGSTOP) past the connection timeout
+  bad_query,           ///< the inspection shell asked for something this host does not answer
 };
 
 /// CAF category atom for `ec`.

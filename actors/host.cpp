@@ -6,8 +6,10 @@
 #include <set>
 
 #include <caf/all.hpp>
+#include <nlohmann/json.hpp>
 
 #include "actors/errors.hpp"
+#include "actors/inspect_view.hpp"
 #include "actors/host_internal.hpp"
 #include "actors/membership_view.hpp"
 #include "routing/balancer.hpp"
@@ -160,6 +162,31 @@ membership_actor::behavior_type membership(membership_actor::stateful_pointer<me
       for (auto& id : self->state.view->live())
         ctx->send(self, id, service::membership, wire::leave{ctx->host.name, ctx->incarnation, drained});
     },
+    [self](inspect_atom) -> std::string {
+      auto& st = self->state;
+      auto now = now_ms();
+      nlohmann::ordered_json peers = nlohmann::ordered_json::array();
+      for (auto& [id, p] : st.view->peers())
+        peers.push_back({{"name", id},
+                         {"address", p.hello.address},
+                         {"region", p.hello.region},
+                         {"role", p.hello.role == wire::peer_role::data_holder ? "data holder" : "relay"},
+                         {"stage", p.hello.stage},
+                         {"capacity", p.hello.capacity},
+                         {"state", p.alive ? "alive" : "down"},
+                         {"last_heard_ms", now - p.last_heard_ms},
+                         {"incarnation", p.hello.incarnation}});
+      return nlohmann::ordered_json{{"mailbox", self->mailbox().size()},
+                            {"self",
+                             {{"name", st.me.peer_id},
+                              {"address", st.me.address},
+                              {"region", st.me.region},
+                              {"stage", st.me.stage},
+                              {"capacity", st.me.capacity},
+                              {"incarnation", st.me.incarnation}}},
+                            {"peers", peers}}
+        .dump();
+    },
   };
 }
 
@@ -215,6 +242,12 @@ probe_actor::behavior_type probe(probe_actor::stateful_pointer<probe_state> self
       self->state.small_rtt.erase(id);
     },
     [](left_atom, const std::string&) {}, // a peer_down follows
+    [self](inspect_atom) -> std::string {
+      nlohmann::ordered_json rtts = nlohmann::ordered_json::object();
+      for (auto& [id, rtt] : self->state.small_rtt)
+        rtts[id] = rtt * 1000;
+      return nlohmann::ordered_json{{"mailbox", self->mailbox().size()}, {"rtt_ms", rtts}}.dump();
+    },
   };
 }
 
@@ -314,6 +347,34 @@ balancer_actor::behavior_type balancer(balancer_actor::stateful_pointer<balancer
       st.links[id] = routing::link_estimate{one_way_s, bytes_per_s};
       if (auto s = st.stage_of.find(id); s != st.stage_of.end())
         st.core->add_peer(id, s->second, edge(id, s->second));
+    },
+    [self](inspect_atom) -> std::string {
+      auto& st = self->state;
+      nlohmann::ordered_json flows = nlohmann::ordered_json::array();
+      for (auto& [id, f] : st.core->flows()) {
+        nlohmann::ordered_json j{{"id", id}, {"holder", f.target}, {"prev", f.prev}, {"next", f.next}, {"built", f.built}};
+        if (auto c = st.core->ring_cost(f))
+          j["ring_cost_s"] = *c;
+        flows.push_back(std::move(j));
+      }
+      nlohmann::ordered_json links = nlohmann::ordered_json::array();
+      for (auto& [id, l] : st.links) {
+        auto stage = st.stage_of.find(id);
+        links.push_back({{"peer", id},
+                         {"stage", stage == st.stage_of.end() ? nlohmann::ordered_json(nullptr)
+                                                              : nlohmann::ordered_json(stage->second)},
+                         {"latency_ms", l.latency_s * 1000},
+                         {"bandwidth_mbps", l.bandwidth_bytes_s * 8 / 1e6}});
+      }
+      auto& m = st.core->moves();
+      return nlohmann::ordered_json{{"mailbox", self->mailbox().size()},
+                            {"ready", st.ready},
+                            {"spare", st.core->spare()},
+                            {"temperature", st.core->temperature()},
+                            {"moves", {{"proposed", m.proposed}, {"redirects", m.redirects}, {"swaps", m.swaps}}},
+                            {"flows", flows},
+                            {"links", links}}
+        .dump();
     },
   };
 }
@@ -452,6 +513,62 @@ void restart_children(supervisor_ptr self, const std::string& why,
   tell(self, st.ctx->link, restart_atom::value, st.ctx->incarnation);
 }
 
+// The shell's query: every actor of the host reports its state (each request bounded by the
+// heartbeat interval, so a busy or restarting actor shows as such instead of stalling the
+// answer), then inspect_view composes the answer.
+caf::result<std::string> inspect(supervisor_ptr self, const std::string& query) {
+  auto& st = self->state;
+  struct gather {
+    inspect_parts parts;
+    int waiting = 0;
+    caf::typed_response_promise<std::string> promise;
+    std::string query;
+  };
+  auto g = std::make_shared<gather>();
+  g->parts.host = st.ctx->host.name;
+  g->query = query;
+  g->promise = self->make_response_promise<std::string>();
+  g->parts.parts["supervisor"] = nlohmann::ordered_json{{"mailbox", self->mailbox().size()},
+                                                {"stage", st.ctx->stage},
+                                                {"restarts", st.generation},
+                                                {"leaving", st.leaving}}
+                                   .dump();
+  auto done = [g] {
+    if (--g->waiting > 0)
+      return;
+    auto a = compose_view(g->query, g->parts);
+    if (a.ok)
+      g->promise.deliver(std::move(a.body));
+    else
+      g->promise.deliver(make_error(ec::bad_query, a.body));
+  };
+  auto timeout = std::chrono::milliseconds(std::max(100, st.ctx->spec->faults.heartbeat_interval_ms));
+  auto ask = [&](const char* name, auto& handle) {
+    if (!handle) {
+      g->parts.missing[name] = "not running (the host is not placed yet, or restarting)";
+      return;
+    }
+    ++g->waiting;
+    self->request(handle, timeout, inspect_atom::value)
+      .then([g, name, done](std::string& j) {
+              g->parts.parts[name] = std::move(j);
+              done();
+            },
+            [g, name, done](caf::error& e) {
+              g->parts.missing[name] = e == caf::sec::request_timeout ? "busy: no answer within the timeout"
+                                                                      : "no answer: " + to_string(e);
+              done();
+            });
+  };
+  ++g->waiting; // held until every request is out
+  ask("membership", st.membership);
+  ask("probe", st.probe);
+  ask("balancer", st.balancer);
+  ask("compute", st.compute);
+  done();
+  return g->promise;
+}
+
 supervisor_actor::behavior_type supervisor(supervisor_ptr self, ctx_ptr ctx) {
   self->state.ctx = ctx;
   self->set_exit_handler([self](caf::exit_msg& m) {
@@ -551,6 +668,9 @@ supervisor_actor::behavior_type supervisor(supervisor_ptr self, ctx_ptr ctx) {
       self->send(self->state.membership, stage_atom::value, stage);
       if (stage >= 0)
         self->send(self->state.balancer, ready_atom::value);
+    },
+    [self](inspect_atom, const std::string& query) -> caf::result<std::string> {
+      return inspect(self, query);
     },
   };
 }

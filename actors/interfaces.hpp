@@ -54,6 +54,7 @@ using net_atom = caf::atom_constant<caf::atom("net")>;
 using drained_atom = caf::atom_constant<caf::atom("drained")>;
 using known_atom = caf::atom_constant<caf::atom("known")>;
 using place_atom = caf::atom_constant<caf::atom("place")>;
+using inspect_atom = caf::atom_constant<caf::atom("inspect")>;
 // reporter events
 using iteration_atom = caf::atom_constant<caf::atom("iteration")>;
 using applied_atom = caf::atom_constant<caf::atom("applied")>;
@@ -129,6 +130,22 @@ struct net_guard_options {
 };
 caf::actor spawn_net_guard(caf::actor_system& sys, net_guard_options opts);
 
+// --- inspection server (node mode) ---------------------------------------------------------
+// Listens on node.inspect for the shell (`caf-gwtf shell`): frames of a 4-byte big-endian
+// length and an encoded wire message; an INSPECT_REQUEST is answered with an INSPECT_REPLY
+// from the host's supervisor. A frame above `max_frame` bytes, a bad frame or another message
+// kind is logged with its address and closes that connection; the host goes on.
+// (caf::get_atom) -> uint16 port it listens on, or the error.
+struct inspect_server_options {
+  std::string host;               ///< address to bind
+  std::uint16_t port = 0;         ///< 0 = any
+  caf::actor supervisor;          ///< the host's supervisor (supervisor_actor)
+  std::string host_name;          ///< this host, for reports
+  caf::actor reporter;            ///< (failure_atom, host, what) per refused connection
+  int timeout_ms = 2000;          ///< the supervisor's answer must come within this
+};
+caf::actor spawn_inspect_server(caf::actor_system& sys, inspect_server_options opts);
+
 // --- reporter (deploy/: the embedded cluster's driver) -----------------------------------
 // receives, never answers:
 // (iteration_atom, holder, u64 iteration, u32 microbatches, double loss_sum, u32 flows)
@@ -172,6 +189,9 @@ using supervisor_actor = caf::typed_actor<
     caf::reacts_to<stage_atom, std::int32_t>,
     /// internal: poll membership until the view settles, then place this stage-less relay
     caf::reacts_to<place_atom>,
+    /// the inspection shell: answers a query (status, hosts, flows, ...) with a JSON document
+    /// gathered from the host's actors, or an error naming what is wrong (docs/shell.md)
+    caf::replies_to<inspect_atom, std::string>::with<std::string>,
     /// internal: LEAVE went out, quit
     caf::reacts_to<done_atom>>;
 
@@ -190,6 +210,8 @@ using membership_actor = caf::typed_actor<
     caf::reacts_to<stage_atom, std::int32_t>,
     /// send LEAVE (drained or not) to every live peer
     caf::reacts_to<stop_atom, bool>,
+    /// the inspection shell: this actor's state as a JSON object (docs/shell.md)
+    caf::replies_to<inspect_atom>::with<std::string>,
     /// internal: heartbeat, suspicion, frozen check
     caf::reacts_to<tick_atom>>;
 
@@ -202,6 +224,8 @@ using balancer_actor = peer_listener_actor::extend<
     caf::reacts_to<latency_atom, std::string, double, double>,
     /// the stage holds valid weights: start balancing
     caf::reacts_to<ready_atom>,
+    /// the inspection shell: flows, ring costs and measured links as a JSON object
+    caf::replies_to<inspect_atom>::with<std::string>,
     /// internal: the balancer tick
     caf::reacts_to<tick_atom>>;
 
@@ -210,6 +234,8 @@ using balancer_actor = peer_listener_actor::extend<
 using probe_actor = peer_listener_actor::extend<
     /// PROBE frames from the link: PING, PONG
     caf::reacts_to<deliver_atom, std::string, wire_frame>,
+    /// the inspection shell: round trips per peer as a JSON object
+    caf::replies_to<inspect_atom>::with<std::string>,
     /// internal: probe every live peer
     caf::reacts_to<tick_atom>>;
 
@@ -229,6 +255,8 @@ using compute_actor = peer_listener_actor::extend<
     caf::reacts_to<resend_atom, std::uint64_t, std::string, std::uint32_t, std::string>,
     /// internal (data holder): begin the next iteration once a flow exists
     caf::reacts_to<start_atom>,
+    /// the inspection shell: stage, iteration, replicas and microbatches as a JSON object
+    caf::replies_to<inspect_atom>::with<std::string>,
     /// internal: the stall watch of an iteration
     caf::reacts_to<tick_atom, std::uint64_t>,
     /// internal: the state download watchdog (transfer id, bytes had at arming)

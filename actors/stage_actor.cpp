@@ -3,6 +3,8 @@
 // iteration_barrier when an iteration ends, model::stage computes (docs/runtime.md).
 #include "actors/compute_internal.hpp"
 
+#include <nlohmann/json.hpp>
+
 namespace gwtf::actors {
 
 namespace compute {
@@ -55,6 +57,54 @@ std::vector<std::string> live_holders(const compute_state& st) {
   if (is_holder(st))
     out.push_back(me(st));
   return out;
+}
+
+// --- inspection -------------------------------------------------------------------------
+
+// This actor's state for the shell (docs/shell.md): stage, iteration, replicas and the
+// microbatches it holds (a data holder: the ones it originates; a relay: its hop ledger).
+std::string inspect_json(self_ptr self) {
+  auto& st = self->state;
+  nlohmann::ordered_json mbs = nlohmann::ordered_json::array();
+  auto name = [](std::uint64_t key) {
+    return std::to_string(key >> 24) + "/" + std::to_string((key >> 12) & 0xfff) + "/" + std::to_string(key & 0xfff);
+  };
+  if (is_holder(st)) {
+    for (auto& [key, o] : st.origins)
+      mbs.push_back({{"microbatch", name(key)},
+                     {"state", o.done ? "done" : "in flight"},
+                     {"first_hop", o.first_hop},
+                     {"attempt", o.attempt}});
+  } else if (st.ledger) {
+    for (auto& [key, r] : st.ledger->records())
+      mbs.push_back({{"microbatch", name(key)},
+                     {"state", r.backward_done ? "backward done" : r.forwarded ? "forwarded" : "forward"},
+                     {"prev", r.prev},
+                     {"next", r.next},
+                     {"attempt", r.attempt}});
+  }
+  nlohmann::ordered_json out{{"mailbox", self->mailbox().size()},
+                     {"stage", st.ctx->stage},
+                     {"role", is_holder(st) ? "data holder" : "relay"},
+                     {"ready", st.ready},
+                     {"iteration", st.current},
+                     {"iterations", st.ctx->spec->training.iterations},
+                     {"draining", st.draining},
+                     {"replicas", same_stage(st)},
+                     {"flows", st.flows.size()},
+                     {"stashed", st.model ? st.model->stashed() : 0},
+                     {"microbatches", mbs}};
+  if (st.last_hash) {
+    out["applied_iteration"] = st.last_hash->iteration;
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(st.last_hash->hash));
+    out["weights_hash"] = hex;
+  }
+  if (is_holder(st) && st.last_done && st.last_done->microbatches > 0) {
+    out["loss"] = st.last_done->loss_sum / st.last_done->microbatches;
+    out["loss_iteration"] = st.last_done->iteration;
+  }
+  return out.dump();
 }
 
 // --- peers going down ----------------------------------------------------------------
@@ -283,6 +333,7 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
         start_iteration(self);
     },
     [self](tick_atom, std::uint64_t iteration) { stall_watch(self, iteration); },
+    [self](inspect_atom) -> std::string { return inspect_json(self); },
     [self](resend_atom, std::uint64_t key, const std::string& to, std::uint32_t attempt,
            const std::string& hint) { on_resend(self, key, to, attempt, hint); },
   };

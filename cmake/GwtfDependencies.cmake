@@ -39,6 +39,13 @@ find_package(Boost 1.74 REQUIRED COMPONENTS graph)
 # --- yaml-cpp 0.7: target `yaml-cpp`, no namespace.
 find_package(yaml-cpp REQUIRED)
 
+# --- nlohmann-json 3.11 (header-only): the inspection shell's JSON.
+find_package(nlohmann_json 3.10 REQUIRED)
+
+# --- libedit (BSD): line editing, history and completion for the interactive shell.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(LIBEDIT REQUIRED IMPORTED_TARGET libedit)
+
 # --- doctest 2.4 (tests only).
 if(GWTF_BUILD_TESTS)
   find_package(doctest REQUIRED)

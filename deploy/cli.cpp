@@ -7,6 +7,7 @@ std::string usage_text() {
          "       caf-gwtf launch --config FILE [--logs DIR]\n"
          "       caf-gwtf reference --config FILE\n"
          "       caf-gwtf sim --scenario FILE [--router NAME|all] [--seed N] [--out DIR]\n"
+         "       caf-gwtf shell HOST:PORT [-c COMMAND] [--json] [--timeout-ms N]\n"
          "       caf-gwtf --help | --version\n"
          "\n"
          "caf-gwtf trains one LLM on many volunteer hosts without a coordinator (GWTF).\n"
@@ -25,6 +26,9 @@ std::string usage_text() {
          "                  prints a comparison table, writes CSV, JSON and SVG plots to DIR\n"
          "                  (default sim-results/<scenario>-seed<N>); --router all (default)\n"
          "                  runs gwtf, swarm and optimal on the same churn trace\n"
+         "  shell           inspect a running host through its node.inspect address: status,\n"
+         "                  hosts, flows, graph, links, stage, microbatches, actors (docs/shell.md);\n"
+         "                  interactive with line editing, or one COMMAND with -c\n"
          "  --help          this text\n"
          "  --version       versions of caf-gwtf and its libraries, and the BLAS in use\n"
          "\n"
@@ -131,11 +135,57 @@ std::variant<cli_options, cli_error> parse_sim(const std::vector<std::string>& a
   return out;
 }
 
+std::variant<cli_options, cli_error> parse_shell(const std::vector<std::string>& args) {
+  cli_options out;
+  out.action = cli_action::shell;
+  bool has_timeout = false, has_command = false;
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      out.action = cli_action::help;
+      return out;
+    }
+    if (a == "--json") {
+      out.json = true;
+    } else if (a == "-c" || is_option(a, "--command")) {
+      if (has_command)
+        return cli_error{"-c given twice"};
+      auto v = option_value(args, i, a == "-c" ? "-c" : "--command", "a command (e.g. status)");
+      if (auto* e = std::get_if<cli_error>(&v))
+        return *e;
+      out.command = std::get<std::string>(v);
+      has_command = true;
+    } else if (is_option(a, "--timeout-ms")) {
+      if (has_timeout)
+        return cli_error{"--timeout-ms given twice"};
+      auto v = option_value(args, i, "--timeout-ms", "milliseconds");
+      if (auto* e = std::get_if<cli_error>(&v))
+        return *e;
+      auto& s = std::get<std::string>(v);
+      if (s.empty() || s.size() > 7 || s.find_first_not_of("0123456789") != std::string::npos || std::stoi(s) < 1)
+        return cli_error{"--timeout-ms: expected 1..9999999 milliseconds, got '" + s + "'"};
+      out.timeout_ms = std::stoi(s);
+      has_timeout = true;
+    } else if (!a.empty() && a[0] == '-') {
+      return cli_error{"unknown option '" + a + "' of shell (see --help)"};
+    } else if (out.target.empty()) {
+      out.target = a;
+    } else {
+      return cli_error{"unexpected argument '" + a + "' (shell takes one HOST:PORT)"};
+    }
+  }
+  if (out.target.empty())
+    return cli_error{"shell needs HOST:PORT (a host's node.inspect address)"};
+  return out;
+}
+
 } // namespace
 
 std::variant<cli_options, cli_error> parse_cli(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "sim")
     return parse_sim(args);
+  if (!args.empty() && args[0] == "shell")
+    return parse_shell(args);
   cli_options out;
   bool help = false;
   bool version = false;

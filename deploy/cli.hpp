@@ -18,6 +18,7 @@ enum class cli_action {
   reference, ///< train the unpartitioned model in this process (correctness oracle)
   sim,       ///< discrete-event simulation of a scenario: GWTF vs SWARM vs the optimum
   launch,    ///< one process per host of a multi-host config on 127.0.0.1, faults as signals
+  shell,     ///< the inspection shell of a running host (interactive, or -c COMMAND)
 };
 
 /// Parsed command line.
@@ -31,6 +32,10 @@ struct cli_options {
   bool join = false;                    ///< node: --join (enter a running cluster)
   std::string report;                   ///< node: --report HOST:PORT (used by launch)
   std::string logs;                     ///< launch: --logs DIR (empty: launch-logs/<time>)
+  std::string target;                   ///< shell: HOST:PORT of a host's node.inspect
+  std::string command;                  ///< shell: -c COMMAND (empty: interactive)
+  bool json = false;                    ///< shell: --json (raw JSON answers)
+  int timeout_ms = 3000;                ///< shell: --timeout-ms N, per connect and per answer
 };
 
 /// A usage error: one line, exit code 2.

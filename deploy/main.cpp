@@ -15,6 +15,7 @@
 #include "deploy/cluster_config.hpp"
 #include "deploy/embedded.hpp"
 #include "deploy/launch.hpp"
+#include "deploy/shell.hpp"
 #include "deploy/node.hpp"
 #include "deploy/scenario.hpp"
 #include "deploy/sim_report.hpp"
@@ -199,6 +200,8 @@ int main(int argc, char** argv) {
       return print_version();
     case cli_action::sim:
       return run_sim(opts);
+    case cli_action::shell:
+      return run_shell(opts, std::cout, std::cerr);
     case cli_action::check:
     case cli_action::node:
     case cli_action::reference:

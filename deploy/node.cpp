@@ -379,6 +379,25 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
         << cfg.node.bootstrap.size() << " peer(s)" << (opts.join ? ", joining" : "") << std::endl;
     auto supervisor = spawn_host(sys, spec, spec->hosts.front(), link, reporter, opts.join);
     caf::anon_send(reporter, register_atom::value, supervisor, link);
+    // The inspection shell's server (docs/shell.md): node.inspect, loopback by default.
+    caf::actor inspector;
+    if (auto at = parse_endpoint(cfg.node.inspect)) {
+      inspect_server_options io;
+      io.host = at->host;
+      io.port = at->port;
+      io.supervisor = supervisor;
+      io.host_name = host.name;
+      io.reporter = reporter;
+      io.timeout_ms = std::max(1000, 2 * cfg.faults.heartbeat_interval_ms);
+      inspector = spawn_inspect_server(sys, io);
+      caf::scoped_actor asker{sys};
+      asker->request(inspector, std::chrono::seconds(10), caf::get_atom::value)
+        .receive([&](std::uint16_t p) { out << "inspect: caf-gwtf shell " << at->host << ":" << p << std::endl; },
+                 [&](caf::error& e) {
+                   out << "inspect: node.inspect " << cfg.node.inspect << ": cannot listen ("
+                       << sys.render(e) << "); the shell cannot reach this host" << std::endl;
+                 });
+    }
     // Shutdown signals become a graceful leave; SIGUSR2 only ends this thread.
     std::thread signal_thread([&signals, reporter] {
       for (;;) {
@@ -393,6 +412,8 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
     signal_thread.join();
     caf::anon_send_exit(link, caf::exit_reason::kill);
     caf::anon_send_exit(guard, caf::exit_reason::kill);
+    if (inspector)
+      caf::anon_send_exit(inspector, caf::exit_reason::kill);
   }
   return code;
 }

@@ -1,0 +1,153 @@
+// The inspection server of a node (node.inspect): a broker that speaks length-prefixed wire
+// frames with the shell. Every byte is a stranger's: a frame must announce at most
+// `max_frame` bytes, decode within that limit and be an INSPECT_REQUEST; anything else is
+// logged with the client's address and closes that connection only. The answer comes from
+// the host's supervisor (inspect_atom), bounded by a timeout, and goes back as an
+// INSPECT_REPLY with the same request id.
+#include <map>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "actors/errors.hpp"
+#include "actors/interfaces.hpp"
+#include "messages/codec.hpp"
+
+namespace gwtf::actors {
+
+namespace {
+
+constexpr std::uint32_t max_frame = 64 * 1024; // a request is a short query
+
+struct client {
+  std::string address;
+  std::vector<std::uint8_t> buffer; // bytes of the frame being read
+  std::uint32_t expected = 0;       // its length, once the 4-byte header is in
+  bool header = true;               // reading the header
+};
+
+struct inspect_server_state {
+  inspect_server_options opts;
+  std::optional<std::uint16_t> port;
+  caf::error failed;
+  std::map<caf::io::connection_handle, client> clients;
+};
+
+using server_ptr = caf::stateful_actor<inspect_server_state, caf::io::broker>*;
+
+void refuse(server_ptr self, caf::io::connection_handle hdl, const std::string& why) {
+  auto& st = self->state;
+  auto it = st.clients.find(hdl);
+  auto who = it == st.clients.end() ? std::string{"?"} : it->second.address;
+  self->send(st.opts.reporter, failure_atom::value, st.opts.host_name,
+             "inspect: closed the connection from " + who + ": " + why);
+  st.clients.erase(hdl);
+  self->close(hdl);
+}
+
+void reply(server_ptr self, caf::io::connection_handle hdl, const wire::inspect_reply& r) {
+  if (self->state.clients.count(hdl) == 0)
+    return; // the client went away meanwhile
+  auto bytes = wire::encode(wire::message{r});
+  auto n = static_cast<std::uint32_t>(bytes.size());
+  std::uint8_t header[4] = {static_cast<std::uint8_t>(n >> 24), static_cast<std::uint8_t>(n >> 16),
+                            static_cast<std::uint8_t>(n >> 8), static_cast<std::uint8_t>(n)};
+  self->write(hdl, sizeof header, header);
+  self->write(hdl, bytes.size(), bytes.data());
+  self->flush(hdl);
+}
+
+void on_frame(server_ptr self, caf::io::connection_handle hdl, const std::vector<std::uint8_t>& frame) {
+  auto& st = self->state;
+  auto decoded = wire::decode(frame.data(), frame.size(), wire::decode_limits{max_frame});
+  if (auto* f = std::get_if<wire::wire_failure>(&decoded)) {
+    refuse(self, hdl, std::string{"bad frame: "} + wire::to_string(f->code) + ": " + f->detail);
+    return;
+  }
+  auto* req = std::get_if<wire::inspect_request>(&std::get<wire::message>(decoded));
+  if (req == nullptr) {
+    refuse(self, hdl, "not an INSPECT_REQUEST");
+    return;
+  }
+  auto id = req->request_id;
+  auto sup = caf::actor_cast<supervisor_actor>(st.opts.supervisor);
+  self->request(sup, std::chrono::milliseconds(st.opts.timeout_ms), inspect_atom::value, req->query)
+    .then([self, hdl, id](std::string& body) { reply(self, hdl, wire::inspect_reply{id, true, std::move(body)}); },
+          [self, hdl, id](caf::error& e) {
+            std::string why;
+            if (e == caf::sec::request_timeout)
+              why = "the host did not answer in time";
+            else if (e.category() == error_category && e.context().match_elements<std::string>())
+              why = e.context().get_as<std::string>(0);
+            else
+              why = caf::to_string(e);
+            reply(self, hdl, wire::inspect_reply{id, false, why});
+          });
+}
+
+caf::behavior inspect_server(server_ptr self, inspect_server_options opts) {
+  auto& st = self->state;
+  st.opts = std::move(opts);
+  auto dm = self->add_tcp_doorman(st.opts.port, st.opts.host.c_str(), true);
+  if (dm)
+    st.port = dm->second;
+  else
+    st.failed = dm.error();
+  return {
+    [self](caf::get_atom) -> caf::result<std::uint16_t> {
+      if (self->state.port)
+        return *self->state.port;
+      return self->state.failed;
+    },
+    [self](const caf::io::new_connection_msg& msg) {
+      client c;
+      c.address = self->remote_addr(msg.handle) + ":" + std::to_string(self->remote_port(msg.handle));
+      self->state.clients[msg.handle] = std::move(c);
+      self->configure_read(msg.handle, caf::io::receive_policy::at_most(16 * 1024));
+    },
+    [self](caf::io::new_data_msg& msg) {
+      auto it = self->state.clients.find(msg.handle);
+      if (it == self->state.clients.end())
+        return;
+      auto* p = reinterpret_cast<const std::uint8_t*>(msg.buf.data());
+      auto* end = p + msg.buf.size();
+      while (p < end) {
+        auto& c = self->state.clients.at(msg.handle);
+        auto want = c.header ? 4u - c.buffer.size() : c.expected - c.buffer.size();
+        auto take = std::min<std::size_t>(want, static_cast<std::size_t>(end - p));
+        c.buffer.insert(c.buffer.end(), p, p + take);
+        p += take;
+        if (c.buffer.size() < (c.header ? 4u : c.expected))
+          return;
+        if (c.header) {
+          c.expected = std::uint32_t{c.buffer[0]} << 24 | std::uint32_t{c.buffer[1]} << 16
+                       | std::uint32_t{c.buffer[2]} << 8 | std::uint32_t{c.buffer[3]};
+          c.buffer.clear();
+          if (c.expected == 0 || c.expected > max_frame) {
+            refuse(self, msg.handle, "a frame of " + std::to_string(c.expected) + " bytes (at most "
+                                       + std::to_string(max_frame) + ")");
+            return;
+          }
+          c.header = false;
+          continue;
+        }
+        auto frame = std::move(c.buffer);
+        c.buffer.clear();
+        c.header = true;
+        on_frame(self, msg.handle, frame);
+        if (self->state.clients.count(msg.handle) == 0)
+          return; // refused
+      }
+    },
+    [self](const caf::io::connection_closed_msg& msg) { self->state.clients.erase(msg.handle); },
+    [](const caf::io::acceptor_closed_msg&) {},
+  };
+}
+
+} // namespace
+
+caf::actor spawn_inspect_server(caf::actor_system& sys, inspect_server_options opts) {
+  return sys.middleman().spawn_broker(inspect_server, std::move(opts));
+}
+
+} // namespace gwtf::actors

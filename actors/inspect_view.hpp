@@ -1,0 +1,31 @@
+// What the inspection shell sees of a host (docs/shell.md), as a pure function: the host's
+// actors answer with their state as JSON objects; a query picks and combines them into the
+// answer. No CAF, no sockets: testable on its own.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace gwtf::actors {
+
+/// A host's state as its actors reported it.
+struct inspect_parts {
+  std::string host;                         ///< the host's name
+  std::map<std::string, std::string> parts; ///< actor ("supervisor", "membership", "probe",
+                                            ///< "balancer", "compute") -> its JSON object
+  std::map<std::string, std::string> missing; ///< actor -> why it did not answer
+};
+
+/// The queries a host answers, with a line of help each, in the order `help` lists them.
+const std::vector<std::pair<std::string, std::string>>& inspect_queries();
+
+/// The answer to `query`: a JSON document (ok), or an error that names the query and what
+/// is wrong (not ok).
+struct inspect_answer {
+  bool ok = false;
+  std::string body;
+};
+inspect_answer compose_view(const std::string& query, const inspect_parts& parts);
+
+} // namespace gwtf::actors

@@ -1,0 +1,326 @@
+#include "deploy/shell.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <vector>
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <editline/readline.h>
+#include <nlohmann/json.hpp>
+
+#include "actors/inspect_view.hpp"
+#include "actors/node_config.hpp"
+#include "messages/codec.hpp"
+
+namespace gwtf::deploy {
+
+using json = nlohmann::ordered_json;
+
+namespace {
+
+constexpr std::size_t max_reply_bytes = 16u << 20;
+
+std::string scalar(const json& v) {
+  if (v.is_string())
+    return v.get<std::string>();
+  if (v.is_number_float()) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.4g", v.get<double>());
+    return buf;
+  }
+  if (v.is_null())
+    return "-";
+  return v.dump();
+}
+
+std::string table(const json& rows) {
+  std::vector<std::string> cols;
+  for (auto& r : rows)
+    if (r.is_object())
+      for (auto& [k, v] : r.items())
+        if (std::find(cols.begin(), cols.end(), k) == cols.end())
+          cols.push_back(k);
+  std::vector<std::vector<std::string>> cells;
+  std::vector<std::size_t> width;
+  for (auto& c : cols)
+    width.push_back(c.size());
+  for (auto& r : rows) {
+    std::vector<std::string> line;
+    for (std::size_t i = 0; i < cols.size(); ++i) {
+      auto s = r.is_object() && r.contains(cols[i]) ? scalar(r[cols[i]]) : std::string{"-"};
+      width[i] = std::max(width[i], s.size());
+      line.push_back(std::move(s));
+    }
+    cells.push_back(std::move(line));
+  }
+  std::ostringstream out;
+  auto row = [&](const std::vector<std::string>& v) {
+    for (std::size_t i = 0; i < v.size(); ++i)
+      out << (i ? "  " : "  ") << v[i] << std::string(i + 1 < v.size() ? width[i] - v[i].size() : 0, ' ');
+    out << "\n";
+  };
+  row(cols);
+  for (auto& l : cells)
+    row(l);
+  return out.str();
+}
+
+// A connected TCP socket to host:port within the deadline, or why not.
+struct connection {
+  int fd = -1;
+  ~connection() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+};
+
+using deadline = std::chrono::steady_clock::time_point;
+
+int remaining_ms(deadline d) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(d - std::chrono::steady_clock::now()).count();
+  return left > 0 ? static_cast<int>(left) : 0;
+}
+
+std::optional<std::string> dial(const actors::endpoint& ep, deadline until, connection& c) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  auto port = std::to_string(ep.port);
+  if (int rc = ::getaddrinfo(ep.host.c_str(), port.c_str(), &hints, &res); rc != 0)
+    return std::string{"cannot resolve "} + ep.host + ": " + ::gai_strerror(rc);
+  std::string why = "no address";
+  for (auto* a = res; a != nullptr; a = a->ai_next) {
+    int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0)
+      continue;
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) {
+      why = std::strerror(errno);
+      ::close(fd);
+      continue;
+    }
+    pollfd p{fd, POLLOUT, 0};
+    int r = ::poll(&p, 1, remaining_ms(until));
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (r == 1 && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) {
+      ::freeaddrinfo(res);
+      c.fd = fd;
+      return std::nullopt;
+    }
+    why = r == 0 ? "no connection within the timeout" : std::strerror(err != 0 ? err : errno);
+    ::close(fd);
+  }
+  ::freeaddrinfo(res);
+  return why;
+}
+
+std::optional<std::string> send_all(int fd, const std::uint8_t* p, std::size_t n, deadline until) {
+  while (n > 0) {
+    pollfd pf{fd, POLLOUT, 0};
+    if (::poll(&pf, 1, remaining_ms(until)) != 1)
+      return std::string{"the host did not take the request within the timeout"};
+    auto w = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0) {
+      if (errno == EAGAIN || errno == EINTR)
+        continue;
+      return std::string{"sending: "} + std::strerror(errno);
+    }
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> recv_all(int fd, std::uint8_t* p, std::size_t n, deadline until) {
+  while (n > 0) {
+    pollfd pf{fd, POLLIN, 0};
+    int r = ::poll(&pf, 1, remaining_ms(until));
+    if (r != 1)
+      return std::string{"no answer within the timeout"};
+    auto got = ::recv(fd, p, n, 0);
+    if (got == 0)
+      return std::string{"the host closed the connection"};
+    if (got < 0) {
+      if (errno == EAGAIN || errno == EINTR)
+        continue;
+      return std::string{"receiving: "} + std::strerror(errno);
+    }
+    p += got;
+    n -= static_cast<std::size_t>(got);
+  }
+  return std::nullopt;
+}
+
+struct outcome {
+  bool ok = false;
+  std::string text; // the answer's JSON, or the error
+};
+
+// One query: connect, send an INSPECT_REQUEST, read the INSPECT_REPLY; all within timeout_ms.
+outcome ask(const actors::endpoint& ep, const std::string& query, int timeout_ms) {
+  static std::uint64_t next_id = 1;
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  connection c;
+  if (auto why = dial(ep, until, c))
+    return {false, "cannot connect: " + *why};
+  auto id = next_id++;
+  auto bytes = wire::encode(wire::message{wire::inspect_request{id, query}});
+  auto n = static_cast<std::uint32_t>(bytes.size());
+  std::uint8_t header[4] = {static_cast<std::uint8_t>(n >> 24), static_cast<std::uint8_t>(n >> 16),
+                            static_cast<std::uint8_t>(n >> 8), static_cast<std::uint8_t>(n)};
+  if (auto why = send_all(c.fd, header, 4, until))
+    return {false, *why};
+  if (auto why = send_all(c.fd, bytes.data(), bytes.size(), until))
+    return {false, *why};
+  if (auto why = recv_all(c.fd, header, 4, until))
+    return {false, *why};
+  std::size_t len = std::size_t{header[0]} << 24 | std::size_t{header[1]} << 16 | std::size_t{header[2]} << 8 | header[3];
+  if (len == 0 || len > max_reply_bytes)
+    return {false, "the host announced a reply of " + std::to_string(len) + " bytes"};
+  std::vector<std::uint8_t> frame(len);
+  if (auto why = recv_all(c.fd, frame.data(), len, until))
+    return {false, *why};
+  auto decoded = wire::decode(frame.data(), frame.size(), wire::decode_limits{max_reply_bytes});
+  if (auto* f = std::get_if<wire::wire_failure>(&decoded))
+    return {false, std::string{"a bad reply: "} + wire::to_string(f->code) + ": " + f->detail};
+  auto* rep = std::get_if<wire::inspect_reply>(&std::get<wire::message>(decoded));
+  if (rep == nullptr || rep->request_id != id)
+    return {false, "the host answered something else than this request"};
+  return {rep->ok, rep->body};
+}
+
+std::string help_text() {
+  std::ostringstream out;
+  for (auto& [q, h] : actors::inspect_queries())
+    out << "  " << q << std::string(q.size() < 14 ? 14 - q.size() : 1, ' ') << h << "\n";
+  out << "  help          this list\n  quit          leave the shell (also: exit, Ctrl-D)\n";
+  return out.str();
+}
+
+// One command line; false when the shell should end.
+bool run_command(const actors::endpoint& ep, const std::string& target, const std::string& line,
+                 const cli_options& opts, std::ostream& out, std::ostream& err, int& failures) {
+  std::istringstream words{line};
+  std::string cmd, extra;
+  words >> cmd;
+  if (cmd.empty())
+    return true;
+  if (cmd == "quit" || cmd == "exit")
+    return false;
+  if (cmd == "help") {
+    out << help_text();
+    return true;
+  }
+  if (words >> extra) {
+    err << "caf-gwtf shell: " << cmd << " takes no argument (got '" << extra << "')\n";
+    ++failures;
+    return true;
+  }
+  auto r = ask(ep, cmd, opts.timeout_ms);
+  if (!r.ok) {
+    err << "caf-gwtf shell: " << target << ": " << r.text << "\n";
+    ++failures;
+    return true;
+  }
+  out << (opts.json ? r.text + "\n" : render_answer(cmd, r.text));
+  return true;
+}
+
+const std::vector<std::string>& completions() {
+  static std::vector<std::string> all = [] {
+    std::vector<std::string> v{"help", "quit", "exit"};
+    for (auto& [q, h] : actors::inspect_queries())
+      v.push_back(q);
+    std::sort(v.begin(), v.end());
+    return v;
+  }();
+  return all;
+}
+
+char* complete_next(const char* text, int state) {
+  static std::size_t i = 0;
+  if (state == 0)
+    i = 0;
+  std::string prefix{text};
+  while (i < completions().size()) {
+    auto& c = completions()[i++];
+    if (c.rfind(prefix, 0) == 0)
+      return ::strdup(c.c_str());
+  }
+  return nullptr;
+}
+
+char** complete(const char* text, int start, int) {
+  if (start != 0) // commands take no arguments
+    return nullptr;
+  return rl_completion_matches(text, complete_next);
+}
+
+} // namespace
+
+std::string render_answer(const std::string& query, const std::string& json_text) {
+  auto j = json::parse(json_text, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return json_text + "\n";
+  if (query == "graph" && j.contains("dot") && j["dot"].is_string())
+    return j["dot"].get<std::string>();
+  std::ostringstream out;
+  std::vector<std::pair<std::string, const json*>> lists;
+  for (auto& [k, v] : j.items()) {
+    if (v.is_array() && !v.empty() && v.front().is_object())
+      lists.emplace_back(k, &v);
+    else if (v.is_array() || v.is_object())
+      out << k << ": " << (v.empty() ? std::string{"-"} : v.dump()) << "\n";
+    else
+      out << k << ": " << scalar(v) << "\n";
+  }
+  for (auto& [k, v] : lists)
+    out << k << " (" << v->size() << "):\n" << table(*v);
+  return out.str();
+}
+
+int run_shell(const cli_options& opts, std::ostream& out, std::ostream& err) {
+  auto ep = actors::parse_endpoint(opts.target);
+  if (!ep || ep->port == 0) {
+    err << "caf-gwtf shell: expected HOST:PORT (a host's node.inspect address), got '" << opts.target << "'\n";
+    return exit_code::usage;
+  }
+  int failures = 0;
+  if (!opts.command.empty()) {
+    run_command(*ep, opts.target, opts.command, opts, out, err, failures);
+    return failures == 0 ? exit_code::ok : exit_code::failure;
+  }
+  rl_attempted_completion_function = complete;
+  using_history();
+  out << "caf-gwtf shell on " << opts.target << ": type help for the commands, quit to leave" << std::endl;
+  auto prompt = opts.target + "> ";
+  for (;;) {
+    char* raw = readline(prompt.c_str());
+    if (raw == nullptr) { // Ctrl-D
+      out << "\n";
+      break;
+    }
+    std::string line{raw};
+    std::free(raw);
+    if (line.find_first_not_of(" \t") != std::string::npos)
+      add_history(line.c_str());
+    if (!run_command(*ep, opts.target, line, opts, out, err, failures))
+      break;
+    out.flush();
+  }
+  return exit_code::ok;
+}
+
+} // namespace gwtf::deploy

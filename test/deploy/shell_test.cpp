@@ -1,0 +1,283 @@
+// The inspection shell: the views a host composes from its actors' reports, how the shell
+// renders them, and the shell against a real node process (answers, errors, a hostile client
+// on the inspect port, a dead and a hung host bounded by the timeout).
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sstream>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/inspect_view.hpp"
+#include "deploy/shell.hpp"
+
+extern char** environ;
+
+using namespace gwtf;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+actors::inspect_parts sample_parts() {
+  actors::inspect_parts p;
+  p.host = "r1";
+  p.parts["supervisor"] = R"({"mailbox":0,"stage":1,"restarts":2,"leaving":false})";
+  p.parts["membership"] = R"({"mailbox":1,"self":{"name":"r1","address":"10.0.0.1:4242"},
+    "peers":[{"name":"dh","stage":0,"state":"alive"},{"name":"r2","stage":2,"state":"down"},
+             {"name":"r2b","stage":2,"state":"alive"}]})";
+  p.parts["balancer"] = R"({"mailbox":0,"spare":1,"flows":[
+    {"id":7,"holder":"dh","prev":"dh","next":"r2b","built":true,"ring_cost_s":0.25},
+    {"id":8,"holder":"dh","prev":"dh","next":"r2","built":false}],
+    "links":[{"peer":"r2b","stage":2,"latency_ms":10.0,"bandwidth_mbps":100.0}]})";
+  p.parts["probe"] = R"({"mailbox":0,"rtt_ms":{"r2b":21.5}})";
+  p.parts["compute"] = R"({"mailbox":3,"stage":1,"role":"relay","ready":true,"iteration":12,"iterations":50,
+    "draining":false,"replicas":["r1b"],"flows":1,"stashed":2,
+    "microbatches":[{"microbatch":"12/0/1","state":"forwarded","prev":"dh","next":"r2b","attempt":0}]})";
+  return p;
+}
+
+json answer(const std::string& query, const actors::inspect_parts& p) {
+  auto a = actors::compose_view(query, p);
+  INFO(query << ": " << a.body);
+  REQUIRE(a.ok);
+  auto j = json::parse(a.body, nullptr, false);
+  REQUIRE(j.is_object());
+  return j;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream f{p};
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+struct node_process {
+  pid_t pid = -1;
+  fs::path log;
+  ~node_process() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+  std::string wait_for(const std::string& what, std::chrono::seconds limit = std::chrono::seconds(30)) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+      auto text = read_file(log);
+      if (text.find(what) != std::string::npos || std::chrono::steady_clock::now() > deadline)
+        return text;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20)); // polling a file, not a race
+    }
+  }
+};
+
+struct shell_run {
+  int code = 0;
+  std::string out, err;
+};
+
+shell_run shell(const std::string& target, const std::string& command, bool as_json, int timeout_ms = 5000) {
+  deploy::cli_options o;
+  o.action = deploy::cli_action::shell;
+  o.target = target;
+  o.command = command;
+  o.json = as_json;
+  o.timeout_ms = timeout_ms;
+  std::ostringstream out, err;
+  shell_run r;
+  r.code = deploy::run_shell(o, out, err);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+// A TCP listener that never accepts (the kernel still completes connects): a hung host.
+struct silent_listener {
+  int fd = -1;
+  std::uint16_t port = 0;
+  silent_listener() {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(fd, 4) == 0);
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+  }
+  ~silent_listener() { ::close(fd); }
+};
+
+int connect_to(std::uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+} // namespace
+
+TEST_CASE("inspect views: status combines the actors' reports, each query picks its part") {
+  auto p = sample_parts();
+  auto s = answer("status", p);
+  CHECK(s["host"] == "r1");
+  CHECK(s["stage"] == 1);
+  CHECK(s["iteration"] == 12);
+  CHECK(s["peers_alive"] == 2);
+  CHECK(s["peers_down"] == 1);
+  CHECK(s["flows"] == 1); // built flows only
+  CHECK(s["restarts"] == 2);
+  CHECK(s["address"] == "10.0.0.1:4242");
+  auto links = answer("links", p)["links"];
+  REQUIRE(links.size() == 1);
+  CHECK(links[0]["rtt_ms"] == 21.5); // the probe's round trip joined to the balancer's estimate
+  auto graph = answer("graph", p)["dot"].get<std::string>();
+  CHECK(graph.find("\"dh\" -> \"r1\"") != std::string::npos);
+  CHECK(graph.find("\"r1\" -> \"r2b\"") != std::string::npos);
+  CHECK(graph.find("half-built") != std::string::npos);
+  auto actors = answer("actors", p)["actors"];
+  REQUIRE(actors.size() == 5);
+  CHECK(actors[4]["actor"] == "compute");
+  CHECK(actors[4]["mailbox"] == 3);
+  CHECK(answer("microbatches", p)["microbatches"][0]["microbatch"] == "12/0/1");
+  CHECK(answer("stage", p)["replicas"][0] == "r1b");
+  CHECK(answer("hosts", p)["peers"].size() == 3);
+}
+
+TEST_CASE("inspect views: an unknown query or an actor that did not answer is an error naming it") {
+  auto p = sample_parts();
+  auto bad = actors::compose_view("flow", p);
+  CHECK_FALSE(bad.ok);
+  CHECK(bad.body.find("unknown query 'flow'") != std::string::npos);
+  CHECK(bad.body.find("flows") != std::string::npos); // lists what it answers
+  p.parts.erase("balancer");
+  p.missing["balancer"] = "busy: no answer within the timeout";
+  auto f = actors::compose_view("flows", p);
+  CHECK_FALSE(f.ok);
+  CHECK(f.body.find("balancer actor of r1 did not answer (busy") != std::string::npos);
+  p.parts["compute"] = "not json {";
+  auto st = actors::compose_view("stage", p);
+  CHECK_FALSE(st.ok); // a part that does not parse counts as missing
+  auto a = answer("actors", p)["actors"];
+  CHECK(a[3]["state"] == "busy: no answer within the timeout");
+}
+
+TEST_CASE("shell rendering: scalars as lines, lists of objects as aligned tables, the graph as DOT") {
+  auto text = deploy::render_answer("flows", R"({"host":"r1","spare":1,"flows":[
+    {"id":7,"holder":"dh","next":"r2b","ring_cost_s":0.25},{"id":18,"holder":"dh-long-name","next":"r2"}]})");
+  INFO(text);
+  CHECK(text.find("host: r1\n") != std::string::npos);
+  CHECK(text.find("flows (2):") != std::string::npos);
+  CHECK(text.find("  id  holder        next  ring_cost_s\n") != std::string::npos);
+  CHECK(text.find("  18  dh-long-name  r2    -\n") != std::string::npos); // a missing cell is '-'
+  CHECK(deploy::render_answer("graph", R"({"dot":"digraph g {}\n"})") == "digraph g {}\n");
+  CHECK(deploy::render_answer("status", "not json") == "not json\n");
+}
+
+TEST_CASE("shell against a node process: answers, errors, a hostile client, dead and hung hosts") {
+  auto dir = fs::temp_directory_path() / ("gwtf-shell-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream{dir / "node.yaml"} << "node: {listen: \"127.0.0.1:0\", inspect: \"127.0.0.1:0\"}\n"
+                                      "hosts:\n  - {name: r1, role: relay, stage: 1}\n"
+                                      "model: {arch: gpt, layers: 2, hidden: 32, heads: 2, seq_len: 16, stages: 3}\n"
+                                      "training: {iterations: 5, data_holders: [dh]}\n";
+  node_process node;
+  node.log = dir / "node.log";
+  {
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, node.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    std::string exe = GWTF_EXE, a1 = "--config", a2 = (dir / "node.yaml").string();
+    char* argv[] = {exe.data(), a1.data(), a2.data(), nullptr};
+    REQUIRE(posix_spawn(&node.pid, exe.c_str(), &fa, nullptr, argv, environ) == 0);
+    posix_spawn_file_actions_destroy(&fa);
+  }
+  const std::string marker = "inspect: caf-gwtf shell 127.0.0.1:";
+  auto start = node.wait_for(marker);
+  INFO(start);
+  auto at = start.find(marker);
+  REQUIRE(at != std::string::npos);
+  auto port = static_cast<std::uint16_t>(std::stoi(start.substr(at + marker.size())));
+  auto target = "127.0.0.1:" + std::to_string(port);
+
+  auto status = shell(target, "status", true);
+  INFO(status.err);
+  REQUIRE(status.code == 0);
+  auto s = json::parse(status.out);
+  CHECK(s["host"] == "r1");
+  CHECK(s["role"] == "relay");
+  CHECK(s["stage"] == 1);
+  CHECK(s["iteration"] == 0);
+  CHECK(s["peers_alive"] == 0); // nobody else runs
+
+  auto actors = shell(target, "actors", false);
+  CHECK(actors.code == 0);
+  CHECK(actors.out.find("membership") != std::string::npos);
+  CHECK(actors.out.find("running") != std::string::npos);
+
+  auto bad = shell(target, "flow", false);
+  CHECK(bad.code == 1);
+  CHECK(bad.err.find("unknown query 'flow'") != std::string::npos);
+
+  // A hostile client: a frame header announcing 1 GiB. The connection is closed and logged;
+  // the host still answers.
+  {
+    int fd = connect_to(port);
+    std::uint8_t header[4] = {0x40, 0, 0, 0};
+    REQUIRE(::send(fd, header, 4, MSG_NOSIGNAL) == 4);
+    char byte = 0;
+    CHECK(::recv(fd, &byte, 1, 0) == 0); // closed by the host
+    ::close(fd);
+  }
+  {
+    int fd = connect_to(port); // garbage of a plausible length: not a wire frame
+    std::uint8_t junk[12] = {0, 0, 0, 8, 'g', 'a', 'r', 'b', 'a', 'g', 'e', '!'};
+    REQUIRE(::send(fd, junk, sizeof junk, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof junk));
+    char byte = 0;
+    CHECK(::recv(fd, &byte, 1, 0) == 0);
+    ::close(fd);
+  }
+  auto log = node.wait_for("inspect: closed the connection from 127.0.0.1:", std::chrono::seconds(5));
+  log = node.wait_for("bad frame", std::chrono::seconds(5));
+  CHECK(log.find("inspect: closed the connection from 127.0.0.1:") != std::string::npos);
+  CHECK(log.find("a frame of 1073741824 bytes") != std::string::npos);
+  CHECK(shell(target, "stage", true).code == 0);
+
+  // The host is gone: a one-line error, quickly.
+  kill(node.pid, SIGKILL);
+  waitpid(node.pid, nullptr, 0);
+  node.pid = -1;
+  auto dead = shell(target, "status", false, 2000);
+  CHECK(dead.code == 1);
+  CHECK(dead.err.find("cannot connect") != std::string::npos);
+
+  // A host that accepts and never answers: the timeout ends the wait.
+  silent_listener hung;
+  auto t0 = std::chrono::steady_clock::now();
+  auto h = shell("127.0.0.1:" + std::to_string(hung.port), "status", false, 300);
+  auto took = std::chrono::steady_clock::now() - t0;
+  CHECK(h.code == 1);
+  CHECK(h.err.find("no answer within the timeout") != std::string::npos);
+  CHECK(took < std::chrono::seconds(3));
+  fs::remove_all(dir);
+}
