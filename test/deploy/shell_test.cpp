@@ -281,3 +281,85 @@ TEST_CASE("shell against a node process: answers, errors, a hostile client, dead
   CHECK(took < std::chrono::seconds(3));
   fs::remove_all(dir);
 }
+
+namespace {
+
+std::string run_out(const std::string& cmd) {
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr)
+    return out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0)
+    out.append(buf, n);
+  ::pclose(p);
+  return out;
+}
+
+// Polls the tmux pane (bounded) until it shows `what`; returns the pane.
+std::string pane_until(const std::string& session, const std::string& what, std::chrono::seconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    auto pane = run_out("tmux capture-pane -p -t " + session + " 2>&1");
+    if (pane.find(what) != std::string::npos || std::chrono::steady_clock::now() > deadline)
+      return pane;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50)); // polling a screen, not a race
+  }
+}
+
+} // namespace
+
+TEST_CASE("interactive shell in a terminal: tab completion, answers, history, errors, quit") {
+  auto dir = fs::temp_directory_path() / ("gwtf-tty-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream{dir / "node.yaml"} << "node: {listen: \"127.0.0.1:0\", inspect: \"127.0.0.1:0\"}\n"
+                                      "hosts:\n  - {name: r7, role: relay, stage: 2}\n"
+                                      "model: {arch: gpt, layers: 2, hidden: 32, heads: 2, seq_len: 16, stages: 3}\n"
+                                      "training: {iterations: 5, data_holders: [dh]}\n";
+  node_process node;
+  node.log = dir / "node.log";
+  {
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, node.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    std::string exe = GWTF_EXE, a1 = "--config", a2 = (dir / "node.yaml").string();
+    char* argv[] = {exe.data(), a1.data(), a2.data(), nullptr};
+    REQUIRE(posix_spawn(&node.pid, exe.c_str(), &fa, nullptr, argv, environ) == 0);
+    posix_spawn_file_actions_destroy(&fa);
+  }
+  const std::string marker = "inspect: caf-gwtf shell 127.0.0.1:";
+  auto start = node.wait_for(marker);
+  auto at = start.find(marker);
+  REQUIRE(at != std::string::npos);
+  auto target = "127.0.0.1:" + std::to_string(std::stoi(start.substr(at + marker.size())));
+  auto session = "gwtf-shell-" + std::to_string(::getpid());
+  struct tmux_session {
+    std::string name;
+    ~tmux_session() { run_out("tmux kill-session -t " + name + " 2>/dev/null"); }
+  } guard{session};
+  auto keys = [&](const std::string& k) { run_out("tmux send-keys -t " + session + " " + k); };
+  run_out("tmux new-session -d -x 160 -y 50 -s " + session + " '" + std::string{GWTF_EXE} + " shell " + target
+          + "; echo shell exited $?; sleep 60'");
+  auto pane = pane_until(session, "type help for the commands", std::chrono::seconds(10));
+  INFO(pane);
+  REQUIRE(pane.find(target + ">") != std::string::npos); // the prompt (capture-pane trims its space)
+  keys("'sta' Tab");      // ambiguous: stage, status
+  keys("'tu' Tab Enter"); // completes "status"
+  pane = pane_until(session, "role: relay", std::chrono::seconds(10));
+  CHECK(pane.find("status") != std::string::npos);
+  CHECK(pane.find("stage: 2") != std::string::npos);
+  keys("'flowz' Enter");
+  pane = pane_until(session, "unknown query 'flowz'", std::chrono::seconds(10));
+  CHECK(pane.find("unknown query 'flowz'") != std::string::npos);
+  keys("Up Up Enter"); // history: status again
+  pane = pane_until(session, "peers_alive", std::chrono::seconds(10));
+  auto first = pane.find("role: relay");
+  CHECK(pane.find("role: relay", first + 1) != std::string::npos);
+  keys("'quit' Enter");
+  pane = pane_until(session, "shell exited 0", std::chrono::seconds(10));
+  CHECK(pane.find("shell exited 0") != std::string::npos);
+  fs::remove_all(dir);
+}
