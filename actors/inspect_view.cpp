@@ -1,5 +1,7 @@
 #include "actors/inspect_view.hpp"
 
+#include <cstdio>
+
 #include <nlohmann/json.hpp>
 
 namespace gwtf::actors {
@@ -16,6 +18,7 @@ const std::vector<std::pair<std::string, std::string>>& inspect_queries() {
     {"stage", "the stage: replicas, iteration, weights hash, stashed microbatches"},
     {"microbatches", "microbatches this host holds: where each is and its attempt"},
     {"actors", "the host's actors: mailbox size; restarts of the host's actors"},
+    {"metrics", "the same figures in the Prometheus text format (what GET /metrics serves)"},
   };
   return q;
 }
@@ -50,9 +53,131 @@ std::string dot_id(const std::string& s) {
   return out + "\"";
 }
 
+// A label value in the text format: backslash, quote and newline escaped.
+std::string label(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"')
+      out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+std::string number(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+struct exposition {
+  std::string text;
+  void family(const char* name, const char* type, const char* help) {
+    text += std::string{"# HELP "} + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  }
+  void sample(const char* name, const std::vector<std::pair<std::string, std::string>>& labels, double v) {
+    text += name;
+    if (!labels.empty()) {
+      text += "{";
+      for (std::size_t i = 0; i < labels.size(); ++i)
+        text += (i ? "," : "") + labels[i].first + "=\"" + label(labels[i].second) + "\"";
+      text += "}";
+    }
+    text += " " + number(v) + "\n";
+  }
+};
+
+double num(const json& obj, const char* key, double otherwise = 0) {
+  return obj.is_object() && obj.contains(key) && obj.at(key).is_number() ? obj.at(key).get<double>() : otherwise;
+}
+
+// The host's figures in the Prometheus text format 0.0.4 (docs/metrics.md).
+std::string prometheus_text(const inspect_parts& p, const json& compute, const json& membership, const json& balancer,
+                            const json& probe, const json& supervisor) {
+  exposition e;
+  e.family("gwtf_up", "gauge", "1 while the host's process answers");
+  e.sample("gwtf_up", {}, 1);
+  auto role = compute.is_object() ? compute.value("role", std::string{"unplaced"}) : std::string{"unplaced"};
+  e.family("gwtf_host_info", "gauge", "the host's name, role and stage (value 1)");
+  e.sample("gwtf_host_info", {{"host", p.host}, {"role", role}, {"stage", std::to_string(static_cast<int>(num(supervisor, "stage", -1)))}}, 1);
+  e.family("gwtf_ready", "gauge", "1 when the host holds valid weights of its stage");
+  e.sample("gwtf_ready", {}, compute.is_object() && compute.value("ready", false) ? 1 : 0);
+  if (compute.is_object()) {
+    e.family("gwtf_iteration", "gauge", "the iteration in progress (= optimizer steps applied)");
+    e.sample("gwtf_iteration", {}, num(compute, "iteration"));
+    e.family("gwtf_iterations_planned", "gauge", "training.iterations");
+    e.sample("gwtf_iterations_planned", {}, num(compute, "iterations"));
+    if (compute.contains("loss")) {
+      e.family("gwtf_loss", "gauge", "mean loss of this data holder's microbatches in its last finished iteration");
+      e.sample("gwtf_loss", {}, num(compute, "loss"));
+    }
+    e.family("gwtf_stashed_microbatches", "gauge", "microbatches whose activations (or inputs) this host keeps for their backward");
+    e.sample("gwtf_stashed_microbatches", {}, num(compute, "stashed"));
+    std::map<std::string, int> states;
+    for (auto& m : value_or_null(compute, "microbatches"))
+      ++states[m.value("state", std::string{"?"})];
+    e.family("gwtf_microbatches", "gauge", "microbatches of the current iteration this host holds, by state");
+    for (auto& [state, n] : states)
+      e.sample("gwtf_microbatches", {{"state", state}}, n);
+  }
+  if (membership.is_object()) {
+    int alive = 0, down = 0;
+    for (auto& peer : value_or_null(membership, "peers"))
+      (peer.value("state", "") == "alive" ? alive : down) += 1;
+    e.family("gwtf_peers", "gauge", "peers in the membership view, by state");
+    e.sample("gwtf_peers", {{"state", "alive"}}, alive);
+    e.sample("gwtf_peers", {{"state", "down"}}, down);
+  }
+  if (balancer.is_object()) {
+    int built = 0, half = 0;
+    e.family("gwtf_flow_ring_cost_seconds", "gauge", "cost of a flow's whole ring as this host knows it");
+    for (auto& f : value_or_null(balancer, "flows")) {
+      (f.value("built", false) ? built : half) += 1;
+      if (f.contains("ring_cost_s") && f["ring_cost_s"].is_number())
+        e.sample("gwtf_flow_ring_cost_seconds",
+                 {{"holder", f.value("holder", "")}, {"next", f.value("next", "")}, {"flow", f["id"].dump()}},
+                 f["ring_cost_s"].get<double>());
+    }
+    e.family("gwtf_flows", "gauge", "flows through this host, built or half-built");
+    e.sample("gwtf_flows", {{"state", "built"}}, built);
+    e.sample("gwtf_flows", {{"state", "half_built"}}, half);
+    e.family("gwtf_link_latency_seconds", "gauge", "measured one-way latency to a neighbouring-stage peer");
+    for (auto& l : value_or_null(balancer, "links"))
+      e.sample("gwtf_link_latency_seconds", {{"peer", l.value("peer", "")}}, num(l, "latency_ms") / 1000);
+    e.family("gwtf_link_bandwidth_bytes_per_second", "gauge", "measured bandwidth to a neighbouring-stage peer");
+    for (auto& l : value_or_null(balancer, "links"))
+      e.sample("gwtf_link_bandwidth_bytes_per_second", {{"peer", l.value("peer", "")}},
+               num(l, "bandwidth_mbps") * 1e6 / 8);
+    auto moves = value_or_null(balancer, "moves");
+    e.family("gwtf_balancer_moves_total", "counter", "annealing moves of this host's balancer, by kind");
+    for (auto kind : {"proposed", "redirects", "swaps"})
+      e.sample("gwtf_balancer_moves_total", {{"kind", kind}}, num(moves, kind));
+  }
+  if (probe.is_object()) {
+    e.family("gwtf_link_rtt_seconds", "gauge", "round trip of the latest small probe to a peer");
+    auto rtts = value_or_null(probe, "rtt_ms"); // items() of a temporary would dangle
+    for (auto& [peer, ms] : rtts.items())
+      if (ms.is_number())
+        e.sample("gwtf_link_rtt_seconds", {{"peer", peer}}, ms.get<double>() / 1000);
+  }
+  e.family("gwtf_actor_mailbox", "gauge", "messages waiting in each of the host's actors");
+  for (auto name : {"supervisor", "membership", "probe", "balancer", "compute"}) {
+    auto j = part(p, name);
+    if (j.is_object())
+      e.sample("gwtf_actor_mailbox", {{"actor", name}}, num(j, "mailbox"));
+  }
+  e.family("gwtf_actor_restarts_total", "counter", "restarts of the host's actors by its supervisor");
+  e.sample("gwtf_actor_restarts_total", {}, num(supervisor, "restarts"));
+  return e.text;
+}
+
 } // namespace
 
-inspect_answer compose_view(const std::string& query, const inspect_parts& p) {
+static inspect_answer compose(const std::string& query, const inspect_parts& p) {
   auto compute = part(p, "compute");
   auto membership = part(p, "membership");
   auto balancer = part(p, "balancer");
@@ -157,10 +282,22 @@ inspect_answer compose_view(const std::string& query, const inspect_parts& p) {
     }
     return {true, json{{"host", p.host}, {"actors", actors}, {"restarts", value_or_null(supervisor, "restarts")}}.dump()};
   }
+  if (query == "metrics")
+    return {true, prometheus_text(p, compute, membership, balancer, probe, supervisor)};
   std::string known;
   for (auto& [q, help] : inspect_queries())
     known += (known.empty() ? "" : ", ") + q;
   return {false, "unknown query '" + query + "': this host answers " + known};
+}
+
+inspect_answer compose_view(const std::string& query, const inspect_parts& p) {
+  // The parts come from this host's own actors, but a field of an unexpected type must not
+  // take the host down: nlohmann::json throws on type errors.
+  try {
+    return compose(query, p);
+  } catch (const std::exception& e) {
+    return {false, query + ": cannot compose the answer from the actors' reports: " + e.what()};
+  }
 }
 
 } // namespace gwtf::actors

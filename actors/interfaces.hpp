@@ -146,6 +146,14 @@ struct inspect_server_options {
 };
 caf::actor spawn_inspect_server(caf::actor_system& sys, inspect_server_options opts);
 
+// --- metrics server (node mode, node.metrics) -------------------------------------------
+// HTTP/1.x on node.metrics: GET /metrics (Prometheus text format, the supervisor's "metrics"
+// view), /healthz (200 while the host's actors answer), /readyz (200 once the host holds
+// valid weights of its stage, else 503). One request per connection; a request head above
+// 8 KiB, or anything that is not a request line, gets 400 and the connection is closed.
+// Options as for the inspection server. (caf::get_atom) -> uint16 port, or the error.
+caf::actor spawn_metrics_server(caf::actor_system& sys, inspect_server_options opts);
+
 // --- reporter (deploy/: the embedded cluster's driver) -----------------------------------
 // receives, never answers:
 // (iteration_atom, holder, u64 iteration, u32 microbatches, double loss_sum, u32 flows)

@@ -53,6 +53,8 @@ std::optional<endpoint> parse_endpoint(const std::string& text) {
 void node_config::validate(const issue_sink& report) const {
   check_endpoint(report, "listen", listen, true);
   check_endpoint(report, "inspect", inspect, true);
+  if (!metrics.empty())
+    check_endpoint(report, "metrics", metrics, true);
   if (!advertise.empty())
     check_endpoint(report, "advertise", advertise, true);
   for (std::size_t i = 0; i < bootstrap.size(); ++i)

@@ -30,6 +30,7 @@ struct node_config {
   std::string advertise;                   ///< address peers dial (NAT, containers); empty = listen
   std::vector<std::string> bootstrap;      ///< "host:port" of peers to join through
   std::string inspect = "127.0.0.1:0";     ///< address of the inspection shell server
+  std::string metrics;                     ///< address of the HTTP metrics server; empty = off
   int scheduler_threads = 2;               ///< CAF worker threads (more oversubscribes torch)
   std::int64_t max_message_bytes = 64 << 20; ///< larger wire messages are rejected unread
 
@@ -138,6 +139,7 @@ void visit_fields(F& f, node_config& x) {
   f("advertise", x.advertise);
   f("bootstrap", x.bootstrap);
   f("inspect", x.inspect);
+  f("metrics", x.metrics);
   f("scheduler_threads", x.scheduler_threads);
   f("max_message_bytes", x.max_message_bytes);
 }

@@ -398,6 +398,25 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
                        << sys.render(e) << "); the shell cannot reach this host" << std::endl;
                  });
     }
+    // Prometheus metrics, /healthz and /readyz (docs/metrics.md), when node.metrics is set.
+    caf::actor metrics;
+    if (auto at = cfg.node.metrics.empty() ? std::nullopt : parse_endpoint(cfg.node.metrics)) {
+      inspect_server_options mo;
+      mo.host = at->host;
+      mo.port = at->port;
+      mo.supervisor = supervisor;
+      mo.host_name = host.name;
+      mo.reporter = reporter;
+      mo.timeout_ms = std::max(1000, 2 * cfg.faults.heartbeat_interval_ms);
+      metrics = spawn_metrics_server(sys, mo);
+      caf::scoped_actor asker{sys};
+      asker->request(metrics, std::chrono::seconds(10), caf::get_atom::value)
+        .receive([&](std::uint16_t p) { out << "metrics: http://" << at->host << ":" << p << "/metrics" << std::endl; },
+                 [&](caf::error& e) {
+                   out << "metrics: node.metrics " << cfg.node.metrics << ": cannot listen (" << sys.render(e)
+                       << ")" << std::endl;
+                 });
+    }
     // Shutdown signals become a graceful leave; SIGUSR2 only ends this thread.
     std::thread signal_thread([&signals, reporter] {
       for (;;) {
@@ -412,8 +431,9 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
     signal_thread.join();
     caf::anon_send_exit(link, caf::exit_reason::kill);
     caf::anon_send_exit(guard, caf::exit_reason::kill);
-    if (inspector)
-      caf::anon_send_exit(inspector, caf::exit_reason::kill);
+    for (auto& a : {inspector, metrics})
+      if (a)
+        caf::anon_send_exit(a, caf::exit_reason::kill);
   }
   return code;
 }

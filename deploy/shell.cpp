@@ -270,7 +270,21 @@ char** complete(const char* text, int start, int) {
 
 } // namespace
 
+namespace {
+std::string render(const std::string& query, const std::string& json_text);
+} // namespace
+
 std::string render_answer(const std::string& query, const std::string& json_text) {
+  try {
+    return render(query, json_text);
+  } catch (const std::exception&) { // a field of an unexpected type: show the answer as it came
+    return json_text + "\n";
+  }
+}
+
+namespace {
+
+std::string render(const std::string& query, const std::string& json_text) {
   auto j = json::parse(json_text, nullptr, false);
   if (j.is_discarded() || !j.is_object())
     return json_text + "\n";
@@ -290,6 +304,8 @@ std::string render_answer(const std::string& query, const std::string& json_text
     out << k << " (" << v->size() << "):\n" << table(*v);
   return out.str();
 }
+
+} // namespace
 
 int run_shell(const cli_options& opts, std::ostream& out, std::ostream& err) {
   auto ep = actors::parse_endpoint(opts.target);

@@ -133,7 +133,63 @@ int connect_to(std::uint16_t port) {
   return fd;
 }
 
+// One HTTP request over a raw socket; the whole response (the server closes after it).
+std::string http(std::uint16_t port, const std::string& request) {
+  int fd = connect_to(port);
+  REQUIRE(::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size()));
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0)
+    out.append(buf, static_cast<std::size_t>(n));
+  ::close(fd);
+  return out;
+}
+
+// Parses a Prometheus text exposition with the reference client's parser (Debian's
+// python3-prometheus-client); prints "name{labels} value" per sample, or the parser's error.
+std::string prometheus_parse(const std::string& text, const fs::path& dir) {
+  std::ofstream{dir / "metrics.txt"} << text;
+  std::ofstream{dir / "parse.py"}
+    << "import sys\nfrom prometheus_client.parser import text_string_to_metric_families\n"
+       "for f in text_string_to_metric_families(open(sys.argv[1]).read()):\n"
+       "    for s in f.samples:\n"
+       "        print(s.name + repr(sorted(s.labels.items())) + ' ' + repr(s.value))\n";
+  std::string cmd = "/usr/bin/python3 " + (dir / "parse.py").string() + " " + (dir / "metrics.txt").string() + " 2>&1";
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0)
+    out.append(buf, n);
+  CHECK(::pclose(p) == 0);
+  return out;
+}
+
 } // namespace
+
+TEST_CASE("metrics view: the Prometheus text passes the reference parser, values and escaped labels intact") {
+  auto dir = fs::temp_directory_path() / ("gwtf-metrics-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  auto p = sample_parts();
+  p.parts["probe"] = R"({"mailbox":0,"rtt_ms":{"we\"ird\\peer":21.5}})";
+  auto a = actors::compose_view("metrics", p);
+  REQUIRE(a.ok);
+  auto parsed = prometheus_parse(a.body, dir);
+  INFO(a.body);
+  INFO(parsed);
+  CHECK(parsed.find("gwtf_iteration[] 12.0") != std::string::npos);
+  CHECK(parsed.find("gwtf_flows[('state', 'built')] 1.0") != std::string::npos);
+  CHECK(parsed.find("gwtf_flows[('state', 'half_built')] 1.0") != std::string::npos);
+  CHECK(parsed.find("gwtf_peers[('state', 'down')] 1.0") != std::string::npos);
+  CHECK(parsed.find("gwtf_actor_mailbox[('actor', 'compute')] 3.0") != std::string::npos);
+  CHECK(parsed.find("gwtf_actor_restarts_total[] 2.0") != std::string::npos);
+  CHECK(parsed.find("gwtf_link_bandwidth_bytes_per_second[('peer', 'r2b')] 12500000.0") != std::string::npos);
+  CHECK(parsed.find("gwtf_link_rtt_seconds[('peer', 'we\"ird\\\\peer')] 0.0215") != std::string::npos);
+  CHECK(parsed.find("gwtf_microbatches[('state', 'forwarded')] 1.0") != std::string::npos);
+  fs::remove_all(dir);
+}
 
 TEST_CASE("inspect views: status combines the actors' reports, each query picks its part") {
   auto p = sample_parts();
@@ -196,7 +252,7 @@ TEST_CASE("shell against a node process: answers, errors, a hostile client, dead
   auto dir = fs::temp_directory_path() / ("gwtf-shell-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
-  std::ofstream{dir / "node.yaml"} << "node: {listen: \"127.0.0.1:0\", inspect: \"127.0.0.1:0\"}\n"
+  std::ofstream{dir / "node.yaml"} << "node: {listen: \"127.0.0.1:0\", inspect: \"127.0.0.1:0\", metrics: \"127.0.0.1:0\"}\n"
                                       "hosts:\n  - {name: r1, role: relay, stage: 1}\n"
                                       "model: {arch: gpt, layers: 2, hidden: 32, heads: 2, seq_len: 16, stages: 3}\n"
                                       "training: {iterations: 5, data_holders: [dh]}\n";
@@ -234,6 +290,30 @@ TEST_CASE("shell against a node process: answers, errors, a hostile client, dead
   CHECK(actors.code == 0);
   CHECK(actors.out.find("membership") != std::string::npos);
   CHECK(actors.out.find("running") != std::string::npos);
+
+  // Metrics over HTTP: parsed by the reference parser; health, readiness, errors.
+  const std::string mmark = "metrics: http://127.0.0.1:";
+  auto mat = start.find(mmark);
+  if (mat == std::string::npos) {
+    start = node.wait_for(mmark);
+    mat = start.find(mmark);
+  }
+  REQUIRE(mat != std::string::npos);
+  auto mport = static_cast<std::uint16_t>(std::stoi(start.substr(mat + mmark.size())));
+  auto page = http(mport, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+  REQUIRE(page.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+  CHECK(page.find("Content-Type: text/plain; version=0.0.4") != std::string::npos);
+  auto body = page.substr(page.find("\r\n\r\n") + 4);
+  auto parsed = prometheus_parse(body, dir);
+  INFO(parsed);
+  CHECK(parsed.find("gwtf_up[] 1.0") != std::string::npos);
+  CHECK(parsed.find("gwtf_host_info[('host', 'r1'), ('role', 'relay'), ('stage', '1')] 1.0") != std::string::npos);
+  CHECK(http(mport, "GET /healthz HTTP/1.0\r\n\r\n").rfind("HTTP/1.1 200", 0) == 0);
+  CHECK(http(mport, "GET /readyz HTTP/1.0\r\n\r\n").rfind("HTTP/1.1 200", 0) == 0); // declared stage: ready
+  CHECK(http(mport, "GET /nope HTTP/1.0\r\n\r\n").rfind("HTTP/1.1 404", 0) == 0);
+  CHECK(http(mport, "POST /metrics HTTP/1.0\r\n\r\n").rfind("HTTP/1.1 405", 0) == 0);
+  CHECK(http(mport, "garbage\r\n\r\n").rfind("HTTP/1.1 400", 0) == 0);
+  CHECK(http(mport, std::string(9000, 'x')).rfind("HTTP/1.1 400", 0) == 0); // no request line in 8 KiB
 
   auto bad = shell(target, "flow", false);
   CHECK(bad.code == 1);
