@@ -10,6 +10,7 @@
 #include <caf/io/all.hpp>
 
 #include "actors/errors.hpp"
+#include "actors/broker_listener.hpp"
 #include "actors/interfaces.hpp"
 #include "messages/codec.hpp"
 
@@ -28,8 +29,7 @@ struct client {
 
 struct inspect_server_state {
   inspect_server_options opts;
-  std::optional<std::uint16_t> port;
-  caf::error failed;
+  broker_listener listener;
   std::map<caf::io::connection_handle, client> clients;
 };
 
@@ -88,17 +88,9 @@ void on_frame(server_ptr self, caf::io::connection_handle hdl, const std::vector
 caf::behavior inspect_server(server_ptr self, inspect_server_options opts) {
   auto& st = self->state;
   st.opts = std::move(opts);
-  auto dm = self->add_tcp_doorman(st.opts.port, st.opts.host.c_str(), true);
-  if (dm)
-    st.port = dm->second;
-  else
-    st.failed = dm.error();
+  st.listener.open(self, st.opts.host, st.opts.port);
   return {
-    [self](caf::get_atom) -> caf::result<std::uint16_t> {
-      if (self->state.port)
-        return *self->state.port;
-      return self->state.failed;
-    },
+    [self](caf::get_atom) { return self->state.listener.answer(); },
     [self](const caf::io::new_connection_msg& msg) {
       client c;
       c.address = self->remote_addr(msg.handle) + ":" + std::to_string(self->remote_port(msg.handle));

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/errors.hpp"
+#include "actors/broker_listener.hpp"
 #include "actors/interfaces.hpp"
 
 namespace gwtf::actors {
@@ -24,8 +25,7 @@ struct http_client {
 
 struct metrics_state {
   inspect_server_options opts;
-  std::optional<std::uint16_t> port;
-  caf::error failed;
+  broker_listener listener;
   std::map<caf::io::connection_handle, http_client> clients;
 };
 
@@ -100,17 +100,9 @@ void on_request(metrics_ptr self, caf::io::connection_handle hdl, const std::str
 caf::behavior metrics_server(metrics_ptr self, inspect_server_options opts) {
   auto& st = self->state;
   st.opts = std::move(opts);
-  auto dm = self->add_tcp_doorman(st.opts.port, st.opts.host.c_str(), true);
-  if (dm)
-    st.port = dm->second;
-  else
-    st.failed = dm.error();
+  st.listener.open(self, st.opts.host, st.opts.port);
   return {
-    [self](caf::get_atom) -> caf::result<std::uint16_t> {
-      if (self->state.port)
-        return *self->state.port;
-      return self->state.failed;
-    },
+    [self](caf::get_atom) { return self->state.listener.answer(); },
     [self](const caf::io::new_connection_msg& msg) {
       self->state.clients[msg.handle] = http_client{};
       self->configure_read(msg.handle, caf::io::receive_policy::at_most(4096));

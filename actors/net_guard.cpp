@@ -9,6 +9,7 @@
 #include <caf/io/all.hpp>
 
 #include "actors/frame_guard.hpp"
+#include "actors/broker_listener.hpp"
 #include "actors/interfaces.hpp"
 
 namespace gwtf::actors {
@@ -22,8 +23,7 @@ struct relay_pair {
 
 struct guard_state {
   net_guard_options opts;
-  std::optional<std::uint16_t> port;
-  caf::error failed;
+  broker_listener listener;
   std::map<caf::io::connection_handle, relay_pair> pairs;
   std::map<caf::io::connection_handle, frame_guard> guards;
   std::map<caf::io::connection_handle, std::string> addresses;
@@ -51,18 +51,10 @@ void close_pair(guard_ptr self, caf::io::connection_handle hdl) {
 caf::behavior net_guard(guard_ptr self, net_guard_options opts) {
   auto& st = self->state;
   st.opts = std::move(opts);
-  auto dm = self->add_tcp_doorman(st.opts.port, st.opts.host.c_str(), true);
-  if (dm)
-    st.port = dm->second;
-  else
-    st.failed = dm.error();
+  st.listener.open(self, st.opts.host, st.opts.port);
   constexpr size_t chunk = 64 * 1024;
   return {
-    [self](caf::get_atom) -> caf::result<std::uint16_t> {
-      if (self->state.port)
-        return *self->state.port;
-      return self->state.failed;
-    },
+    [self](caf::get_atom) { return self->state.listener.answer(); },
     [self](const caf::io::new_connection_msg& msg) {
       auto& st = self->state;
       auto inner = self->add_tcp_scribe("127.0.0.1", st.opts.inner_port);

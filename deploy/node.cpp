@@ -379,44 +379,39 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
         << cfg.node.bootstrap.size() << " peer(s)" << (opts.join ? ", joining" : "") << std::endl;
     auto supervisor = spawn_host(sys, spec, spec->hosts.front(), link, reporter, opts.join);
     caf::anon_send(reporter, register_atom::value, supervisor, link);
-    // The inspection shell's server (docs/shell.md): node.inspect, loopback by default.
-    caf::actor inspector;
-    if (auto at = parse_endpoint(cfg.node.inspect)) {
-      inspect_server_options io;
-      io.host = at->host;
-      io.port = at->port;
-      io.supervisor = supervisor;
-      io.host_name = host.name;
-      io.reporter = reporter;
-      io.timeout_ms = std::max(1000, 2 * cfg.faults.heartbeat_interval_ms);
-      inspector = spawn_inspect_server(sys, io);
+    // The inspection shell's server (docs/shell.md; node.inspect, loopback by default) and,
+    // when node.metrics is set, Prometheus metrics, /healthz and /readyz (docs/metrics.md).
+    auto serve = [&](const std::string& at_text, const char* key,
+                     caf::actor (*spawn)(caf::actor_system&, inspect_server_options),
+                     const std::function<std::string(const std::string&, std::uint16_t)>& says) {
+      caf::actor server;
+      auto at = at_text.empty() ? std::nullopt : parse_endpoint(at_text);
+      if (!at)
+        return server;
+      inspect_server_options so;
+      so.host = at->host;
+      so.port = at->port;
+      so.supervisor = supervisor;
+      so.host_name = host.name;
+      so.reporter = reporter;
+      so.timeout_ms = std::max(1000, 2 * cfg.faults.heartbeat_interval_ms);
+      server = spawn(sys, so);
       caf::scoped_actor asker{sys};
-      asker->request(inspector, std::chrono::seconds(10), caf::get_atom::value)
-        .receive([&](std::uint16_t p) { out << "inspect: caf-gwtf shell " << at->host << ":" << p << std::endl; },
+      asker->request(server, std::chrono::seconds(10), caf::get_atom::value)
+        .receive([&](std::uint16_t p) { out << says(at->host, p) << std::endl; },
                  [&](caf::error& e) {
-                   out << "inspect: node.inspect " << cfg.node.inspect << ": cannot listen ("
-                       << sys.render(e) << "); the shell cannot reach this host" << std::endl;
+                   out << key << ": " << at_text << ": cannot listen (" << sys.render(e) << ")" << std::endl;
                  });
-    }
-    // Prometheus metrics, /healthz and /readyz (docs/metrics.md), when node.metrics is set.
-    caf::actor metrics;
-    if (auto at = cfg.node.metrics.empty() ? std::nullopt : parse_endpoint(cfg.node.metrics)) {
-      inspect_server_options mo;
-      mo.host = at->host;
-      mo.port = at->port;
-      mo.supervisor = supervisor;
-      mo.host_name = host.name;
-      mo.reporter = reporter;
-      mo.timeout_ms = std::max(1000, 2 * cfg.faults.heartbeat_interval_ms);
-      metrics = spawn_metrics_server(sys, mo);
-      caf::scoped_actor asker{sys};
-      asker->request(metrics, std::chrono::seconds(10), caf::get_atom::value)
-        .receive([&](std::uint16_t p) { out << "metrics: http://" << at->host << ":" << p << "/metrics" << std::endl; },
-                 [&](caf::error& e) {
-                   out << "metrics: node.metrics " << cfg.node.metrics << ": cannot listen (" << sys.render(e)
-                       << ")" << std::endl;
-                 });
-    }
+      return server;
+    };
+    auto inspector = serve(cfg.node.inspect, "node.inspect", spawn_inspect_server,
+                           [](const std::string& h, std::uint16_t p) {
+                             return "inspect: caf-gwtf shell " + h + ":" + std::to_string(p);
+                           });
+    auto metrics = serve(cfg.node.metrics, "node.metrics", spawn_metrics_server,
+                         [](const std::string& h, std::uint16_t p) {
+                           return "metrics: http://" + h + ":" + std::to_string(p) + "/metrics";
+                         });
     // Shutdown signals become a graceful leave; SIGUSR2 only ends this thread.
     std::thread signal_thread([&signals, reporter] {
       for (;;) {

@@ -23,43 +23,17 @@
 #include "actors/interfaces.hpp"
 #include "actors/system_setup.hpp"
 #include "actors/wire_frame.hpp"
+#include "node_process.hpp"
 
 extern char** environ;
 
 using namespace gwtf;
 using namespace gwtf::actors;
+using gwtf::test::node_process;
+using gwtf::test::read_file;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string read_file(const fs::path& p) {
-  std::ifstream f{p};
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-// The node under attack: started with its stdout in a file; killed at the end.
-struct node_process {
-  pid_t pid = -1;
-  fs::path log;
-  ~node_process() {
-    if (pid > 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
-  }
-  // Waits (bounded) until the log holds `what`; returns the log.
-  std::string wait_for(const std::string& what, std::chrono::seconds limit = std::chrono::seconds(20)) {
-    auto deadline = std::chrono::steady_clock::now() + limit;
-    for (;;) {
-      auto text = read_file(log);
-      if (text.find(what) != std::string::npos || std::chrono::steady_clock::now() > deadline)
-        return text;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20)); // polling a file, not a race
-    }
-  }
-};
 
 wire::gossip introduce(const std::string& name, std::uint64_t cluster) {
   wire::hello h;
@@ -83,17 +57,7 @@ TEST_CASE("a node logs and drops what a hostile CAF peer sends, and still binds 
                                       "model: {arch: gpt, layers: 2, hidden: 32, heads: 2, seq_len: 16, stages: 3}\n"
                                       "training: {iterations: 5, data_holders: [dh]}\n";
   node_process node;
-  node.log = dir / "node.log";
-  {
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, node.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    std::string exe = GWTF_EXE, a1 = "--config", a2 = (dir / "node.yaml").string();
-    char* argv[] = {exe.data(), a1.data(), a2.data(), nullptr};
-    REQUIRE(posix_spawn(&node.pid, exe.c_str(), &fa, nullptr, argv, environ) == 0);
-    posix_spawn_file_actions_destroy(&fa);
-  }
+  REQUIRE(node.start(GWTF_EXE, dir / "node.yaml", dir / "node.log"));
   auto start = node.wait_for("listening on 127.0.0.1:");
   INFO(start);
   auto at = start.find("listening on 127.0.0.1:");

@@ -101,32 +101,31 @@ TEST_CASE("cluster: without churn the loss equals the reference trainer's within
   check_replicas_agree(r);
 }
 
-TEST_CASE("cluster: crashes during a forward and a backward lose no microbatch") {
+// 12 iterations with a relay crashing in a forward pass (iteration 3) and one in a backward
+// pass (iteration 7), `backward` as given; checked for exactly-once, the loss band and agreement.
+static deploy::embedded_result run_two_crashes(routing::gwtf_backward backward) {
   auto cfg = local(12, {fault(3, actors::fault_action::crash, "r1-london", actors::fault_phase::forward),
                         fault(7, actors::fault_action::crash, "r2-ireland", actors::fault_phase::backward)});
+  cfg.routing.gwtf.backward = backward;
   std::ostringstream log;
   auto r = deploy::run_embedded(cfg, log, 90);
   INFO(log.str());
   REQUIRE(r.completed);
   CHECK(r.crashes == 2);
   check_churn_run(cfg, r);
+  check_replicas_agree(r);
+  return r;
+}
+
+TEST_CASE("cluster: crashes during a forward and a backward lose no microbatch") {
+  auto r = run_two_crashes(routing::gwtf_backward::stash);
   CHECK(r.wasted_s > 0);                    // the crashed hosts' work was lost...
   CHECK(r.wasted_s < 0.05 * r.compute_s);   // ...and little of it
   CHECK(r.rows.back().hosts_alive == 6);
-  check_replicas_agree(r);
 }
 
 TEST_CASE("cluster: relays that rematerialise train as the reference does, through crashes") {
-  auto cfg = local(12, {fault(3, actors::fault_action::crash, "r1-london", actors::fault_phase::forward),
-                        fault(7, actors::fault_action::crash, "r2-ireland", actors::fault_phase::backward)});
-  cfg.routing.gwtf.backward = routing::gwtf_backward::rematerialize;
-  std::ostringstream log;
-  auto r = deploy::run_embedded(cfg, log, 90);
-  INFO(log.str());
-  REQUIRE(r.completed);
-  CHECK(r.crashes == 2);
-  check_churn_run(cfg, r);
-  check_replicas_agree(r);
+  run_two_crashes(routing::gwtf_backward::rematerialize);
 }
 
 TEST_CASE("cluster: a host that joins mid-run ends with weights identical to its replicas") {

@@ -20,12 +20,14 @@
 
 #include "actors/inspect_view.hpp"
 #include "deploy/shell.hpp"
+#include "node_process.hpp"
 
 extern char** environ;
 
 using namespace gwtf;
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+using gwtf::test::node_process;
 
 namespace {
 
@@ -55,33 +57,6 @@ json answer(const std::string& query, const actors::inspect_parts& p) {
   REQUIRE(j.is_object());
   return j;
 }
-
-std::string read_file(const fs::path& p) {
-  std::ifstream f{p};
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-struct node_process {
-  pid_t pid = -1;
-  fs::path log;
-  ~node_process() {
-    if (pid > 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
-  }
-  std::string wait_for(const std::string& what, std::chrono::seconds limit = std::chrono::seconds(30)) {
-    auto deadline = std::chrono::steady_clock::now() + limit;
-    for (;;) {
-      auto text = read_file(log);
-      if (text.find(what) != std::string::npos || std::chrono::steady_clock::now() > deadline)
-        return text;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20)); // polling a file, not a race
-    }
-  }
-};
 
 struct shell_run {
   int code = 0;
@@ -167,6 +142,29 @@ std::string prometheus_parse(const std::string& text, const fs::path& dir) {
   return out;
 }
 
+// The port a running node's start lines name after `marker` (0: none within the wait).
+std::uint16_t start_inspectable_port(const node_process& node, const std::string& marker) {
+  auto text = node.wait_for(marker);
+  auto at = text.find(marker);
+  return at == std::string::npos ? 0 : static_cast<std::uint16_t>(std::stoi(text.substr(at + marker.size())));
+}
+
+// A relay node with the inspection server (and metrics, when asked) in `dir`; returns the port
+// the start line names after `marker` (0 when it does not come up).
+std::uint16_t start_inspectable(node_process& node, const fs::path& dir, const std::string& name, int stage,
+                                bool metrics, const std::string& marker = "inspect: caf-gwtf shell 127.0.0.1:") {
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream{dir / "node.yaml"} << "node: {listen: \"127.0.0.1:0\", inspect: \"127.0.0.1:0\""
+                                   << (metrics ? ", metrics: \"127.0.0.1:0\"" : "") << "}\n"
+                                   << "hosts:\n  - {name: " << name << ", role: relay, stage: " << stage << "}\n"
+                                   << "model: {arch: gpt, layers: 2, hidden: 32, heads: 2, seq_len: 16, stages: 3}\n"
+                                      "training: {iterations: 5, data_holders: [dh]}\n";
+  if (!node.start(GWTF_EXE, dir / "node.yaml", dir / "node.log"))
+    return 0;
+  return start_inspectable_port(node, marker);
+}
+
 } // namespace
 
 TEST_CASE("metrics view: the Prometheus text passes the reference parser, values and escaped labels intact") {
@@ -250,30 +248,10 @@ TEST_CASE("shell rendering: scalars as lines, lists of objects as aligned tables
 
 TEST_CASE("shell against a node process: answers, errors, a hostile client, dead and hung hosts") {
   auto dir = fs::temp_directory_path() / ("gwtf-shell-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  std::ofstream{dir / "node.yaml"} << "node: {listen: \"127.0.0.1:0\", inspect: \"127.0.0.1:0\", metrics: \"127.0.0.1:0\"}\n"
-                                      "hosts:\n  - {name: r1, role: relay, stage: 1}\n"
-                                      "model: {arch: gpt, layers: 2, hidden: 32, heads: 2, seq_len: 16, stages: 3}\n"
-                                      "training: {iterations: 5, data_holders: [dh]}\n";
   node_process node;
-  node.log = dir / "node.log";
-  {
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, node.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    std::string exe = GWTF_EXE, a1 = "--config", a2 = (dir / "node.yaml").string();
-    char* argv[] = {exe.data(), a1.data(), a2.data(), nullptr};
-    REQUIRE(posix_spawn(&node.pid, exe.c_str(), &fa, nullptr, argv, environ) == 0);
-    posix_spawn_file_actions_destroy(&fa);
-  }
-  const std::string marker = "inspect: caf-gwtf shell 127.0.0.1:";
-  auto start = node.wait_for(marker);
-  INFO(start);
-  auto at = start.find(marker);
-  REQUIRE(at != std::string::npos);
-  auto port = static_cast<std::uint16_t>(std::stoi(start.substr(at + marker.size())));
+  auto port = start_inspectable(node, dir, "r1", 1, true);
+  INFO(gwtf::test::read_file(dir / "node.log"));
+  REQUIRE(port != 0);
   auto target = "127.0.0.1:" + std::to_string(port);
 
   auto status = shell(target, "status", true);
@@ -292,14 +270,8 @@ TEST_CASE("shell against a node process: answers, errors, a hostile client, dead
   CHECK(actors.out.find("running") != std::string::npos);
 
   // Metrics over HTTP: parsed by the reference parser; health, readiness, errors.
-  const std::string mmark = "metrics: http://127.0.0.1:";
-  auto mat = start.find(mmark);
-  if (mat == std::string::npos) {
-    start = node.wait_for(mmark);
-    mat = start.find(mmark);
-  }
-  REQUIRE(mat != std::string::npos);
-  auto mport = static_cast<std::uint16_t>(std::stoi(start.substr(mat + mmark.size())));
+  auto mport = start_inspectable_port(node, "metrics: http://127.0.0.1:");
+  REQUIRE(mport != 0);
   auto page = http(mport, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
   REQUIRE(page.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
   CHECK(page.find("Content-Type: text/plain; version=0.0.4") != std::string::npos);
@@ -344,9 +316,7 @@ TEST_CASE("shell against a node process: answers, errors, a hostile client, dead
   CHECK(shell(target, "stage", true).code == 0);
 
   // The host is gone: a one-line error, quickly.
-  kill(node.pid, SIGKILL);
-  waitpid(node.pid, nullptr, 0);
-  node.pid = -1;
+  node.stop();
   auto dead = shell(target, "status", false, 2000);
   CHECK(dead.code == 1);
   CHECK(dead.err.find("cannot connect") != std::string::npos);
@@ -392,29 +362,10 @@ std::string pane_until(const std::string& session, const std::string& what, std:
 
 TEST_CASE("interactive shell in a terminal: tab completion, answers, history, errors, quit") {
   auto dir = fs::temp_directory_path() / ("gwtf-tty-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  std::ofstream{dir / "node.yaml"} << "node: {listen: \"127.0.0.1:0\", inspect: \"127.0.0.1:0\"}\n"
-                                      "hosts:\n  - {name: r7, role: relay, stage: 2}\n"
-                                      "model: {arch: gpt, layers: 2, hidden: 32, heads: 2, seq_len: 16, stages: 3}\n"
-                                      "training: {iterations: 5, data_holders: [dh]}\n";
   node_process node;
-  node.log = dir / "node.log";
-  {
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, node.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    std::string exe = GWTF_EXE, a1 = "--config", a2 = (dir / "node.yaml").string();
-    char* argv[] = {exe.data(), a1.data(), a2.data(), nullptr};
-    REQUIRE(posix_spawn(&node.pid, exe.c_str(), &fa, nullptr, argv, environ) == 0);
-    posix_spawn_file_actions_destroy(&fa);
-  }
-  const std::string marker = "inspect: caf-gwtf shell 127.0.0.1:";
-  auto start = node.wait_for(marker);
-  auto at = start.find(marker);
-  REQUIRE(at != std::string::npos);
-  auto target = "127.0.0.1:" + std::to_string(std::stoi(start.substr(at + marker.size())));
+  auto port = start_inspectable(node, dir, "r7", 2, false);
+  REQUIRE(port != 0);
+  auto target = "127.0.0.1:" + std::to_string(port);
   auto session = "gwtf-shell-" + std::to_string(::getpid());
   struct tmux_session {
     std::string name;

@@ -1,0 +1,70 @@
+// A caf-gwtf node (node mode) as a child process of a test: started with its stdout and
+// stderr in a log file, read by polling the file (bounded), killed when it goes out of scope.
+#pragma once
+
+#include <chrono>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <signal.h>
+#include <spawn.h>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+#include <thread>
+
+extern char** environ;
+
+namespace gwtf::test {
+
+inline std::string read_file(const std::filesystem::path& p) {
+  std::ifstream f{p};
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+struct node_process {
+  pid_t pid = -1;
+  std::filesystem::path log;
+
+  /// Starts `exe --config config`, its output in `log_file`; false if it cannot start.
+  bool start(const std::string& exe, const std::filesystem::path& config, std::filesystem::path log_file) {
+    log = std::move(log_file);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    std::string path = exe, a1 = "--config", a2 = config.string();
+    char* argv[] = {path.data(), a1.data(), a2.data(), nullptr};
+    int rc = posix_spawn(&pid, path.c_str(), &fa, nullptr, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    return rc == 0;
+  }
+
+  node_process() = default;
+  node_process(const node_process&) = delete;
+  node_process& operator=(const node_process&) = delete;
+  ~node_process() { stop(); }
+
+  void stop() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+      pid = -1;
+    }
+  }
+
+  /// Waits (bounded) until the log holds `what`; returns the log.
+  std::string wait_for(const std::string& what, std::chrono::seconds limit = std::chrono::seconds(30)) const {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+      auto text = read_file(log);
+      if (text.find(what) != std::string::npos || std::chrono::steady_clock::now() > deadline)
+        return text;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20)); // polling a file, not a race
+    }
+  }
+};
+
+} // namespace gwtf::test
