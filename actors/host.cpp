@@ -1,6 +1,7 @@
 // One virtual host: supervisor, membership, link probe, flow balancer and microbatch
 // carriers (the stage / data holder lives in stage_actor.cpp, with LibTorch).
 #include <chrono>
+#include <csignal>
 #include <deque>
 #include <map>
 #include <set>
@@ -518,6 +519,16 @@ void restart_children(supervisor_ptr self, const std::string& why,
 // answer), then inspect_view composes the answer.
 caf::result<std::string> inspect(supervisor_ptr self, const std::string& query) {
   auto& st = self->state;
+  // Lab controls: the inspection server lets them through only with node.inspect_control.
+  if (query == "drain") {
+    self->send(self, stop_atom::value);
+    return nlohmann::ordered_json{{"host", st.ctx->host.name}, {"done", "draining: leaves once its part of the iteration is handed over"}}.dump();
+  }
+  if (query == "crash") {
+    tell(self, st.ctx->reporter, failure_atom::value, st.ctx->host.name, std::string{"crash asked by the shell"});
+    self->delayed_send(self, std::chrono::milliseconds(100), crash_atom::value, std::string{"process"});
+    return nlohmann::ordered_json{{"host", st.ctx->host.name}, {"done", "crashing in 100 ms"}}.dump();
+  }
   struct gather {
     inspect_parts parts;
     int waiting = 0;
@@ -601,6 +612,8 @@ supervisor_actor::behavior_type supervisor(supervisor_ptr self, ctx_ptr ctx) {
   start_children(self, ctx->joining);
   return {
     [self](crash_atom, const std::string& phase) {
+      if (phase == "process") // the shell's lab control (node mode): die like a crashed host
+        ::raise(SIGKILL);
       if (phase == "any")
         self->quit(caf::exit_reason::kill);
       else

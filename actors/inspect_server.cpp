@@ -11,6 +11,7 @@
 
 #include "actors/errors.hpp"
 #include "actors/broker_listener.hpp"
+#include "actors/inspect_view.hpp"
 #include "actors/interfaces.hpp"
 #include "messages/codec.hpp"
 
@@ -70,6 +71,12 @@ void on_frame(server_ptr self, caf::io::connection_handle hdl, const std::vector
     return;
   }
   auto id = req->request_id;
+  if (is_control(req->query) && !st.opts.control) {
+    reply(self, hdl,
+          wire::inspect_reply{id, false,
+                              req->query + ": refused: this host runs with node.inspect_control: false (read-only shell)"});
+    return;
+  }
   auto sup = caf::actor_cast<supervisor_actor>(st.opts.supervisor);
   self->request(sup, std::chrono::milliseconds(st.opts.timeout_ms), inspect_atom::value, req->query)
     .then([self, hdl, id](std::string& body) { reply(self, hdl, wire::inspect_reply{id, true, std::move(body)}); },

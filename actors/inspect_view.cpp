@@ -23,6 +23,21 @@ const std::vector<std::pair<std::string, std::string>>& inspect_queries() {
   return q;
 }
 
+const std::vector<std::pair<std::string, std::string>>& control_queries() {
+  static const std::vector<std::pair<std::string, std::string>> q{
+    {"drain", "lab control: leave gracefully (finish and hand over this iteration's part, then LEAVE)"},
+    {"crash", "lab control: the process exits at once, as if it crashed"},
+  };
+  return q;
+}
+
+bool is_control(const std::string& query) {
+  for (auto& [q, help] : control_queries())
+    if (q == query)
+      return true;
+  return false;
+}
+
 namespace {
 
 // The part of `actor`, parsed; null when it did not answer or is not a JSON object.

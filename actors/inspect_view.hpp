@@ -20,6 +20,12 @@ struct inspect_parts {
 /// The queries a host answers, with a line of help each, in the order `help` lists them.
 const std::vector<std::pair<std::string, std::string>>& inspect_queries();
 
+/// The lab controls (obeyed only with node.inspect_control: true), with a line of help each.
+const std::vector<std::pair<std::string, std::string>>& control_queries();
+
+/// Whether `query` is a lab control.
+bool is_control(const std::string& query);
+
 /// The answer to `query`: a JSON document (ok), or an error that names the query and what
 /// is wrong (not ok).
 struct inspect_answer {

@@ -143,6 +143,7 @@ struct inspect_server_options {
   std::string host_name;          ///< this host, for reports
   caf::actor reporter;            ///< (failure_atom, host, what) per refused connection
   int timeout_ms = 2000;          ///< the supervisor's answer must come within this
+  bool control = false;           ///< node.inspect_control: obey `drain` and `crash`
 };
 caf::actor spawn_inspect_server(caf::actor_system& sys, inspect_server_options opts);
 
@@ -185,7 +186,8 @@ using peer_listener_actor = caf::typed_actor<
 /// A host's supervisor (actors/host.cpp): spawns, restarts and stops the host's actors.
 using supervisor_actor = caf::typed_actor<
     /// fault injection: "any" kills the host now; "forward"/"backward" arm a crash in the
-    /// stage's next such computation; "actor" fails the stage actor (supervision restarts)
+    /// stage's next such computation; "actor" fails the stage actor (supervision restarts);
+    /// "process" kills the whole process with SIGKILL (the shell's `crash`, node mode)
     caf::reacts_to<crash_atom, std::string>,
     /// leave gracefully: the stage drains, then LEAVE (after a hop timeout, leave anyway)
     caf::reacts_to<stop_atom>,

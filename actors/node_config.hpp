@@ -31,6 +31,7 @@ struct node_config {
   std::vector<std::string> bootstrap;      ///< "host:port" of peers to join through
   std::string inspect = "127.0.0.1:0";     ///< address of the inspection shell server
   std::string metrics;                     ///< address of the HTTP metrics server; empty = off
+  bool inspect_control = false;            ///< the shell may drain or crash this host (lab use)
   int scheduler_threads = 2;               ///< CAF worker threads (more oversubscribes torch)
   std::int64_t max_message_bytes = 64 << 20; ///< larger wire messages are rejected unread
 
@@ -140,6 +141,7 @@ void visit_fields(F& f, node_config& x) {
   f("bootstrap", x.bootstrap);
   f("inspect", x.inspect);
   f("metrics", x.metrics);
+  f("inspect_control", x.inspect_control);
   f("scheduler_threads", x.scheduler_threads);
   f("max_message_bytes", x.max_message_bytes);
 }

@@ -395,6 +395,7 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
       so.host_name = host.name;
       so.reporter = reporter;
       so.timeout_ms = std::max(1000, 2 * cfg.faults.heartbeat_interval_ms);
+      so.control = cfg.node.inspect_control;
       server = spawn(sys, so);
       caf::scoped_actor asker{sys};
       asker->request(server, std::chrono::seconds(10), caf::get_atom::value)

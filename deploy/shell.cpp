@@ -205,6 +205,8 @@ std::string help_text() {
   std::ostringstream out;
   for (auto& [q, h] : actors::inspect_queries())
     out << "  " << q << std::string(q.size() < 14 ? 14 - q.size() : 1, ' ') << h << "\n";
+  for (auto& [q, h] : actors::control_queries())
+    out << "  " << q << std::string(q.size() < 14 ? 14 - q.size() : 1, ' ') << h << "\n";
   out << "  help          this list\n  quit          leave the shell (also: exit, Ctrl-D)\n";
   return out.str();
 }
@@ -242,6 +244,8 @@ const std::vector<std::string>& completions() {
   static std::vector<std::string> all = [] {
     std::vector<std::string> v{"help", "quit", "exit"};
     for (auto& [q, h] : actors::inspect_queries())
+      v.push_back(q);
+    for (auto& [q, h] : actors::control_queries())
       v.push_back(q);
     std::sort(v.begin(), v.end());
     return v;

@@ -188,8 +188,14 @@ void reader::read(const YAML::Node& node, const std::string& path, T& out) {
         return;
       }
     error_at(node.Mark(), path, "expected one of " + choices + ", got '" + node.Scalar() + "'");
+  } else if constexpr (std::is_same_v<T, bool>) {
+    if (!scalar_or_error(node, path, "true or false", false))
+      return;
+    if (node.Scalar() == "true" || node.Scalar() == "false")
+      out = node.Scalar() == "true";
+    else
+      error_at(node.Mark(), path, "expected true or false, got '" + node.Scalar() + "'");
   } else if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
-    static_assert(!std::is_same_v<T, bool>, "no bool fields yet: add true/false parsing first");
     long long v = 0;
     if (read_integer(node, path, static_cast<long long>(std::numeric_limits<T>::min()),
                      static_cast<unsigned long long>(std::numeric_limits<T>::max()), &v, nullptr))
@@ -243,6 +249,8 @@ public:
       for (auto& [v, name] : enum_names(T{}))
         if (v == value)
           out_ << name;
+    } else if constexpr (std::is_same_v<T, bool>) {
+      out_ << (value ? "true" : "false");
     } else if constexpr (std::is_integral_v<T>) {
       out_ << std::to_string(value);
     } else if constexpr (std::is_floating_point_v<T>) {

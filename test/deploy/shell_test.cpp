@@ -152,17 +152,18 @@ std::uint16_t start_inspectable_port(const node_process& node, const std::string
 // A relay node with the inspection server (and metrics, when asked) in `dir`; returns the port
 // the start line names after `marker` (0 when it does not come up).
 std::uint16_t start_inspectable(node_process& node, const fs::path& dir, const std::string& name, int stage,
-                                bool metrics, const std::string& marker = "inspect: caf-gwtf shell 127.0.0.1:") {
+                                bool metrics, bool control = false) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   std::ofstream{dir / "node.yaml"} << "node: {listen: \"127.0.0.1:0\", inspect: \"127.0.0.1:0\""
-                                   << (metrics ? ", metrics: \"127.0.0.1:0\"" : "") << "}\n"
+                                   << (metrics ? ", metrics: \"127.0.0.1:0\"" : "")
+                                   << (control ? ", inspect_control: true" : "") << "}\n"
                                    << "hosts:\n  - {name: " << name << ", role: relay, stage: " << stage << "}\n"
                                    << "model: {arch: gpt, layers: 2, hidden: 32, heads: 2, seq_len: 16, stages: 3}\n"
                                       "training: {iterations: 5, data_holders: [dh]}\n";
   if (!node.start(GWTF_EXE, dir / "node.yaml", dir / "node.log"))
     return 0;
-  return start_inspectable_port(node, marker);
+  return start_inspectable_port(node, "inspect: caf-gwtf shell 127.0.0.1:");
 }
 
 } // namespace
@@ -287,6 +288,10 @@ TEST_CASE("shell against a node process: answers, errors, a hostile client, dead
   CHECK(http(mport, "garbage\r\n\r\n").rfind("HTTP/1.1 400", 0) == 0);
   CHECK(http(mport, std::string(9000, 'x')).rfind("HTTP/1.1 400", 0) == 0); // no request line in 8 KiB
 
+  auto refused = shell(target, "drain", false); // a read-only shell by default
+  CHECK(refused.code == 1);
+  CHECK(refused.err.find("drain: refused: this host runs with node.inspect_control: false") != std::string::npos);
+
   auto bad = shell(target, "flow", false);
   CHECK(bad.code == 1);
   CHECK(bad.err.find("unknown query 'flow'") != std::string::npos);
@@ -393,4 +398,31 @@ TEST_CASE("interactive shell in a terminal: tab completion, answers, history, er
   pane = pane_until(session, "shell exited 0", std::chrono::seconds(10));
   CHECK(pane.find("shell exited 0") != std::string::npos);
   fs::remove_all(dir);
+}
+
+TEST_CASE("lab controls with node.inspect_control: drain is a graceful leave (exit 0), crash a SIGKILL") {
+  for (std::string control : {"drain", "crash"}) {
+    INFO(control);
+    auto dir = fs::temp_directory_path() / ("gwtf-control-" + control + "-" + std::to_string(::getpid()));
+    node_process node;
+    auto port = start_inspectable(node, dir, "r1", 1, false, true);
+    REQUIRE(port != 0);
+    auto r = shell("127.0.0.1:" + std::to_string(port), control, true);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(json::parse(r.out)["host"] == "r1");
+    // The node process ends by itself; bounded by the test's timeout.
+    int status = 0;
+    REQUIRE(waitpid(node.pid, &status, 0) == node.pid);
+    node.pid = -1;
+    INFO(gwtf::test::read_file(dir / "node.log"));
+    if (control == "drain") {
+      CHECK(WIFEXITED(status));
+      CHECK(WEXITSTATUS(status) == 0);
+    } else {
+      CHECK(WIFSIGNALED(status));
+      CHECK(WTERMSIG(status) == SIGKILL);
+    }
+    fs::remove_all(dir);
+  }
 }
