@@ -1,5 +1,6 @@
 #include "deploy/driver.hpp"
 #include "deploy/exactly_once.hpp"
+#include "deploy/run_report.hpp"
 
 #include <chrono>
 #include <filesystem>
@@ -416,6 +417,23 @@ void write_loss(const cluster_config& cfg, const embedded_result& r, std::ostrea
     f << row.iteration << "," << std::setprecision(9) << row.loss << "," << row.tokens_per_s << ","
       << row.flows << "," << row.hosts_alive << "," << row.crashes << "," << row.wasted_fraction << "\n";
   out << "# loss series: " << cfg.training.loss_out << "\n";
+  // Plots next to it: <stem>.svg (the loss curve) and <stem>-throughput.svg.
+  auto csv = std::filesystem::path(cfg.training.loss_out);
+  auto stem = (csv.parent_path() / csv.stem()).string();
+  auto title = std::to_string(cfg.hosts.size()) + " hosts, " + std::to_string(r.rows.size()) + " iterations, "
+               + std::to_string(r.crashes) + " crashes";
+  std::string written;
+  for (auto& [path, svg] : {std::pair{stem + ".svg", loss_svg(r.rows, "loss: " + title)},
+                            std::pair{stem + "-throughput.svg", throughput_svg(r.rows, "throughput: " + title)}}) {
+    std::ofstream p{path};
+    p << svg;
+    if (p)
+      written += (written.empty() ? "" : ", ") + path;
+    else
+      out << "# could not write " << path << "\n";
+  }
+  if (!written.empty())
+    out << "# plots: " << written << "\n";
 }
 
 } // namespace
