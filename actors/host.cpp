@@ -11,6 +11,7 @@
 
 #include "actors/errors.hpp"
 #include "actors/inspect_view.hpp"
+#include "actors/link_estimator.hpp"
 #include "actors/host_internal.hpp"
 #include "actors/membership_view.hpp"
 #include "routing/balancer.hpp"
@@ -195,7 +196,8 @@ membership_actor::behavior_type membership(membership_actor::stateful_pointer<me
 
 struct probe_state {
   std::map<std::string, std::int32_t> peers;
-  std::map<std::string, double> small_rtt;
+  std::map<std::string, double> small_rtt;        // the latest small round trip (the shell shows it)
+  std::map<std::string, link_estimator> estimates; // robust latency and bandwidth per peer
   std::uint64_t next_id = 1;
   balancer_actor balancer;
 };
@@ -225,15 +227,15 @@ probe_actor::behavior_type probe(probe_actor::stateful_pointer<probe_state> self
         double rtt = static_cast<double>(now_ns() - p->sent_nanos) / 1e9;
         if (rtt < 0)
           return;
+        auto& est = self->state.estimates[from];
         if (p->received_bytes == 0) {
           self->state.small_rtt[from] = rtt;
-        } else if (auto s = self->state.small_rtt.find(from); s != self->state.small_rtt.end()) {
-          double extra = std::max(rtt - s->second, 1e-6);
-          double one_way = s->second / 2;
-          double bw = static_cast<double>(p->received_bytes) / extra;
+          est.small(rtt);
+        } else if (auto e = est.bulk(rtt, p->received_bytes)) {
           // Emulated time runs time_scale x faster: report the emulated network's figures.
           double scale = ctx->spec->time_scale > 0 ? ctx->spec->time_scale : 1.0;
-          self->send(self->state.balancer, latency_atom::value, from, one_way / scale, bw * scale);
+          self->send(self->state.balancer, latency_atom::value, from, e->latency_s / scale,
+                     e->bandwidth_bytes_s * scale);
         }
       }
     },
@@ -241,6 +243,7 @@ probe_actor::behavior_type probe(probe_actor::stateful_pointer<probe_state> self
     [self](peer_down_atom, const std::string& id) {
       self->state.peers.erase(id);
       self->state.small_rtt.erase(id);
+      self->state.estimates.erase(id); // a peer back up is measured afresh
     },
     [](left_atom, const std::string&) {}, // a peer_down follows
     [self](inspect_atom) -> std::string {

@@ -1,7 +1,10 @@
 // The pure cores behind the host actors: no CAF, no threads, no clock.
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 #include "actors/hop_ledger.hpp"
+#include "actors/link_estimator.hpp"
 #include "actors/iteration_barrier.hpp"
 #include "actors/replica_vote.hpp"
 #include "actors/state_download.hpp"
@@ -278,4 +281,34 @@ TEST_CASE("state download: chunks of the transfer in progress fill the blob, oth
   CHECK(d.chunk("r2", chunk(9, 0, 2, {5}), 1, 100) == outcome::partial);
   d.cancel();
   CHECK(d.chunk("r2", chunk(9, 1, 2, {6}), 1, 100) == outcome::ignored);
+}
+
+TEST_CASE("link estimator: queued probes do not swing the estimate, only the least round trips count") {
+  link_estimator e{4};
+  CHECK_FALSE(e.bulk(0.030, 65536)); // no small round trip yet
+  e.small(0.020);
+  auto first = e.bulk(0.030, 65536); // 64 KiB in 10 ms
+  REQUIRE(first);
+  CHECK(first->latency_s == doctest::Approx(0.010));
+  CHECK(first->bandwidth_bytes_s == doctest::Approx(65536 / 0.010));
+  // A small probe that waited behind an activation (would have given 65536 / 1 us), and a
+  // bulk probe that waited too (65536 / 480 ms): neither moves the estimate.
+  e.small(0.029);
+  auto a = e.bulk(0.500, 65536);
+  REQUIRE(a);
+  CHECK(a->latency_s == doctest::Approx(0.010));
+  CHECK(a->bandwidth_bytes_s == doctest::Approx(65536 / 0.010));
+  // After the window, the link really got slower: the estimate follows.
+  for (int i = 0; i < 4; ++i) {
+    e.small(0.040);
+    a = e.bulk(0.080, 65536);
+  }
+  REQUIRE(a);
+  CHECK(a->latency_s == doctest::Approx(0.020));
+  CHECK(a->bandwidth_bytes_s == doctest::Approx(65536 / 0.040));
+  // Bad input is ignored.
+  CHECK_FALSE(e.bulk(-1, 65536));
+  CHECK_FALSE(e.bulk(0.1, 0));
+  e.small(std::nan(""));
+  CHECK(*e.least_small() == doctest::Approx(0.040));
 }
