@@ -135,10 +135,22 @@ TEST_CASE("launch: 5 processes without churn train exactly like the reference tr
 }
 
 TEST_CASE("launch: SIGKILL in a forward and in a backward pass loses no microbatch") {
+  // A crash fires in the host's next forward (backward) pass: the host must carry work. With
+  // capacity 2 per stage-1 and stage-2 replica and 4 flows (r3's capacity), every one of them
+  // carries two flows until the crashes, which therefore both come in iteration 3 (a crash
+  // later could find its host idle: once r1b died, the balancers may route every flow through
+  // r2b, and an armed r2 would never crash; seen in CI).
   auto dir = workdir("kill");
-  auto l = launch_and_reference(dir, replicated, 12,
+  const std::string hosts = "  - {name: dh-a, region: virginia, role: data_holder, capacity: 6}\n"
+                            "  - {name: dh-b, region: frankfurt, role: data_holder, capacity: 6}\n"
+                            "  - {name: r1, region: ohio, role: relay, stage: 1, capacity: 2}\n"
+                            "  - {name: r1b, region: london, role: relay, stage: 1, capacity: 2}\n"
+                            "  - {name: r2, region: oregon, role: relay, stage: 2, capacity: 2}\n"
+                            "  - {name: r2b, region: ireland, role: relay, stage: 2, capacity: 2}\n"
+                            "  - {name: r3, region: virginia, role: relay, stage: 3, capacity: 4}\n";
+  auto l = launch_and_reference(dir, hosts, 12,
                                 "{at_iteration: 3, action: crash, host: r1b, phase: forward},"
-                                "{at_iteration: 6, action: crash, host: r2, phase: backward}");
+                                "{at_iteration: 3, action: crash, host: r2, phase: backward}");
   INFO(l.r.out << l.logs);
   REQUIRE(l.r.code == 0);
   CHECK(has(l.r.out, "crashes 2"));
