@@ -3,9 +3,9 @@
 namespace gwtf::deploy {
 
 std::string usage_text() {
-  return "usage: caf-gwtf --config FILE [--check] [--join]\n"
-         "       caf-gwtf launch --config FILE [--logs DIR]\n"
-         "       caf-gwtf reference --config FILE\n"
+  return "usage: caf-gwtf --config FILE [--set KEY=VALUE]... [--check] [--join]\n"
+         "       caf-gwtf launch --config FILE [--set KEY=VALUE]... [--logs DIR]\n"
+         "       caf-gwtf reference --config FILE [--set KEY=VALUE]...\n"
          "       caf-gwtf sim --scenario FILE [--router NAME|all] [--seed N] [--out DIR]\n"
          "       caf-gwtf shell HOST:PORT [-c COMMAND] [--json] [--timeout-ms N]\n"
          "       caf-gwtf --help | --version\n"
@@ -13,6 +13,8 @@ std::string usage_text() {
          "caf-gwtf trains one LLM on many volunteer hosts without a coordinator (GWTF).\n"
          "\n"
          "  --config FILE   cluster.yaml of this process (configs/local.yaml: embedded cluster)\n"
+         "  --set KEY=VALUE override one key of FILE (e.g. hosts[0].stage=2; VALUE is YAML);\n"
+         "                  FILE's values may also use ${ENV} and ${ENV:-default}\n"
          "  --check         validate FILE and print it resolved, defaults included\n"
          "                  FILE with one host: node mode, this process is that host and\n"
          "                  trains with its peers over TCP; with several: embedded cluster\n"
@@ -219,6 +221,14 @@ std::variant<cli_options, cli_error> parse_cli(const std::vector<std::string>& a
           return cli_error{"--config needs a file name"};
       }
       has_config = true;
+    } else if (is_option(a, "--set")) {
+      auto v = option_value(args, i, "--set", "KEY=VALUE (e.g. --set node.advertise=10.0.0.5:4242)");
+      if (auto* e = std::get_if<cli_error>(&v))
+        return *e;
+      auto& kv = std::get<std::string>(v);
+      if (kv.find('=') == std::string::npos || kv.front() == '=')
+        return cli_error{"--set: expected KEY=VALUE (e.g. node.advertise=10.0.0.5:4242), got '" + kv + "'"};
+      out.sets.push_back(kv);
     } else if (a == "--join" && !reference && !launch) {
       out.join = true;
     } else if ((is_option(a, "--report") && !reference && !launch) || (is_option(a, "--logs") && launch)) {

@@ -25,6 +25,7 @@ enum class cli_action {
 struct cli_options {
   cli_action action = cli_action::help; ///< what to do
   std::string config;                   ///< --config FILE
+  std::vector<std::string> sets;        ///< --set KEY=VALUE overrides of the config, in order
   std::string scenario;                 ///< sim: --scenario FILE
   std::vector<std::string> routers;     ///< sim: --router gwtf|swarm|swarm-restart|centralized|all, expanded
   std::optional<std::uint64_t> seed;    ///< sim: --seed N (overrides the scenario's)

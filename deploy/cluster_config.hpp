@@ -2,6 +2,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -58,13 +59,34 @@ struct load_result {
   std::vector<config_error> errors;
 };
 
+/// Looks up an environment variable; nullopt when it is not set.
+using env_lookup = std::function<std::optional<std::string>(const std::string&)>;
+
+/// What a config gets besides its file's text (docs/config.md, "Overrides and environment").
+struct config_overrides {
+  /// `--set KEY=VALUE` arguments, applied in order after the file, e.g. "node.advertise=a:1",
+  /// "hosts[0].stage=2", "node.bootstrap=[a:1, b:2]" (the value is read as YAML).
+  std::vector<std::string> sets;
+  /// Resolves `${NAME}` and `${NAME:-default}` in the file's values; empty: the process
+  /// environment.
+  env_lookup env;
+};
+
 /// Reads, type-checks and validates a cluster.yaml, and the network matrix it names.
-/// Relative paths in it are resolved against the file's directory.
-load_result load_cluster_config(const std::filesystem::path& file);
+/// Relative paths in it are resolved against the file's directory. `${NAME}` in a value is
+/// replaced by the environment variable NAME, then `extra.sets` override keys; an error in a
+/// value that came from --set names that argument instead of a line of the file.
+load_result load_cluster_config(const std::filesystem::path& file, const config_overrides& extra = {});
 
 /// Same, from text; `file` labels errors, `base_dir` resolves relative paths.
 load_result parse_cluster_config(const std::string& text, const std::string& file,
-                                 const std::filesystem::path& base_dir);
+                                 const std::filesystem::path& base_dir,
+                                 const config_overrides& extra = {});
+
+/// `text` with `${NAME}` replaced by NAME's value, `${NAME:-default}` by the value or, when
+/// NAME is unset or empty, by `default`, and `$$` by `$`; any other `$` stays. nullopt with
+/// `why` for an unset NAME without default or a malformed `${...}`.
+std::optional<std::string> expand_env(const std::string& text, const env_lookup& env, std::string& why);
 
 /// Outcome of loading a network matrix file.
 struct network_result {

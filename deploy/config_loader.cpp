@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -61,7 +62,20 @@ std::string format_double(double v) {
   return s;
 }
 
+void reader::override_source(const std::string& path, std::string source) {
+  sources_.emplace_back(path, std::move(source));
+}
+
 void reader::error_at(const YAML::Mark& mark, const std::string& key, std::string message) {
+  for (auto it = sources_.rbegin(); it != sources_.rend(); ++it) {
+    auto& p = it->first;
+    bool below = key.size() > p.size() && key.compare(0, p.size(), p) == 0
+                 && (key[p.size()] == '.' || key[p.size()] == '[');
+    if (key == p || below) {
+      errors_.push_back(config_error{it->second, 0, 0, key, std::move(message)});
+      return;
+    }
+  }
   bool known = mark.line >= 0 && !mark.is_null();
   errors_.push_back(config_error{file_, known ? mark.line + 1 : 0, known ? mark.column + 1 : 0,
                                  key, std::move(message)});
@@ -410,14 +424,186 @@ void validate_cluster(cluster_config& cfg, reader& r, const fs::path& base_dir,
   }
 }
 
+// Replaces `${...}` in every value (not key) of the tree; errors name the value's key path.
+void expand_tree(YAML::Node node, const std::string& path, const env_lookup& env, reader& r) {
+  if (node.IsScalar()) {
+    std::string why;
+    auto text = node.Scalar();
+    if (text.find('$') == std::string::npos)
+      return;
+    if (auto expanded = expand_env(text, env, why))
+      node = *expanded; // keeps the node's position and its quoting (tag)
+    else
+      r.error_at(node.Mark(), path, why);
+  } else if (node.IsSequence()) {
+    for (std::size_t i = 0; i < node.size(); ++i)
+      expand_tree(node[i], path + "[" + std::to_string(i) + "]", env, r);
+  } else if (node.IsMap()) {
+    for (auto it = node.begin(); it != node.end(); ++it)
+      if (it->first.IsScalar())
+        expand_tree(it->second, detail::join_path(path, it->first.Scalar()), env, r);
+  }
+}
+
+// Applies one `--set KEY=VALUE` to the document: the key path's maps are created as needed,
+// list items must exist. Errors go to `errors` under the argument's own name.
+void apply_set(YAML::Node& doc, const std::string& arg, reader& r, std::vector<config_error>& errors) {
+  std::string label = "--set " + arg;
+  auto fail = [&](const std::string& key, std::string message) {
+    errors.push_back(config_error{label, 0, 0, key, std::move(message)});
+  };
+  auto eq = arg.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    fail("", "expected KEY=VALUE (e.g. node.advertise=10.0.0.5:4242 or hosts[0].stage=2)");
+    return;
+  }
+  auto key = arg.substr(0, eq);
+  // Segments: names separated by '.', each with optional [N] indexes.
+  struct segment {
+    std::string name;
+    std::vector<std::size_t> indexes;
+  };
+  std::vector<segment> segments;
+  std::size_t i = 0;
+  while (i <= key.size()) {
+    segment seg;
+    while (i < key.size() && key[i] != '.' && key[i] != '[')
+      seg.name += key[i++];
+    if (seg.name.empty()) {
+      fail(key, "malformed key: an empty name in '" + key + "'");
+      return;
+    }
+    while (i < key.size() && key[i] == '[') {
+      auto close = key.find(']', i);
+      auto digits = close == std::string::npos ? std::string{} : key.substr(i + 1, close - i - 1);
+      if (digits.empty() || digits.size() > 6 || digits.find_first_not_of("0123456789") != std::string::npos) {
+        fail(key, "malformed key: expected a list index like [0] in '" + key + "'");
+        return;
+      }
+      seg.indexes.push_back(std::stoul(digits));
+      i = close + 1;
+    }
+    segments.push_back(std::move(seg));
+    if (i == key.size())
+      break;
+    if (key[i] != '.') {
+      fail(key, "malformed key: unexpected '" + std::string(1, key[i]) + "' in '" + key + "'");
+      return;
+    }
+    ++i;
+  }
+  YAML::Node value;
+  try {
+    value = YAML::Load(arg.substr(eq + 1));
+  } catch (const YAML::Exception& e) {
+    fail(key, std::string{"the value is not valid YAML: "} + e.what());
+    return;
+  }
+  // Walk with reset(): assigning one YAML::Node to another would overwrite the tree.
+  YAML::Node cur;
+  cur.reset(doc);
+  std::string path;
+  for (std::size_t s = 0; s < segments.size(); ++s) {
+    auto& seg = segments[s];
+    if (!cur.IsMap() && !cur.IsNull()) {
+      fail(key, "'" + (path.empty() ? std::string{"the document"} : path) + "' is not a map of keys");
+      return;
+    }
+    path = detail::join_path(path, seg.name);
+    bool last = s + 1 == segments.size();
+    if (last && seg.indexes.empty()) {
+      cur[seg.name] = value;
+      break;
+    }
+    if (!cur[seg.name] || cur[seg.name].IsNull())
+      cur[seg.name] = YAML::Node(seg.indexes.empty() ? YAML::NodeType::Map : YAML::NodeType::Sequence);
+    YAML::Node next;
+    next.reset(cur[seg.name]);
+    for (std::size_t k = 0; k < seg.indexes.size(); ++k) {
+      auto idx = seg.indexes[k];
+      if (!next.IsSequence() || idx >= next.size()) {
+        fail(key, "no " + path + "[" + std::to_string(idx) + "]: " + path
+                    + (next.IsSequence() ? " has " + std::to_string(next.size()) + " item(s)" : " is not a list"));
+        return;
+      }
+      path += "[" + std::to_string(idx) + "]";
+      if (last && k + 1 == seg.indexes.size()) {
+        next[idx] = value;
+        r.override_source(path, label);
+        return;
+      }
+      YAML::Node item;
+      item.reset(next[idx]);
+      next.reset(item);
+    }
+    cur.reset(next);
+  }
+  r.override_source(path, label);
+}
+
+} // namespace
+
+std::optional<std::string> expand_env(const std::string& text, const env_lookup& env, std::string& why) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c != '$' || i + 1 >= text.size() || (text[i + 1] != '{' && text[i + 1] != '$')) {
+      out += c;
+      continue;
+    }
+    if (text[i + 1] == '$') { // "$$": a literal '$'
+      out += '$';
+      ++i;
+      continue;
+    }
+    auto close = text.find('}', i + 2);
+    if (close == std::string::npos) {
+      why = "unterminated '${' in '" + text + "' (write $$ for a literal $)";
+      return std::nullopt;
+    }
+    auto body = text.substr(i + 2, close - i - 2);
+    auto sep = body.find(":-");
+    auto name = body.substr(0, sep);
+    bool valid = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]));
+    for (char n : name)
+      valid = valid && (std::isalnum(static_cast<unsigned char>(n)) || n == '_');
+    if (!valid) {
+      why = "'${" + body + "}': expected ${NAME} or ${NAME:-default} with NAME of [A-Za-z0-9_]";
+      return std::nullopt;
+    }
+    auto value = env ? env(name) : std::nullopt;
+    if (sep != std::string::npos && (!value || value->empty()))
+      value = body.substr(sep + 2);
+    if (!value) {
+      why = "environment variable " + name + " is not set (write ${" + name + ":-default} for a default)";
+      return std::nullopt;
+    }
+    out += *value;
+    i = close;
+  }
+  return out;
+}
+
+namespace {
+
+env_lookup process_environment() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    if (const char* v = std::getenv(name.c_str()))
+      return std::string{v};
+    return std::nullopt;
+  };
+}
+
 } // namespace
 
 load_result parse_cluster_config(const std::string& text, const std::string& file,
-                                 const fs::path& base_dir) {
+                                 const fs::path& base_dir, const config_overrides& extra) {
   load_result out;
   auto doc = parse_yaml(text, file, out.errors);
   if (!doc)
     return out;
+  if (doc->IsNull() && !extra.sets.empty())
+    *doc = YAML::Node(YAML::NodeType::Map);
   if (!doc->IsMap()) {
     out.errors.push_back(config_error{
       file, doc->IsNull() ? 0 : doc->Mark().line + 1, doc->IsNull() ? 0 : doc->Mark().column + 1,
@@ -426,6 +612,11 @@ load_result parse_cluster_config(const std::string& text, const std::string& fil
     return out;
   }
   reader r{file, out.errors};
+  expand_tree(*doc, "", extra.env ? extra.env : process_environment(), r);
+  for (auto& arg : extra.sets)
+    apply_set(*doc, arg, r, out.errors);
+  if (!out.errors.empty())
+    return out;
   cluster_config cfg;
   r.read(*doc, "", cfg);
   if (!out.errors.empty())
@@ -436,7 +627,7 @@ load_result parse_cluster_config(const std::string& text, const std::string& fil
   return out;
 }
 
-load_result load_cluster_config(const fs::path& file) {
+load_result load_cluster_config(const fs::path& file, const config_overrides& extra) {
   std::string why;
   auto text = slurp(file, why);
   if (!text) {
@@ -445,7 +636,7 @@ load_result load_cluster_config(const fs::path& file) {
     return out;
   }
   auto base = file.has_parent_path() ? file.parent_path() : fs::path{"."};
-  return parse_cluster_config(*text, file.string(), base);
+  return parse_cluster_config(*text, file.string(), base, extra);
 }
 
 network_result load_network_matrix(const fs::path& file) {

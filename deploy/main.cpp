@@ -41,8 +41,10 @@ int print_version() {
 }
 
 // Loads the config; prints every error and returns nullopt when it is invalid.
-std::optional<cluster_config> load_or_report(const std::string& file) {
-  auto result = load_cluster_config(file);
+std::optional<cluster_config> load_or_report(const std::string& file, const std::vector<std::string>& sets) {
+  config_overrides extra;
+  extra.sets = sets;
+  auto result = load_cluster_config(file, extra);
   for (auto& e : result.errors)
     std::cerr << e.to_string() << "\n";
   if (!result.config)
@@ -215,7 +217,7 @@ int main(int argc, char** argv) {
               << "\n";
     return exit_code::usage;
   }
-  auto cfg = load_or_report(opts.config);
+  auto cfg = load_or_report(opts.config, opts.sets);
   if (!cfg)
     return exit_code::failure;
   if (opts.action == cli_action::check)

@@ -90,6 +90,10 @@ public:
   template <class T>
   void read(const YAML::Node& node, const std::string& path, T& out);
 
+  /// Errors about `path` and the keys below it name `source` (e.g. "--set a.b=1") instead of
+  /// a position in the file. The last call for a path wins.
+  void override_source(const std::string& path, std::string source);
+
 private:
   template <class T>
   struct map_visitor;
@@ -106,6 +110,7 @@ private:
   std::string file_;
   std::vector<config_error>& errors_;
   std::map<std::string, YAML::Mark> marks_;
+  std::vector<std::pair<std::string, std::string>> sources_; // path, what set it
 };
 
 template <class T>

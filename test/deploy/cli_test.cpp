@@ -80,3 +80,15 @@ TEST_CASE("cli: sim takes a scenario, routers, a seed and an output directory") 
   CHECK(fails({"sim", "--scenario", "a", "--fast"}) == "unknown option '--fast' of sim (see --help)");
   CHECK(fails({"sim", "--scenario", "a", "extra"}) == "unexpected argument 'extra' (see --help)");
 }
+
+TEST_CASE("cli: --set overrides are kept in order, for node, check, launch and reference") {
+  auto node = ok({"--config", "a.yaml", "--set", "hosts[0].stage=2", "--set=node.advertise=h:1"});
+  CHECK(node.sets == std::vector<std::string>{"hosts[0].stage=2", "node.advertise=h:1"});
+  CHECK(ok({"launch", "--config", "a.yaml", "--set", "training.iterations=3"}).sets.size() == 1);
+  CHECK(ok({"reference", "--config", "a.yaml", "--set", "training.seed=3"}).sets.size() == 1);
+  CHECK(ok({"--config", "a.yaml", "--check", "--set", "node.bootstrap=[]"}).action == cli_action::check);
+  CHECK(fails({"--config", "a", "--set"}).rfind("--set needs KEY=VALUE", 0) == 0);
+  CHECK(fails({"--config", "a", "--set", "node.listen"})
+        == "--set: expected KEY=VALUE (e.g. node.advertise=10.0.0.5:4242), got 'node.listen'");
+  CHECK(fails({"--config", "a", "--set", "=3"}).rfind("--set: expected KEY=VALUE", 0) == 0);
+}

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <string>
 
@@ -175,4 +176,123 @@ TEST_CASE("doubles print as the shortest text that reads back exactly") {
   CHECK(text.find("lr: 0.30000000000000004") != std::string::npos);
   CHECK(text.find("min_lr: 1e-05") != std::string::npos);
   CHECK(text.find("beta1: 1.0\n") != std::string::npos);
+}
+
+namespace {
+
+env_lookup fake_env(std::map<std::string, std::string> vars) {
+  return [vars](const std::string& name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    return it == vars.end() ? std::nullopt : std::optional<std::string>{it->second};
+  };
+}
+
+const char* node_text = R"(node:
+  listen: "0.0.0.0:${PORT:-4242}"
+  advertise: "${POD_NAME}.peers:${PORT:-4242}"
+  bootstrap: ["dh-0.peers:4242"]
+hosts:
+  - name: ${POD_NAME}
+    role: relay
+    stage: ${STAGE:--1}
+model: {stages: 3}
+training: {data_holders: [dh-0]}
+)";
+
+} // namespace
+
+TEST_CASE("expand_env replaces variables, applies defaults and rejects what it cannot expand") {
+  auto env = fake_env({{"A", "x"}, {"EMPTY", ""}});
+  std::string why;
+  CHECK(expand_env("a${A}b${A}", env, why) == "axbx");
+  CHECK(expand_env("${MISSING:-d}/${EMPTY:-e}/${A:-f}", env, why) == "d/e/x");
+  CHECK(expand_env("cost $5, $$HOME, ${A:-}", env, why) == "cost $5, $HOME, x");
+  CHECK(expand_env("${MISSING:-}", env, why) == "");
+  CHECK_FALSE(expand_env("${MISSING}", env, why));
+  CHECK(why.find("environment variable MISSING is not set") != std::string::npos);
+  CHECK_FALSE(expand_env("${A", env, why));
+  CHECK(why.find("unterminated") != std::string::npos);
+  CHECK_FALSE(expand_env("${1A}", env, why));
+  CHECK_FALSE(expand_env("${A-B}", env, why));
+  CHECK(why.find("${NAME:-default}") != std::string::npos);
+}
+
+TEST_CASE("one cluster.yaml serves every pod: ${ENV} in values and --set overrides") {
+  config_overrides extra;
+  extra.env = fake_env({{"POD_NAME", "relay-3"}, {"PORT", "5000"}});
+  auto r = parse_cluster_config(node_text, "cm.yaml", test_dir, extra);
+  INFO(all_errors(r.errors));
+  REQUIRE(r.config);
+  CHECK(r.config->node.listen == "0.0.0.0:5000");
+  CHECK(r.config->node.advertise == "relay-3.peers:5000");
+  CHECK(r.config->hosts.at(0).name == "relay-3");
+  CHECK(r.config->hosts.at(0).stage == -1);
+  // --set wins over the file, in order; lists and maps are YAML values.
+  extra.sets = {"hosts[0].stage=2", "node.bootstrap=[a:1, b:2]", "training.iterations=5",
+                "training.iterations=6", "faults={heartbeat_interval_ms: 300, connection_timeout_ms: 900}"};
+  r = parse_cluster_config(node_text, "cm.yaml", test_dir, extra);
+  INFO(all_errors(r.errors));
+  REQUIRE(r.config);
+  CHECK(r.config->hosts.at(0).stage == 2);
+  CHECK(r.config->node.bootstrap == std::vector<std::string>{"a:1", "b:2"});
+  CHECK(r.config->training.iterations == 6);
+  CHECK(r.config->faults.connection_timeout_ms == 900);
+  // A whole config from --set alone.
+  config_overrides only;
+  only.sets = {"hosts=[{name: r, role: relay, stage: 1}]", "model.stages=2", "training.data_holders=[d]"};
+  auto empty = parse_cluster_config("", "empty.yaml", test_dir, only);
+  INFO(all_errors(empty.errors));
+  CHECK(empty.config);
+}
+
+TEST_CASE("errors from the environment name the file's line, errors from --set name the argument") {
+  config_overrides extra;
+  extra.env = fake_env({{"PORT", "5000"}});
+  auto r = parse_cluster_config(node_text, "cm.yaml", test_dir, extra);
+  REQUIRE_FALSE(r.config);
+  INFO(all_errors(r.errors));
+  REQUIRE(r.errors.size() == 2); // POD_NAME in advertise and in hosts[0].name
+  CHECK(r.errors[0].to_string()
+        == "cm.yaml:3:14: node.advertise: environment variable POD_NAME is not set (write ${POD_NAME:-default} for a default)");
+  CHECK(r.errors[1].key == "hosts[0].name");
+  CHECK(r.errors[1].line == 6);
+
+  extra.env = fake_env({{"POD_NAME", "r"}, {"STAGE", "9"}});
+  extra.sets = {"node.advertize=x:1"};
+  r = parse_cluster_config(node_text, "cm.yaml", test_dir, extra);
+  REQUIRE_FALSE(r.config);
+  INFO(all_errors(r.errors));
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0].file == "--set node.advertize=x:1");
+  CHECK(r.errors[0].key == "node.advertize");
+  CHECK(r.errors[0].message.find("did you mean 'advertise'") != std::string::npos);
+
+  // A semantic error in an expanded value still points at the file; one from --set at --set.
+  extra.sets = {};
+  r = parse_cluster_config(node_text, "cm.yaml", test_dir, extra);
+  REQUIRE_FALSE(r.config);
+  INFO(all_errors(r.errors));
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0].key == "hosts[0].stage");
+  CHECK(r.errors[0].line == 8);
+  extra.sets = {"hosts[0].stage=7"};
+  r = parse_cluster_config(node_text, "cm.yaml", test_dir, extra);
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0].to_string().rfind("--set hosts[0].stage=7: hosts[0].stage: expected a relay stage in [1, 2]", 0) == 0);
+
+  for (auto [arg, text] : std::vector<std::pair<std::string, std::string>>{
+         {"hosts[4].stage=1", "no hosts[4]: hosts has 1 item(s)"},
+         {"node.listen.x=1", "'node.listen' is not a map of keys"},
+         {"node..listen=1", "malformed key"},
+         {"hosts[x].stage=1", "expected a list index"},
+         {"node.listen=[a", "not valid YAML"},
+         {"training.iterations=many", "expected an integer"}}) {
+    extra.sets = {arg};
+    r = parse_cluster_config(node_text, "cm.yaml", test_dir, extra);
+    INFO(arg << "\n" << all_errors(r.errors));
+    REQUIRE_FALSE(r.config);
+    REQUIRE(r.errors.size() >= 1);
+    CHECK(r.errors[0].file == "--set " + arg);
+    CHECK(r.errors[0].message.find(text) != std::string::npos);
+  }
 }
