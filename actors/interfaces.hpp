@@ -23,6 +23,7 @@
 #include <caf/typed_actor.hpp>
 
 #include "actors/node_config.hpp"
+#include "actors/tls_session.hpp"
 #include "actors/wire_frame.hpp"
 #include "model/model_config.hpp"
 #include "routing/network.hpp"
@@ -111,6 +112,7 @@ struct net_link_options {
   double time_scale = 1.0;                  ///< emulated delays x this
   std::int64_t max_message_bytes = 64 << 20;
   int connect_timeout_ms = 2000;            ///< a dial that takes longer fails
+  bool tls = false;                         ///< dial peers with mutual TLS (CAF's openssl module)
   int gossip_interval_ms = 500;             ///< gossip to a few peers, redial lost ones
   caf::actor reporter;                      ///< (failure_atom, host, what) for refused input
 };
@@ -122,6 +124,10 @@ caf::actor spawn_net_link(caf::actor_system& sys, net_link_options opts);
 // (actors/frame_guard.hpp). (caf::get_atom) -> uint16 port it listens on, or the error.
 struct net_guard_options {
   std::string host;               ///< address to bind
+  /// node.tls: every inbound connection must complete mutual TLS with a certificate of the
+  /// cluster CA before any byte reaches the middleman; null: plain TCP.
+  std::shared_ptr<const tls_context> tls;
+  int handshake_timeout_ms = 10000; ///< a TLS peer that has not finished its handshake by then is dropped
   std::uint16_t port = 0;         ///< 0 = any
   std::uint16_t inner_port = 0;   ///< the middleman's port on 127.0.0.1
   std::uint64_t max_payload = 0;  ///< largest frame payload accepted

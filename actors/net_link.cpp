@@ -11,6 +11,7 @@
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <caf/openssl/manager.hpp>
 
 #include "actors/interfaces.hpp"
 #include "actors/link_emulator.hpp"
@@ -95,7 +96,11 @@ void dial(self_ptr self, const std::string& address) {
     return;
   }
   auto timeout = std::chrono::milliseconds(self->state.opts.connect_timeout_ms);
-  self->request(self->system().middleman().actor_handle(), timeout, caf::connect_atom::value, ep->host,
+  // With node.tls, CAF's openssl module dials: TLS 1.2 with this host's certificate, and the
+  // peer's must chain to the cluster CA (system_setup.cpp sets the files).
+  auto dialer = self->state.opts.tls ? self->system().openssl_manager().actor_handle()
+                                     : self->system().middleman().actor_handle();
+  self->request(dialer, timeout, caf::connect_atom::value, ep->host,
                 ep->port)
     .then(
       [self, address](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {

@@ -50,8 +50,50 @@ std::optional<endpoint> parse_endpoint(const std::string& text) {
   return endpoint{host, static_cast<std::uint16_t>(value)};
 }
 
+bool is_loopback_host(const std::string& host) {
+  if (host == "localhost" || host == "::1" || host == "0:0:0:0:0:0:0:1")
+    return true;
+  auto dot = host.find('.');
+  if (host.rfind("127.", 0) != 0 || dot != 3)
+    return false;
+  int parts = 0;
+  for (std::size_t i = 0; i <= host.size(); ++i) {
+    std::size_t j = host.find('.', i);
+    auto part = host.substr(i, j == std::string::npos ? std::string::npos : j - i);
+    if (part.empty() || part.size() > 3 || part.find_first_not_of("0123456789") != std::string::npos
+        || std::stoi(part) > 255)
+      return false;
+    ++parts;
+    if (j == std::string::npos)
+      break;
+    i = j;
+  }
+  return parts == 4;
+}
+
+void tls_config::validate(const issue_sink& report) const {
+  if (certificate.empty())
+    report("certificate", "the PEM certificate of this host (scripts/make-certs makes a lab CA and host certificates)");
+  if (key.empty())
+    report("key", "the PEM private key of the certificate");
+  if (ca.empty())
+    report("ca", "the PEM certificate of the cluster CA");
+}
+
 void node_config::validate(const issue_sink& report) const {
   check_endpoint(report, "listen", listen, true);
+  if (tls)
+    tls->validate([&](const std::string& k, const std::string& e) { report("tls." + k, e); });
+  // Plain TCP on a reachable address lets anyone speak to the middleman: only on request.
+  for (auto [key, text] : {std::pair<const char*, const std::string*>{"listen", &listen}, {"inspect", &inspect}}) {
+    auto ep = parse_endpoint(*text);
+    bool needs_tls = std::string{key} == "listen";
+    if (ep && !is_loopback_host(ep->host) && !insecure && (needs_tls ? !tls : true))
+      report(key, std::string{"a loopback address, got '"} + *text + "': "
+                    + (needs_tls ? "a non-loopback listen address needs node.tls (mutual TLS, docs/deploy.md)"
+                                 : "the shell's port has no TLS; reach it through an SSH tunnel or kubectl port-forward")
+                    + ", or node.insecure: true to accept plain TCP from anyone who can reach it");
+  }
   check_endpoint(report, "inspect", inspect, true);
   if (!metrics.empty())
     check_endpoint(report, "metrics", metrics, true);

@@ -24,6 +24,22 @@ struct endpoint {
 /// Parses "host:port"; nullopt with no host, no port, or a port outside 0..65535.
 std::optional<endpoint> parse_endpoint(const std::string& text);
 
+/// The host's cluster identity for mutual TLS (docs/deploy.md): every peer connection is TLS,
+/// and both ends must present a certificate that chains to `ca`. Relative paths start at the
+/// config file.
+struct tls_config {
+  std::string certificate; ///< PEM certificate (chain) of this host
+  std::string key;         ///< PEM private key of the certificate
+  std::string ca;          ///< PEM certificate of the cluster CA
+  std::string passphrase;  ///< decrypts `key` if it is encrypted; prefer ${ENV} to a literal
+
+  /// Reports every missing file name (the files themselves are loaded at start).
+  void validate(const issue_sink& report) const;
+};
+
+/// True for addresses only this machine can reach: 127.0.0.0/8, ::1 and "localhost".
+bool is_loopback_host(const std::string& host);
+
 /// Process-level network settings.
 struct node_config {
   std::string listen = "127.0.0.1:0";      ///< address the middleman publishes on; port 0 = any
@@ -32,6 +48,8 @@ struct node_config {
   std::string inspect = "127.0.0.1:0";     ///< address of the inspection shell server
   std::string metrics;                     ///< address of the HTTP metrics server; empty = off
   bool inspect_control = false;            ///< the shell may drain or crash this host (lab use)
+  std::optional<tls_config> tls;           ///< mutual TLS between hosts; unset: plain TCP
+  bool insecure = false;                   ///< allow plain TCP on a non-loopback listen address
   int scheduler_threads = 2;               ///< CAF worker threads (more oversubscribes torch)
   std::int64_t max_message_bytes = 64 << 20; ///< larger wire messages are rejected unread
 
@@ -142,8 +160,18 @@ void visit_fields(F& f, node_config& x) {
   f("inspect", x.inspect);
   f("metrics", x.metrics);
   f("inspect_control", x.inspect_control);
+  f("tls", x.tls);
+  f("insecure", x.insecure);
   f("scheduler_threads", x.scheduler_threads);
   f("max_message_bytes", x.max_message_bytes);
+}
+
+template <class F>
+void visit_fields(F& f, tls_config& x) {
+  f("certificate", x.certificate);
+  f("key", x.key);
+  f("ca", x.ca);
+  f("passphrase", x.passphrase);
 }
 
 template <class F>

@@ -299,6 +299,20 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
   // make_spec places a stage-less relay from the declared hosts; here only this host is
   // declared: it places itself from its membership view once it has met the cluster.
   spec->hosts.front().stage = cfg.hosts.front().stage;
+  // The TLS identity is loaded before anything starts: a bad file is one clear line here, not
+  // an exception inside CAF's multiplexer at the first dial.
+  std::shared_ptr<const tls_context> tls;
+  if (cfg.node.tls) {
+    std::string why;
+    tls_files files{cfg.node.tls->certificate, cfg.node.tls->key, cfg.node.tls->ca, cfg.node.tls->passphrase};
+    tls = tls_context::make(files, tls_side::server, why);
+    if (tls && !tls_context::make(files, tls_side::client, why))
+      tls = nullptr;
+    if (!tls) {
+      std::cerr << "caf-gwtf: " << why << "\n";
+      return exit_code::failure;
+    }
+  }
   auto signals = shutdown_signals();
   actors::system_config sc{cfg.node, cfg.faults, true};
   std::promise<int> exit_promise;
@@ -332,6 +346,7 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
     lo.connect_timeout_ms = std::max(1000, cfg.faults.connection_timeout_ms);
     lo.gossip_interval_ms = std::max(200, cfg.faults.heartbeat_interval_ms * 2);
     lo.reporter = reporter;
+    lo.tls = tls != nullptr;
     auto link = spawn_net_link(sys, lo);
     // The middleman listens on loopback only; peers reach it through the guard, which
     // checks every frame header before CAF allocates for it (actors/frame_guard.hpp).
@@ -344,6 +359,10 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
     go.max_payload = static_cast<std::uint64_t>(cfg.node.max_message_bytes) + (1u << 20);
     go.host_name = host.name;
     go.reporter = reporter;
+    go.tls = tls;
+    // Longer than any honest handshake (the heartbeat interval must exceed it too), short
+    // enough that idle half-open connections do not pile up.
+    go.handshake_timeout_ms = std::max(2000, cfg.faults.connection_timeout_ms);
     auto guard = spawn_net_guard(sys, go);
     caf::expected<std::uint16_t> port = caf::sec::request_timeout;
     if (inner) {
@@ -375,7 +394,7 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
         << ", " << (spec->hosts.front().stage < 0 ? std::string{"stage to be placed"}
                                                    : "stage " + std::to_string(spec->hosts.front().stage))
         << ") listening on " << listen->host << ":" << *port
-        << ", advertised as " << advertise << ", cluster " << std::hex << lo.cluster << std::dec << ", bootstrap "
+        << ", advertised as " << advertise << (tls ? ", mutual TLS" : ", plain TCP") << ", cluster " << std::hex << lo.cluster << std::dec << ", bootstrap "
         << cfg.node.bootstrap.size() << " peer(s)" << (opts.join ? ", joining" : "") << std::endl;
     auto supervisor = spawn_host(sys, spec, spec->hosts.front(), link, reporter, opts.join);
     caf::anon_send(reporter, register_atom::value, supervisor, link);

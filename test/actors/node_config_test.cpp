@@ -75,3 +75,42 @@ TEST_CASE("fault config: fields that do not apply to an action are rejected") {
   CHECK(issues.count("script[0].slowdown") == 1);
   CHECK(issues.count("crash_rate") == 1);
 }
+
+TEST_CASE("node: plain TCP only on loopback unless node.insecure, TLS needs all three files") {
+  CHECK(is_loopback_host("127.0.0.1"));
+  CHECK(is_loopback_host("127.10.0.254"));
+  CHECK(is_loopback_host("localhost"));
+  CHECK(is_loopback_host("::1"));
+  CHECK_FALSE(is_loopback_host("127.0.0.1.evil.com"));
+  CHECK_FALSE(is_loopback_host("127.0.0"));
+  CHECK_FALSE(is_loopback_host("127.0.0.256"));
+  CHECK_FALSE(is_loopback_host("0.0.0.0"));
+  CHECK_FALSE(is_loopback_host("10.0.0.1"));
+  CHECK_FALSE(is_loopback_host("::"));
+  auto issues = [](const node_config& n) {
+    std::vector<std::string> out;
+    n.validate([&](const std::string& k, const std::string& e) { out.push_back(k + ": " + e); });
+    return out;
+  };
+  node_config n;
+  n.listen = "0.0.0.0:4242";
+  auto plain = issues(n);
+  REQUIRE(plain.size() == 1);
+  CHECK(plain[0].find("listen: a loopback address, got '0.0.0.0:4242': a non-loopback listen address needs node.tls")
+        == 0);
+  n.insecure = true;
+  CHECK(issues(n).empty());
+  n.insecure = false;
+  n.tls = tls_config{"host.crt", "", "ca.crt", ""};
+  auto tls = issues(n);
+  REQUIRE(tls.size() == 1);
+  CHECK(tls[0].rfind("tls.key: ", 0) == 0);
+  n.tls->key = "host.key";
+  CHECK(issues(n).empty());
+  // The shell's port never speaks TLS: a public one needs node.insecure even with node.tls.
+  n.inspect = "0.0.0.0:4243";
+  auto shell = issues(n);
+  REQUIRE(shell.size() == 1);
+  CHECK(shell[0].find("inspect: a loopback address") == 0);
+  CHECK(shell[0].find("kubectl port-forward") != std::string::npos);
+}

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "deploy/run_command.hpp"
+#include "node_process.hpp"
 
 namespace {
 
@@ -35,8 +36,10 @@ fs::path workdir(const std::string& name) {
 
 // The demo model on a small cluster; `hosts` and `script` are YAML list items.
 std::string config(const fs::path& dir, const std::string& hosts, int iterations, const std::string& script,
-                   const std::string& loss_file) {
+                   const std::string& loss_file, const std::string& node = "") {
   std::ostringstream y;
+  if (!node.empty())
+    y << "node: " << node << "\n";
   y << "hosts:\n" << hosts
     << "model: {arch: gpt, layers: 6, hidden: 128, heads: 4, seq_len: 64, vocab: 256, stages: 4}\n"
     << "data: {format: text, path: " << src << "/test/deploy/good_configs/corpus.txt}\n"
@@ -82,9 +85,9 @@ struct launched {
 
 // Runs the config with launch and with the reference trainer.
 launched launch_and_reference(const fs::path& dir, const std::string& hosts, int iterations,
-                              const std::string& script) {
+                              const std::string& script, const std::string& node = "") {
   launched out;
-  std::ofstream{dir / "cluster.yaml"} << config(dir, hosts, iterations, script, "launch-loss.csv");
+  std::ofstream{dir / "cluster.yaml"} << config(dir, hosts, iterations, script, "launch-loss.csv", node);
   std::ofstream{dir / "reference.yaml"} << config(dir, hosts, iterations, "", "reference-loss.csv");
   out.r = gwtf::test::run_command("timeout -s INT 150 '" + std::string{GWTF_EXE} + "' launch --config '" + (dir / "cluster.yaml").string()
               + "' --logs '" + (dir / "logs").string() + "'");
@@ -118,11 +121,19 @@ const std::string replicated = five_hosts + "  - {name: r1b, region: london, rol
 
 } // namespace
 
-TEST_CASE("launch: 5 processes without churn train exactly like the reference trainer") {
+TEST_CASE("launch: 5 processes over mutual TLS without churn train exactly like the reference trainer") {
   auto dir = workdir("parity");
-  auto l = launch_and_reference(dir, five_hosts, 20, "");
+  // Every other launch case runs plain TCP; this one runs the cluster CA's certificates.
+  auto certs = dir / "certs";
+  REQUIRE(gwtf::test::run_command(src + "/scripts/make-certs '" + certs.string() + "' 1").code == 0);
+  auto tls = "{tls: {certificate: " + (certs / "host-0.crt").string() + ", key: " + (certs / "host-0.key").string()
+             + ", ca: " + (certs / "ca.crt").string() + "}}";
+  auto l = launch_and_reference(dir, five_hosts, 20, "", tls);
   INFO(l.r.out << l.logs);
   REQUIRE(l.r.code == 0);
+  for (auto& e : fs::directory_iterator(dir / "logs"))
+    if (e.path().extension() == ".log")
+      CHECK_MESSAGE(has(gwtf::test::read_file(e.path()), ", mutual TLS, cluster "), e.path());
   CHECK(has(l.r.out, "launch: 5 hosts as processes on 127.0.0.1"));
   CHECK(has(l.r.out, "crashes 0, joins 0, departures 0"));
   CHECK(has(l.r.out, "exactly-once violations 0; replica disagreements 0; handled peer errors 0"));

@@ -1,0 +1,91 @@
+// Mutual TLS over byte buffers (OpenSSL memory BIOs), with no sockets and no CAF: the net guard
+// terminates the TLS of every inbound peer connection with it, and tests run whole handshakes
+// between two sessions in memory. Every failure is a value: the session says why in words
+// (no certificate, another CA's certificate, plain TCP, a broken record) and stays failed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gwtf::actors {
+
+/// The files of a host's cluster identity (node.tls).
+struct tls_files {
+  std::string certificate; ///< PEM certificate chain of this host, signed by the cluster CA
+  std::string key;         ///< PEM private key of `certificate`
+  std::string ca;          ///< PEM certificate(s) of the cluster CA: peers must chain to it
+  std::string passphrase;  ///< decrypts `key` when it is encrypted; empty: not encrypted
+};
+
+/// Which end of a connection a context serves.
+enum class tls_side { server, client };
+
+/// An OpenSSL context: this host's certificate and key, the CA it trusts, peer verification on
+/// (VERIFY_PEER | FAIL_IF_NO_PEER_CERT), TLS 1.2 or later. Shared by the sessions made from it.
+class tls_context {
+public:
+  /// Loads and cross-checks the files: each must be readable PEM, the key must match the
+  /// certificate and the certificate must chain to the CA. nullptr and `why` (naming the file
+  /// and OpenSSL's reason) on failure. A client context may have no certificate and key
+  /// (both empty): it can only reach servers that do not ask for one.
+  static std::shared_ptr<tls_context> make(const tls_files& files, tls_side side, std::string& why);
+
+  ~tls_context();
+  tls_context(const tls_context&) = delete;
+  tls_context& operator=(const tls_context&) = delete;
+
+  tls_side side() const { return side_; }
+  void* native() const { return ctx_; } ///< the SSL_CTX
+
+private:
+  tls_context(void* ctx, tls_side side) : ctx_(ctx), side_(side) {}
+  void* ctx_;
+  tls_side side_;
+};
+
+/// One TLS connection driven by bytes: what arrives from the network goes in, plaintext and
+/// records to send come out.
+class tls_session {
+public:
+  explicit tls_session(std::shared_ptr<const tls_context> ctx);
+  ~tls_session();
+  tls_session(const tls_session&) = delete;
+  tls_session& operator=(const tls_session&) = delete;
+
+  /// A client's first flight (ClientHello) into `to_network`; a server has none.
+  bool start(std::vector<std::uint8_t>& to_network);
+
+  /// Feeds bytes received from the peer: decrypted application data is appended to `plain`,
+  /// handshake answers and alerts to `to_network` (send them even when this returns false: a
+  /// failed handshake ends with an alert that tells the peer why). False once failed.
+  bool from_network(const std::uint8_t* data, std::size_t size, std::vector<std::uint8_t>& plain,
+                    std::vector<std::uint8_t>& to_network);
+
+  /// Encrypts `size` bytes of plaintext for the peer into `to_network`; before the handshake
+  /// completes they are held and sent when it does. False once failed.
+  bool to_peer(const std::uint8_t* data, std::size_t size, std::vector<std::uint8_t>& to_network);
+
+  bool established() const { return established_; } ///< the handshake completed, peer verified
+  bool failed() const { return !error_.empty(); }
+  const std::string& error() const { return error_; } ///< why it failed; empty while it has not
+  std::string peer_subject() const; ///< the verified peer certificate's subject, e.g. "CN=relay-1"
+
+private:
+  bool drive(std::vector<std::uint8_t>& plain, std::vector<std::uint8_t>& to_network);
+  void drain(std::vector<std::uint8_t>& to_network);
+  void fail(int ret, const char* during);
+
+  std::shared_ptr<const tls_context> ctx_;
+  void* ssl_ = nullptr;  // SSL*
+  void* in_ = nullptr;   // BIO* the session reads network bytes from
+  void* out_ = nullptr;  // BIO* the session writes network bytes to
+  bool established_ = false;
+  bool seen_first_byte_ = false;
+  std::vector<std::uint8_t> held_; // plaintext written before the handshake completed
+  std::string error_;
+};
+
+} // namespace gwtf::actors

@@ -1,0 +1,148 @@
+// Mutual TLS between node processes (node.tls): a host refuses, with one log line naming the
+// address and the reason, a peer speaking plain TCP, one without a certificate, one with
+// another CA's, a plain caf-gwtf host, and a connection that never starts its handshake; it
+// stays up. Each case is bounded. The certificates come from scripts/make-certs.
+#include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <filesystem>
+#include <fstream>
+#include <netinet/in.h>
+#include <string>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "node_process.hpp"
+#include "run_command.hpp"
+
+namespace fs = std::filesystem;
+using gwtf::test::node_process;
+using gwtf::test::run_command;
+
+namespace {
+
+const std::string src = GWTF_SOURCE_DIR;
+
+std::string node_yaml(const std::string& name, const std::string& tls, const std::string& bootstrap,
+                      const std::string& listen = "127.0.0.1:0") {
+  return "node: {listen: \"" + listen + "\"" + tls + (bootstrap.empty() ? "" : ", bootstrap: [" + bootstrap + "]") +
+         "}\n"
+         "hosts:\n  - {name: " + name + ", role: relay, stage: 1}\n"
+         "model: {arch: gpt, layers: 2, hidden: 32, heads: 2, seq_len: 16, stages: 3}\n"
+         "training: {iterations: 5, data_holders: [dh]}\n"
+         "faults: {heartbeat_interval_ms: 250, connection_timeout_ms: 2000}\n";
+}
+
+std::uint16_t port_of(const std::string& log) {
+  auto at = log.find("listening on 127.0.0.1:");
+  REQUIRE_MESSAGE(at != std::string::npos, log);
+  return static_cast<std::uint16_t>(std::stoi(log.substr(at + 23)));
+}
+
+// Connects to 127.0.0.1:port, sends `bytes`, and closes (a plain TCP peer).
+void plain_peer(std::uint16_t port, const std::string& bytes) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
+  if (!bytes.empty())
+    REQUIRE(::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()));
+  if (bytes.empty())
+    return; // left open and silent: the handshake timeout must close it (fd leaks to the end of the test)
+  char buf[64];
+  (void) ::read(fd, buf, sizeof(buf)); // until the host closes it
+  ::close(fd);
+}
+
+} // namespace
+
+TEST_CASE("tls: a host refuses plain TCP, no certificate, another CA's, a plain host and silence, and stays up") {
+  auto dir = fs::temp_directory_path() / ("gwtf-tls-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto certs = dir / "certs", other = dir / "other";
+  REQUIRE(run_command(src + "/scripts/make-certs '" + certs.string() + "' 2").code == 0);
+  REQUIRE(run_command(src + "/scripts/make-certs '" + other.string() + "' 1").code == 0);
+  auto tls = [&](const fs::path& d, int i) {
+    return ", tls: {certificate: " + (d / ("host-" + std::to_string(i) + ".crt")).string() +
+           ", key: " + (d / ("host-" + std::to_string(i) + ".key")).string() + ", ca: " + (d / "ca.crt").string() + "}";
+  };
+  std::ofstream{dir / "r1.yaml"} << node_yaml("r1", tls(certs, 0), "");
+  node_process node;
+  REQUIRE(node.start(GWTF_EXE, dir / "r1.yaml", dir / "r1.log"));
+  auto log = node.wait_for("listening on 127.0.0.1:");
+  INFO("r1's log:\n" << log); // lazily: the log as it is at a failure
+  CHECK(log.find("mutual TLS") != std::string::npos);
+  auto port = port_of(log);
+  auto at = "127.0.0.1:" + std::to_string(port);
+  auto refused = "closed the connection from 127.0.0.1:"; // with the peer's port
+
+  // Plain TCP (here: HTTP).
+  plain_peer(port, "GET / HTTP/1.0\r\n\r\n");
+  log = node.wait_for("not a TLS handshake (first byte 0x47)");
+  CHECK(log.find(std::string{refused}) != std::string::npos);
+
+  // TLS without a client certificate, and with another CA's (openssl's own client).
+  auto s_client = "timeout 10 openssl s_client -connect " + at + " -CAfile '" + (certs / "ca.crt").string() + "'";
+  auto none = run_command(s_client + " </dev/null");
+  log = node.wait_for("peer did not return a certificate");
+  CHECK(log.find("peer did not return a certificate") != std::string::npos);
+  auto stranger = run_command(s_client + " -cert '" + (other / "host-0.crt").string() + "' -key '" +
+                              (other / "host-0.key").string() + "' </dev/null");
+  log = node.wait_for("certificate verify failed");
+  CHECK(log.find("certificate verify failed") != std::string::npos);
+
+  // A caf-gwtf host without TLS dials it: its BASP bytes never reach the middleman.
+  std::ofstream{dir / "r2.yaml"} << node_yaml("r2", "", "\"" + at + "\"");
+  node_process plain;
+  REQUIRE(plain.start(GWTF_EXE, dir / "r2.yaml", dir / "r2.log"));
+  log = node.wait_for("not a TLS handshake (first byte 0x01)");
+  CHECK(log.find("not a TLS handshake (first byte 0x01)") != std::string::npos);
+  auto plain_log = plain.wait_for("dial " + at + " failed");
+  CHECK(plain_log.find("dial " + at + " failed") != std::string::npos);
+  plain.stop();
+
+  // A connection that opens and says nothing is dropped after the handshake timeout.
+  plain_peer(port, "");
+  log = node.wait_for("no TLS handshake within 2000 ms");
+  CHECK(log.find("no TLS handshake within 2000 ms") != std::string::npos);
+
+  // A cluster host with the right certificate is let in: both hosts bind each other.
+  std::ofstream{dir / "r3.yaml"} << node_yaml("r3", tls(certs, 1), "\"" + at + "\"");
+  node_process honest;
+  REQUIRE(honest.start(GWTF_EXE, dir / "r3.yaml", dir / "r3.log"));
+  log = node.wait_for("link: connected to r3");
+  CHECK(log.find("link: connected to r3") != std::string::npos);
+  CHECK(kill(node.pid, 0) == 0); // still up
+  honest.stop();
+  node.stop();
+  fs::remove_all(dir);
+}
+
+TEST_CASE("tls: a host with unusable TLS files exits 1 with one line naming the key") {
+  auto dir = fs::temp_directory_path() / ("gwtf-tls-bad-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  REQUIRE(run_command(src + "/scripts/make-certs '" + (dir / "a").string() + "' 1").code == 0);
+  REQUIRE(run_command(src + "/scripts/make-certs '" + (dir / "b").string() + "' 1").code == 0);
+  // b's host certificate with a's CA: every peer would refuse it, so it does not start.
+  std::ofstream{dir / "r.yaml"} << node_yaml("r", ", tls: {certificate: b/host-0.crt, key: b/host-0.key, ca: a/ca.crt}", "");
+  auto r = run_command("timeout 20 '" + std::string{GWTF_EXE} + "' --config '" + (dir / "r.yaml").string() + "'");
+  CHECK(r.code == 1);
+  CHECK(r.out == "caf-gwtf: node.tls.certificate is not signed by node.tls.ca: unable to get local issuer certificate\n");
+  std::ofstream{dir / "m.yaml"} << node_yaml("r", ", tls: {certificate: a/host-0.crt, key: missing.key, ca: a/ca.crt}", "");
+  r = run_command("timeout 20 '" + std::string{GWTF_EXE} + "' --config '" + (dir / "m.yaml").string() + "'");
+  CHECK(r.code == 1);
+  CHECK(r.out == "caf-gwtf: node.tls.key: cannot read '" + (dir / "missing.key").string() + "'\n");
+  // Without TLS, a public listen address is refused at load, with the fix in the message.
+  std::ofstream{dir / "p.yaml"} << node_yaml("r", "", "", "0.0.0.0:0");
+  r = run_command("'" + std::string{GWTF_EXE} + "' --config '" + (dir / "p.yaml").string() + "' --check");
+  CHECK(r.code == 1);
+  CHECK(r.out.find("node.listen: expected a loopback address, got '0.0.0.0:0': a non-loopback listen address needs node.tls") != std::string::npos);
+  r = run_command("'" + std::string{GWTF_EXE} + "' --config '" + (dir / "p.yaml").string() + "' --check --set node.insecure=true");
+  CHECK(r.code == 0);
+  fs::remove_all(dir);
+}
