@@ -191,6 +191,7 @@ const char* node_text = R"(node:
   listen: "0.0.0.0:${PORT:-4242}"
   advertise: "${POD_NAME}.peers:${PORT:-4242}"
   bootstrap: ["dh-0.peers:4242"]
+  tls: {certificate: host.crt, key: host.key, ca: ca.crt}
 hosts:
   - name: ${POD_NAME}
     role: relay
@@ -217,7 +218,7 @@ TEST_CASE("expand_env replaces variables, applies defaults and rejects what it c
   CHECK(why.find("${NAME:-default}") != std::string::npos);
 }
 
-TEST_CASE("one cluster.yaml serves every pod: ${ENV} in values and --set overrides") {
+TEST_CASE("one cluster.yaml serves every pod: environment variables in values and --set overrides") {
   config_overrides extra;
   extra.env = fake_env({{"POD_NAME", "relay-3"}, {"PORT", "5000"}});
   auto r = parse_cluster_config(node_text, "cm.yaml", test_dir, extra);
@@ -255,7 +256,7 @@ TEST_CASE("errors from the environment name the file's line, errors from --set n
   CHECK(r.errors[0].to_string()
         == "cm.yaml:3:14: node.advertise: environment variable POD_NAME is not set (write ${POD_NAME:-default} for a default)");
   CHECK(r.errors[1].key == "hosts[0].name");
-  CHECK(r.errors[1].line == 6);
+  CHECK(r.errors[1].line == 7);
 
   extra.env = fake_env({{"POD_NAME", "r"}, {"STAGE", "9"}});
   extra.sets = {"node.advertize=x:1"};
@@ -274,7 +275,7 @@ TEST_CASE("errors from the environment name the file's line, errors from --set n
   INFO(all_errors(r.errors));
   REQUIRE(r.errors.size() == 1);
   CHECK(r.errors[0].key == "hosts[0].stage");
-  CHECK(r.errors[0].line == 8);
+  CHECK(r.errors[0].line == 9);
   extra.sets = {"hosts[0].stage=7"};
   r = parse_cluster_config(node_text, "cm.yaml", test_dir, extra);
   REQUIRE(r.errors.size() == 1);
