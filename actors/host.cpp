@@ -495,6 +495,11 @@ void on_placement_view(supervisor_ptr self, const std::vector<std::int32_t>& fla
   st.ctx = ctx;
   tell(self, ctx->reporter, placed_atom::value, ctx->host.name, static_cast<std::int32_t>(stage), why);
   start_stage_children(self);
+  // A founding host (not --join) starts from the seed's weights like a declared relay: it
+  // holds its stage now, so its peers must learn the stage (membership announced -1 while it
+  // was unplaced). A joiner announces it when its download completes.
+  if (!ctx->joining)
+    self->send(self, stage_atom::value, static_cast<std::int32_t>(stage));
 }
 
 // Stops the host's actors (but `failed`, already gone) and starts them again as a new

@@ -1,7 +1,9 @@
 #include "deploy/node.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -246,16 +248,41 @@ caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me
   };
 }
 
-// Blocks the shutdown signals in this thread (and in every thread it starts later), so that
-// only the signal thread sees them.
-sigset_t shutdown_signals() {
+// SIGTERM and SIGINT become a byte on this pipe: the signal thread reads it and starts the
+// graceful leave. A handler rather than sigwait: libraries start threads before main (OpenBLAS
+// its pool) with the signals unblocked, and a signal the kernel gave one of them killed the
+// process. A handler runs in whichever thread takes the signal.
+int shutdown_pipe[2] = {-1, -1};
+
+extern "C" void on_shutdown_signal(int sig) {
+  int saved = errno;
+  char c = static_cast<char>(sig);
+  [[maybe_unused]] auto n = ::write(shutdown_pipe[1], &c, 1);
+  errno = saved;
+}
+
+// Installs the handlers and unblocks the signals in this thread and the threads it starts
+// (`launch` starts its children with them blocked). False with `why` when it cannot.
+bool install_shutdown_handlers(std::string& why) {
+  if (shutdown_pipe[0] < 0 && ::pipe2(shutdown_pipe, O_CLOEXEC) != 0) {
+    why = std::string{"cannot create the shutdown pipe: "} + std::strerror(errno);
+    return false;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = on_shutdown_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
   sigset_t set;
   sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGUSR2); // internal: stops the signal thread
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  return set;
+  for (int sig : {SIGTERM, SIGINT}) {
+    if (::sigaction(sig, &sa, nullptr) != 0) {
+      why = std::string{"cannot handle signal "} + std::to_string(sig) + ": " + std::strerror(errno);
+      return false;
+    }
+    sigaddset(&set, sig);
+  }
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  return true;
 }
 
 std::optional<caf::actor> connect_upstream(caf::actor_system& sys, const std::string& address,
@@ -313,7 +340,11 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
       return exit_code::failure;
     }
   }
-  auto signals = shutdown_signals();
+  std::string signal_error;
+  if (!install_shutdown_handlers(signal_error)) {
+    std::cerr << "caf-gwtf: " << signal_error << "\n";
+    return exit_code::failure;
+  }
   actors::system_config sc{cfg.node, cfg.faults, true};
   std::promise<int> exit_promise;
   auto exit_future = exit_promise.get_future();
@@ -432,17 +463,21 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
                          [](const std::string& h, std::uint16_t p) {
                            return "metrics: http://" + h + ":" + std::to_string(p) + "/metrics";
                          });
-    // Shutdown signals become a graceful leave; SIGUSR2 only ends this thread.
-    std::thread signal_thread([&signals, reporter] {
+    // Shutdown signals become a graceful leave; a zero byte only ends this thread.
+    std::thread signal_thread([reporter] {
       for (;;) {
-        int sig = 0;
-        if (sigwait(&signals, &sig) != 0 || sig == SIGUSR2)
+        char c = 0;
+        auto n = ::read(shutdown_pipe[0], &c, 1);
+        if (n < 0 && errno == EINTR)
+          continue;
+        if (n <= 0 || c == 0)
           return;
         caf::anon_send(reporter, stop_atom::value);
       }
     });
     code = exit_future.get();
-    pthread_kill(signal_thread.native_handle(), SIGUSR2);
+    char stop = 0;
+    [[maybe_unused]] auto n = ::write(shutdown_pipe[1], &stop, 1);
     signal_thread.join();
     caf::anon_send_exit(link, caf::exit_reason::kill);
     caf::anon_send_exit(guard, caf::exit_reason::kill);
