@@ -492,12 +492,18 @@ void on_placement_view(supervisor_ptr self, const std::vector<std::int32_t>& fla
   auto ctx = std::make_shared<host_context>(*st.ctx);
   ctx->stage = stage;
   ctx->host.stage = stage;
+  // A live replica of the stage holds its current weights: take them like a joiner, even
+  // without --join (a restarted pod, a relay that met the cluster late). Seed weights would
+  // carry microbatches of a running iteration with the wrong model.
+  bool replica_alive = std::any_of(known.begin(), known.end(), [&](auto& n) { return n.stage == stage; });
+  ctx->joining = ctx->joining || replica_alive;
   st.ctx = ctx;
-  tell(self, ctx->reporter, placed_atom::value, ctx->host.name, static_cast<std::int32_t>(stage), why);
+  tell(self, ctx->reporter, placed_atom::value, ctx->host.name, static_cast<std::int32_t>(stage),
+       why + (ctx->joining ? "; downloading the stage state" : "; the first replica: the seed's weights"));
   start_stage_children(self);
-  // A founding host (not --join) starts from the seed's weights like a declared relay: it
-  // holds its stage now, so its peers must learn the stage (membership announced -1 while it
-  // was unplaced). A joiner announces it when its download completes.
+  // The first replica of its stage starts from the seed's weights like a declared relay and
+  // holds its stage now: its peers must learn the stage (membership announced -1 while it was
+  // unplaced). A joiner announces it when its download completes.
   if (!ctx->joining)
     self->send(self, stage_atom::value, static_cast<std::int32_t>(stage));
 }

@@ -8,6 +8,7 @@ cluster, no image registry and no container engine.
     k8s_test.py run        the rendered StatefulSets' pods as local processes: they train
 
 Options: --exe PATH (caf-gwtf), --build DIR (the CMake build tree: k8s-tools/ and scratch).
+GWTF_KEEP_LOGS=1 keeps the run's directory (pods' logs, configs) after a success too.
 Each check prints what it found and exits 1 with the reason on the first failure.
 """
 import argparse
@@ -429,7 +430,7 @@ def check_run(args):
                 proc.kill()
                 proc.wait()
             log.close()
-        if sys.exc_info()[0] is None:
+        if sys.exc_info()[0] is None and not os.environ.get("GWTF_KEEP_LOGS"):
             shutil.rmtree(scratch)
         else:
             print(f"logs kept in {scratch}", file=sys.stderr)
