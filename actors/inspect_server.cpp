@@ -3,8 +3,10 @@
 // `max_frame` bytes, decode within that limit and be an INSPECT_REQUEST; anything else is
 // logged with the client's address and closes that connection only. The answer comes from
 // the host's supervisor (inspect_atom), bounded by a timeout, and goes back as an
-// INSPECT_REPLY with the same request id.
+// INSPECT_REPLY with the same request id. With node.tls, a client speaks mutual TLS first and
+// needs a certificate of the cluster CA (actors/tls_session.hpp), like a peer on node.listen.
 #include <map>
+#include <memory>
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -26,6 +28,7 @@ struct client {
   std::vector<std::uint8_t> buffer; // bytes of the frame being read
   std::uint32_t expected = 0;       // its length, once the 4-byte header is in
   bool header = true;               // reading the header
+  std::unique_ptr<tls_session> tls; // with node.tls
 };
 
 struct inspect_server_state {
@@ -51,10 +54,20 @@ void reply(server_ptr self, caf::io::connection_handle hdl, const wire::inspect_
     return; // the client went away meanwhile
   auto bytes = wire::encode(wire::message{r});
   auto n = static_cast<std::uint32_t>(bytes.size());
-  std::uint8_t header[4] = {static_cast<std::uint8_t>(n >> 24), static_cast<std::uint8_t>(n >> 16),
-                            static_cast<std::uint8_t>(n >> 8), static_cast<std::uint8_t>(n)};
-  self->write(hdl, sizeof header, header);
-  self->write(hdl, bytes.size(), bytes.data());
+  std::vector<std::uint8_t> out{static_cast<std::uint8_t>(n >> 24), static_cast<std::uint8_t>(n >> 16),
+                                static_cast<std::uint8_t>(n >> 8), static_cast<std::uint8_t>(n)};
+  out.insert(out.end(), bytes.begin(), bytes.end());
+  auto& c = self->state.clients.at(hdl);
+  if (c.tls) {
+    std::vector<std::uint8_t> records;
+    bool ok = c.tls->to_peer(out.data(), out.size(), records);
+    out = std::move(records);
+    if (!ok) {
+      refuse(self, hdl, c.tls->error());
+      return;
+    }
+  }
+  self->write(hdl, out.size(), out.data());
   self->flush(hdl);
 }
 
@@ -99,10 +112,23 @@ caf::behavior inspect_server(server_ptr self, inspect_server_options opts) {
   return {
     [self](caf::get_atom) { return self->state.listener.answer(); },
     [self](const caf::io::new_connection_msg& msg) {
+      auto& st = self->state;
       client c;
       c.address = self->remote_addr(msg.handle) + ":" + std::to_string(self->remote_port(msg.handle));
-      self->state.clients[msg.handle] = std::move(c);
+      if (st.opts.tls) {
+        c.tls = std::make_unique<tls_session>(st.opts.tls);
+        self->delayed_send(self, std::chrono::milliseconds(st.opts.handshake_timeout_ms), timeout_atom::value,
+                           msg.handle.id());
+      }
+      st.clients[msg.handle] = std::move(c);
       self->configure_read(msg.handle, caf::io::receive_policy::at_most(16 * 1024));
+    },
+    [self](timeout_atom, std::int64_t id) {
+      auto& st = self->state;
+      auto hdl = caf::io::connection_handle::from_int(id);
+      auto it = st.clients.find(hdl);
+      if (it != st.clients.end() && it->second.tls && !it->second.tls->established())
+        refuse(self, hdl, "no TLS handshake within " + std::to_string(st.opts.handshake_timeout_ms) + " ms");
     },
     [self](caf::io::new_data_msg& msg) {
       auto it = self->state.clients.find(msg.handle);
@@ -110,6 +136,21 @@ caf::behavior inspect_server(server_ptr self, inspect_server_options opts) {
         return;
       auto* p = reinterpret_cast<const std::uint8_t*>(msg.buf.data());
       auto* end = p + msg.buf.size();
+      std::vector<std::uint8_t> plain;
+      if (auto& tls = it->second.tls) {
+        std::vector<std::uint8_t> back;
+        bool ok = tls->from_network(p, msg.buf.size(), plain, back);
+        if (!back.empty()) {
+          self->write(msg.handle, back.size(), back.data());
+          self->flush(msg.handle);
+        }
+        if (!ok) {
+          refuse(self, msg.handle, tls->error());
+          return;
+        }
+        p = plain.data();
+        end = p + plain.size();
+      }
       while (p < end) {
         auto& c = self->state.clients.at(msg.handle);
         auto want = c.header ? 4u - c.buffer.size() : c.expected - c.buffer.size();

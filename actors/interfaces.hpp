@@ -150,6 +150,10 @@ struct inspect_server_options {
   caf::actor reporter;            ///< (failure_atom, host, what) per refused connection
   int timeout_ms = 2000;          ///< the supervisor's answer must come within this
   bool control = false;           ///< node.inspect_control: obey `drain` and `crash`
+  /// node.tls: the shell must complete mutual TLS with a certificate of the cluster CA first
+  /// (`caf-gwtf shell --cert --key --ca`); null: plain TCP.
+  std::shared_ptr<const tls_context> tls;
+  int handshake_timeout_ms = 10000; ///< a TLS client that has not finished its handshake by then is dropped
 };
 caf::actor spawn_inspect_server(caf::actor_system& sys, inspect_server_options opts);
 

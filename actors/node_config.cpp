@@ -84,15 +84,15 @@ void node_config::validate(const issue_sink& report) const {
   check_endpoint(report, "listen", listen, true);
   if (tls)
     tls->validate([&](const std::string& k, const std::string& e) { report("tls." + k, e); });
-  // Plain TCP on a reachable address lets anyone speak to the middleman: only on request.
+  // Plain TCP on a reachable address lets anyone speak to the middleman or the shell's
+  // server: only with mutual TLS, or on request.
   for (auto [key, text] : {std::pair<const char*, const std::string*>{"listen", &listen}, {"inspect", &inspect}}) {
     auto ep = parse_endpoint(*text);
-    bool needs_tls = std::string{key} == "listen";
-    if (ep && !is_loopback_host(ep->host) && !insecure && (needs_tls ? !tls : true))
-      report(key, std::string{"a loopback address, got '"} + *text + "': "
-                    + (needs_tls ? "a non-loopback listen address needs node.tls (mutual TLS, docs/deploy.md)"
-                                 : "the shell's port has no TLS; reach it through an SSH tunnel or kubectl port-forward")
-                    + ", or node.insecure: true to accept plain TCP from anyone who can reach it");
+    if (ep && !is_loopback_host(ep->host) && !insecure && !tls)
+      report(key, std::string{"a loopback address, got '"} + *text + "': a non-loopback " + key
+                    + " address needs node.tls (mutual TLS, docs/deploy.md; or reach a loopback "
+                    + (std::string{key} == "listen" ? "port" : "shell port through an SSH tunnel or kubectl port-forward")
+                    + "), or node.insecure: true to accept plain TCP from anyone who can reach it");
   }
   check_endpoint(report, "inspect", inspect, true);
   if (!metrics.empty())

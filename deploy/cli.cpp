@@ -7,7 +7,7 @@ std::string usage_text() {
          "       caf-gwtf launch --config FILE [--set KEY=VALUE]... [--logs DIR]\n"
          "       caf-gwtf reference --config FILE [--set KEY=VALUE]...\n"
          "       caf-gwtf sim --scenario FILE [--router NAME|all] [--seed N] [--out DIR]\n"
-         "       caf-gwtf shell HOST:PORT [-c COMMAND] [--json] [--timeout-ms N]\n"
+         "       caf-gwtf shell HOST:PORT [-c COMMAND] [--json] [--timeout-ms N] [--cert F --key F --ca F]\n"
          "       caf-gwtf --help | --version\n"
          "\n"
          "caf-gwtf trains one LLM on many volunteer hosts without a coordinator (GWTF).\n"
@@ -30,7 +30,8 @@ std::string usage_text() {
          "                  runs gwtf, swarm and optimal on the same churn trace\n"
          "  shell           inspect a running host through its node.inspect address: status,\n"
          "                  hosts, flows, graph, links, stage, microbatches, actors (docs/shell.md);\n"
-         "                  interactive with line editing, or one COMMAND with -c\n"
+         "                  interactive with line editing, or one COMMAND with -c; --cert, --key\n"
+         "                  and --ca: mutual TLS with a host that runs node.tls\n"
          "  --help          this text\n"
          "  --version       versions of caf-gwtf and its libraries, and the BLAS in use\n"
          "\n"
@@ -168,6 +169,15 @@ std::variant<cli_options, cli_error> parse_shell(const std::vector<std::string>&
         return cli_error{"--timeout-ms: expected 1..9999999 milliseconds, got '" + s + "'"};
       out.timeout_ms = std::stoi(s);
       has_timeout = true;
+    } else if (is_option(a, "--cert") || is_option(a, "--key") || is_option(a, "--ca")) {
+      auto name = a.substr(0, a.find('='));
+      auto& into = name == "--cert" ? out.cert : name == "--key" ? out.key : out.ca;
+      if (!into.empty())
+        return cli_error{name + " given twice"};
+      auto v = option_value(args, i, name, "a PEM file");
+      if (auto* e = std::get_if<cli_error>(&v))
+        return *e;
+      into = std::get<std::string>(v);
     } else if (!a.empty() && a[0] == '-') {
       return cli_error{"unknown option '" + a + "' of shell (see --help)"};
     } else if (out.target.empty()) {
@@ -178,6 +188,9 @@ std::variant<cli_options, cli_error> parse_shell(const std::vector<std::string>&
   }
   if (out.target.empty())
     return cli_error{"shell needs HOST:PORT (a host's node.inspect address)"};
+  bool any_tls = !out.cert.empty() || !out.key.empty() || !out.ca.empty();
+  if (any_tls && (out.cert.empty() || out.key.empty() || out.ca.empty()))
+    return cli_error{"shell: --cert, --key and --ca go together (a certificate of the cluster CA, its key, the CA)"};
   return out;
 }
 

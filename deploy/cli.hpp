@@ -37,6 +37,7 @@ struct cli_options {
   std::string command;                  ///< shell: -c COMMAND (empty: interactive)
   bool json = false;                    ///< shell: --json (raw JSON answers)
   int timeout_ms = 3000;                ///< shell: --timeout-ms N, per connect and per answer
+  std::string cert, key, ca;            ///< shell: --cert --key --ca, mutual TLS with a host with node.tls
 };
 
 /// A usage error: one line, exit code 2.

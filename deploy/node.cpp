@@ -446,6 +446,10 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
       so.reporter = reporter;
       so.timeout_ms = std::max(1000, 2 * cfg.faults.heartbeat_interval_ms);
       so.control = cfg.node.inspect_control;
+      if (std::string{key} == "node.inspect") { // metrics stay plain HTTP: probes and Prometheus
+        so.tls = tls;
+        so.handshake_timeout_ms = std::max(2000, cfg.faults.connection_timeout_ms);
+      }
       server = spawn(sys, so);
       caf::scoped_actor asker{sys};
       asker->request(server, std::chrono::seconds(10), caf::get_atom::value)
@@ -456,8 +460,9 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
       return server;
     };
     auto inspector = serve(cfg.node.inspect, "node.inspect", spawn_inspect_server,
-                           [](const std::string& h, std::uint16_t p) {
-                             return "inspect: caf-gwtf shell " + h + ":" + std::to_string(p);
+                           [&tls](const std::string& h, std::uint16_t p) {
+                             return "inspect: caf-gwtf shell " + h + ":" + std::to_string(p)
+                                  + (tls ? " --cert CERT --key KEY --ca CA (mutual TLS)" : "");
                            });
     auto metrics = serve(cfg.node.metrics, "node.metrics", spawn_metrics_server,
                          [](const std::string& h, std::uint16_t p) {

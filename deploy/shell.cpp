@@ -6,6 +6,7 @@
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <vector>
@@ -21,6 +22,7 @@
 
 #include "actors/inspect_view.hpp"
 #include "actors/node_config.hpp"
+#include "actors/tls_session.hpp"
 #include "messages/codec.hpp"
 
 namespace gwtf::deploy {
@@ -163,34 +165,90 @@ std::optional<std::string> recv_all(int fd, std::uint8_t* p, std::size_t n, dead
   return std::nullopt;
 }
 
+// A connection to the host's node.inspect, in plain TCP or, with a TLS context, mutual TLS
+// (the host runs node.tls): the handshake happens in the first receive.
+struct channel {
+  connection c;
+  std::unique_ptr<actors::tls_session> tls;
+  std::vector<std::uint8_t> plain; // decrypted and not yet taken
+
+  std::optional<std::string> send(const std::uint8_t* p, std::size_t n, deadline until) {
+    if (!tls)
+      return send_all(c.fd, p, n, until);
+    std::vector<std::uint8_t> records;
+    if (!tls->to_peer(p, n, records))
+      return tls->error();
+    return records.empty() ? std::nullopt : send_all(c.fd, records.data(), records.size(), until);
+  }
+
+  std::optional<std::string> recv(std::uint8_t* p, std::size_t n, deadline until) {
+    if (!tls)
+      return recv_all(c.fd, p, n, until);
+    while (plain.size() < n) {
+      pollfd pf{c.fd, POLLIN, 0};
+      if (::poll(&pf, 1, remaining_ms(until)) != 1)
+        return std::string{tls->established() ? "no answer within the timeout" : "no TLS handshake within the timeout"};
+      std::uint8_t buf[16384];
+      auto got = ::recv(c.fd, buf, sizeof buf, 0);
+      if (got == 0)
+        return std::string{tls->established() ? "the host closed the connection"
+                                              : "the host closed the connection during the TLS handshake "
+                                                "(does it run node.tls with the CA of --ca?)"};
+      if (got < 0) {
+        if (errno == EAGAIN || errno == EINTR)
+          continue;
+        return std::string{"receiving: "} + std::strerror(errno);
+      }
+      std::vector<std::uint8_t> back;
+      bool ok = tls->from_network(buf, static_cast<std::size_t>(got), plain, back);
+      if (!back.empty())
+        if (auto why = send_all(c.fd, back.data(), back.size(), until))
+          return why;
+      if (!ok)
+        return tls->error();
+    }
+    std::copy(plain.begin(), plain.begin() + static_cast<std::ptrdiff_t>(n), p);
+    plain.erase(plain.begin(), plain.begin() + static_cast<std::ptrdiff_t>(n));
+    return std::nullopt;
+  }
+};
+
 struct outcome {
   bool ok = false;
   std::string text; // the answer's JSON, or the error
 };
 
 // One query: connect, send an INSPECT_REQUEST, read the INSPECT_REPLY; all within timeout_ms.
-outcome ask(const actors::endpoint& ep, const std::string& query, int timeout_ms) {
+outcome ask(const actors::endpoint& ep, const std::string& query, int timeout_ms,
+            const std::shared_ptr<const actors::tls_context>& tls) {
   static std::uint64_t next_id = 1;
   auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  connection c;
-  if (auto why = dial(ep, until, c))
+  channel ch;
+  if (auto why = dial(ep, until, ch.c))
     return {false, "cannot connect: " + *why};
+  if (tls) {
+    ch.tls = std::make_unique<actors::tls_session>(tls);
+    std::vector<std::uint8_t> hello;
+    ch.tls->start(hello);
+    if (auto why = send_all(ch.c.fd, hello.data(), hello.size(), until))
+      return {false, *why};
+  }
   auto id = next_id++;
   auto bytes = wire::encode(wire::message{wire::inspect_request{id, query}});
   auto n = static_cast<std::uint32_t>(bytes.size());
   std::uint8_t header[4] = {static_cast<std::uint8_t>(n >> 24), static_cast<std::uint8_t>(n >> 16),
                             static_cast<std::uint8_t>(n >> 8), static_cast<std::uint8_t>(n)};
-  if (auto why = send_all(c.fd, header, 4, until))
+  std::vector<std::uint8_t> request(header, header + 4);
+  request.insert(request.end(), bytes.begin(), bytes.end());
+  if (auto why = ch.send(request.data(), request.size(), until))
     return {false, *why};
-  if (auto why = send_all(c.fd, bytes.data(), bytes.size(), until))
-    return {false, *why};
-  if (auto why = recv_all(c.fd, header, 4, until))
+  if (auto why = ch.recv(header, 4, until))
     return {false, *why};
   std::size_t len = std::size_t{header[0]} << 24 | std::size_t{header[1]} << 16 | std::size_t{header[2]} << 8 | header[3];
   if (len == 0 || len > max_reply_bytes)
     return {false, "the host announced a reply of " + std::to_string(len) + " bytes"};
   std::vector<std::uint8_t> frame(len);
-  if (auto why = recv_all(c.fd, frame.data(), len, until))
+  if (auto why = ch.recv(frame.data(), len, until))
     return {false, *why};
   auto decoded = wire::decode(frame.data(), frame.size(), wire::decode_limits{max_reply_bytes});
   if (auto* f = std::get_if<wire::wire_failure>(&decoded))
@@ -213,7 +271,8 @@ std::string help_text() {
 
 // One command line; false when the shell should end.
 bool run_command(const actors::endpoint& ep, const std::string& target, const std::string& line,
-                 const cli_options& opts, std::ostream& out, std::ostream& err, int& failures) {
+                 const cli_options& opts, const std::shared_ptr<const actors::tls_context>& tls, std::ostream& out,
+                 std::ostream& err, int& failures) {
   std::istringstream words{line};
   std::string cmd, extra;
   words >> cmd;
@@ -230,7 +289,7 @@ bool run_command(const actors::endpoint& ep, const std::string& target, const st
     ++failures;
     return true;
   }
-  auto r = ask(ep, cmd, opts.timeout_ms);
+  auto r = ask(ep, cmd, opts.timeout_ms, tls);
   if (!r.ok) {
     err << "caf-gwtf shell: " << target << ": " << r.text << "\n";
     ++failures;
@@ -317,9 +376,22 @@ int run_shell(const cli_options& opts, std::ostream& out, std::ostream& err) {
     err << "caf-gwtf shell: expected HOST:PORT (a host's node.inspect address), got '" << opts.target << "'\n";
     return exit_code::usage;
   }
+  std::shared_ptr<const actors::tls_context> tls;
+  if (!opts.ca.empty()) {
+    std::string why;
+    tls = actors::tls_context::make({opts.cert, opts.key, opts.ca, ""}, actors::tls_side::client, why);
+    if (!tls) {
+      // The context names node.tls.* keys; the shell's flags are --cert, --key, --ca.
+      for (auto [key, flag] : {std::pair{"node.tls.certificate", "--cert"}, {"node.tls.key", "--key"}, {"node.tls.ca", "--ca"}})
+        for (auto at = why.find(key); at != std::string::npos; at = why.find(key))
+          why.replace(at, std::strlen(key), flag);
+      err << "caf-gwtf shell: " << why << "\n";
+      return exit_code::usage;
+    }
+  }
   int failures = 0;
   if (!opts.command.empty()) {
-    run_command(*ep, opts.target, opts.command, opts, out, err, failures);
+    run_command(*ep, opts.target, opts.command, opts, tls, out, err, failures);
     return failures == 0 ? exit_code::ok : exit_code::failure;
   }
   rl_attempted_completion_function = complete;
@@ -336,7 +408,7 @@ int run_shell(const cli_options& opts, std::ostream& out, std::ostream& err) {
     std::free(raw);
     if (line.find_first_not_of(" \t") != std::string::npos)
       add_history(line.c_str());
-    if (!run_command(*ep, opts.target, line, opts, out, err, failures))
+    if (!run_command(*ep, opts.target, line, opts, tls, out, err, failures))
       break;
     out.flush();
   }

@@ -107,10 +107,14 @@ TEST_CASE("node: plain TCP only on loopback unless node.insecure, TLS needs all 
   CHECK(tls[0].rfind("tls.key: ", 0) == 0);
   n.tls->key = "host.key";
   CHECK(issues(n).empty());
-  // The shell's port never speaks TLS: a public one needs node.insecure even with node.tls.
+  // The shell's port follows the same rule: TLS (the shell then needs a cluster certificate),
+  // loopback, or node.insecure.
   n.inspect = "0.0.0.0:4243";
+  CHECK(issues(n).empty());
+  n.tls.reset();
+  n.listen = "127.0.0.1:0";
   auto shell = issues(n);
   REQUIRE(shell.size() == 1);
-  CHECK(shell[0].find("inspect: a loopback address") == 0);
+  CHECK(shell[0].find("inspect: a loopback address, got '0.0.0.0:4243': a non-loopback inspect address needs node.tls") == 0);
   CHECK(shell[0].find("kubectl port-forward") != std::string::npos);
 }

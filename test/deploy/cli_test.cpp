@@ -92,3 +92,14 @@ TEST_CASE("cli: --set overrides are kept in order, for node, check, launch and r
         == "--set: expected KEY=VALUE (e.g. node.advertise=10.0.0.5:4242), got 'node.listen'");
   CHECK(fails({"--config", "a", "--set", "=3"}).rfind("--set: expected KEY=VALUE", 0) == 0);
 }
+
+TEST_CASE("cli: the shell's --cert, --key and --ca go together") {
+  auto s = ok({"shell", "h:1", "--cert", "c.crt", "--key=k.key", "--ca", "ca.crt"});
+  CHECK(s.cert == "c.crt");
+  CHECK(s.key == "k.key");
+  CHECK(s.ca == "ca.crt");
+  CHECK(fails({"shell", "h:1", "--cert", "c.crt"})
+        == "shell: --cert, --key and --ca go together (a certificate of the cluster CA, its key, the CA)");
+  CHECK(fails({"shell", "h:1", "--ca", "a", "--ca", "b"}) == "--ca given twice");
+  CHECK(fails({"shell", "h:1", "--key"}) == "--key needs a PEM file");
+}

@@ -59,7 +59,7 @@ void plain_peer(std::uint16_t port, const std::string& bytes) {
 
 } // namespace
 
-TEST_CASE("tls: a host refuses plain TCP, no certificate, another CA's, a plain host and silence, and stays up") {
+TEST_CASE("tls: a host refuses plain TCP, no certificate, another CA's, a plain host and silence, and stays up, on both ports") {
   auto dir = fs::temp_directory_path() / ("gwtf-tls-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -118,6 +118,36 @@ TEST_CASE("tls: a host refuses plain TCP, no certificate, another CA's, a plain 
   CHECK(log.find("link: connected to r3") != std::string::npos);
   CHECK(kill(node.pid, 0) == 0); // still up
   honest.stop();
+
+  // The shell's port speaks mutual TLS too: with a cluster certificate the shell gets its
+  // answer; without one, or with a stranger's, it gets an error and the host logs the refusal.
+  auto ip = log.find("inspect: caf-gwtf shell 127.0.0.1:");
+  REQUIRE(ip != std::string::npos);
+  auto inspect_at = "127.0.0.1:" + std::to_string(std::stoi(log.substr(ip + 34)));
+  CHECK(log.find(inspect_at + " --cert CERT --key KEY --ca CA (mutual TLS)") != std::string::npos);
+  auto shell = "'" + std::string{GWTF_EXE} + "' shell " + inspect_at + " -c status --timeout-ms 5000";
+  auto files = [](const fs::path& d, const std::string& ca_dir) {
+    return " --cert '" + (d / "host-1.crt").string() + "' --key '" + (d / "host-1.key").string() + "' --ca '" +
+           (ca_dir + "/ca.crt") + "'";
+  };
+  auto good = run_command(shell + files(certs, certs.string()));
+  INFO(good.out);
+  CHECK(good.code == 0);
+  CHECK(good.out.find("host: r1") != std::string::npos);
+  auto bare = run_command(shell);
+  CHECK(bare.code == 1);
+  CHECK(bare.out.find("caf-gwtf shell: " + inspect_at + ": ") == 0);
+  log = node.wait_for("inspect: closed the connection from 127.0.0.1:");
+  CHECK(log.find("inspect: closed the connection from 127.0.0.1:") != std::string::npos);
+  auto stranger_shell = run_command(shell + " --cert '" + (other / "host-0.crt").string() + "' --key '" +
+                                    (other / "host-0.key").string() + "' --ca '" + (other / "ca.crt").string() + "'");
+  CHECK(stranger_shell.code == 1);
+  CHECK(stranger_shell.out.find("certificate verify failed") != std::string::npos);
+  // Files that do not belong together are refused before any connection, named by flag.
+  auto mixed = run_command(shell + " --cert '" + (other / "host-0.crt").string() + "' --key '" +
+                           (other / "host-0.key").string() + "' --ca '" + (certs / "ca.crt").string() + "'");
+  CHECK(mixed.code == 2);
+  CHECK(mixed.out == "caf-gwtf shell: --cert is not signed by --ca: unable to get local issuer certificate\n");
   node.stop();
   fs::remove_all(dir);
 }
