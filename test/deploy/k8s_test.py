@@ -137,6 +137,13 @@ def check_render(args):
             check("cpu" in res.get("requests", {}) and "memory" in res.get("limits", {}),
                   f"{name}: resource requests and limits are required")
             check(pod["securityContext"].get("runAsNonRoot") is True, f"{name}: pods must run as non-root")
+            env = {e["name"]: e.get("value") for e in c.get("env", [])}
+            check(int(env.get("GWTF_RESTART_DELAY_S", "0")) * 1000 > cfg["faults"]["connection_timeout_ms"],
+                  f"{name}: GWTF_RESTART_DELAY_S must exceed faults.connection_timeout_ms")
+            state_mount = [m for m in c["volumeMounts"] if m["mountPath"] == env.get("GWTF_STATE_DIR")]
+            pod_vols = {v["name"]: v for v in pod["volumes"]}
+            check(len(state_mount) == 1 and "emptyDir" in pod_vols[state_mount[0]["name"]],
+                  f"{name}: GWTF_STATE_DIR must be an emptyDir (it must survive a container restart only)")
             # The TLS files named in cluster.yaml come from the Secret's mount.
             mounts = {m["name"]: m for m in c["volumeMounts"]}
             vols = {v["name"]: v for v in pod["volumes"]}
@@ -268,15 +275,21 @@ def check_dockerfile(args):
     check(not re.search(r"\b\S+-dev\b", runtime_installs), "the runtime stage installs -dev packages")
     check(any(l.upper().startswith("HEALTHCHECK ") and "healthcheck" in l for l in final), "no HEALTHCHECK")
     entry = [l for l in final if l.upper().startswith("ENTRYPOINT ")]
-    check(entry and "/usr/local/bin/caf-gwtf" in entry[-1], "caf-gwtf must be the entry point")
+    check(entry and "/usr/local/bin/caf-gwtf-entrypoint" in entry[-1] and "tini" in entry[-1],
+          "the entry point must be tini, then deploy/entrypoint")
+    check(any(l.startswith("COPY deploy/entrypoint /usr/local/bin/caf-gwtf-entrypoint") for l in final),
+          "deploy/entrypoint is not copied to /usr/local/bin/caf-gwtf-entrypoint")
+    script = open(os.path.join(SRC, "deploy", "entrypoint")).read()
+    check('exe=${GWTF_EXE:-/usr/local/bin/caf-gwtf}' in script and 'exec "$exe" "$@"' in script,
+          "deploy/entrypoint must exec /usr/local/bin/caf-gwtf with the container's arguments")
     for l in joined:
         check(not re.search(r"(?i)^(ENV|ARG)\s+\S*(PASSWORD|PASSPHRASE|SECRET|TOKEN|PRIVATE)", l), f"a secret in: {l}")
         check(not re.search(r"(?i)^(COPY|ADD)\b.*\.(key|pem|p12)\b", l), f"key material copied in: {l}")
     ignore = open(os.path.join(SRC, "deploy", "Dockerfile.dockerignore")).read()
     for pattern in ("**/*.key", ".git", "build"):
         check(pattern in ignore.split("\n"), f"Dockerfile.dockerignore must exclude {pattern}")
-    hc = os.path.join(SRC, "deploy", "healthcheck")
-    check(os.access(hc, os.X_OK), "deploy/healthcheck is not executable")
+    for tool in ("healthcheck", "entrypoint"):
+        check(os.access(os.path.join(SRC, "deploy", tool), os.X_OK), f"deploy/{tool} is not executable")
     print(f"dockerfile: {len(froms)} pinned stages, non-root USER {users[-1]}, HEALTHCHECK, no secrets")
 
 
@@ -308,10 +321,12 @@ def check_run(args):
     _, text = cluster_yaml(objs)
     sets = by_kind(objs, "StatefulSet")
     docker = open(os.path.join(SRC, "deploy", "Dockerfile")).read()
-    check(re.search(r'ENTRYPOINT \[.*"/usr/local/bin/caf-gwtf"\]', docker), "ENTRYPOINT is not caf-gwtf")
-    iterations = 4
+    check(re.search(r'ENTRYPOINT \[.*"/usr/local/bin/caf-gwtf-entrypoint"\]', docker), "ENTRYPOINT is not deploy/entrypoint")
+    entrypoint = os.path.join(SRC, "deploy", "entrypoint")
+    iterations = 6
     scratch = tempfile.mkdtemp(prefix="gwtf-k8s-run-")
     procs = {}
+    launches = {}  # pod -> (argv, env, cwd): what the kubelet runs again when the container dies
     try:
         certs = os.path.join(scratch, "certs")
         r = subprocess.run([os.path.join(SRC, "scripts", "make-certs"), certs, "1"], capture_output=True, text=True)
@@ -374,8 +389,10 @@ def check_run(args):
             env = dict(os.environ)
             env.update({k: local_path(v) for k, v in pod_env(s, pod, ns).items()})
             env["GWTF_METRICS_PORT"] = str(ports[pod][1])
-            argv = [args.exe] + [local_path(a) for a in c["args"]] + ["--set", f"training.iterations={iterations}"]
+            env["GWTF_EXE"] = args.exe  # the image's /usr/local/bin/caf-gwtf
+            argv = [entrypoint] + [local_path(a) for a in c["args"]] + ["--set", f"training.iterations={iterations}"]
             log = open(os.path.join(scratch, pod + ".log"), "w")
+            launches[pod] = (argv, env, root)
             procs[pod] = (subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=root), log)
         holders = [p for s, p in pods if role_of(s) == "data_holder"]
         relays = [p for s, p in pods if role_of(s) == "relay"]
@@ -414,6 +431,19 @@ def check_run(args):
         except subprocess.TimeoutExpired:
             raise Failure(f"{leaver} did not leave within 120 s of SIGTERM\n{logs()}")
         check(code == 0, f"{leaver}: a graceful leave exits 0, got {code}\n{log_of(leaver)}")
+        # A data holder's container crashes (SIGKILL) and the kubelet starts it again in the
+        # same pod: the entry point waits until the peers declared the old run dead, then the
+        # holder catches up with its replica and the run goes on.
+        crashed = holders[-1]
+        wait(lambda: all("iteration 2 done at " + h in log_of(h) for h in holders), 180, "iteration 2")
+        proc, log = procs[crashed]
+        proc.kill()
+        proc.wait()
+        log.write("==== the kubelet restarts the container ====\n")
+        log.flush()
+        argv, env, cwd = launches[crashed]
+        procs[crashed] = (subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=cwd), log)
+        wait(lambda: "restarted in the same pod: waiting" in log_of(crashed), 30, f"{crashed}'s restart delay")
         last = f"iteration {iterations - 1} done at "
         wait(lambda: all(last + h in log_of(h) for h in holders), 240, f"iteration {iterations - 1}")
         for p, (proc, _) in procs.items():
@@ -423,7 +453,7 @@ def check_run(args):
                 raise Failure(f"{p} still runs after the last iteration\n{logs()}")
             check(code == 0, f"{p} exited with {code}\n{logs()}")
         print(f"run: {len(procs)} pods of cpu-lab trained {iterations} iterations over mutual TLS; "
-              f"{leaver} left on SIGTERM with exit code 0")
+              f"{leaver} left on SIGTERM with exit code 0; {crashed} crashed, restarted and caught up")
     finally:
         for proc, log in procs.values():
             if proc.poll() is None:
