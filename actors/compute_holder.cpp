@@ -147,7 +147,7 @@ void start_iteration(self_ptr self) {
     o.targets = targets;
     o.first_hop = mine[static_cast<std::size_t>(j) % mine.size()].next;
     hop_record r;
-    r.mb = wire::microbatch_ref{id.iteration, id.holder, id.index};
+    r.mb = wire::microbatch_ref{id.iteration, id.holder, id.index, st.run_origin};
     r.path = {me(st)};
     send_activation(self, o.first_hop, r, wire::direction::forward, o.output);
     auto timeout = std::chrono::milliseconds(spec.faults.hop_timeout_ms);
@@ -165,7 +165,7 @@ void on_resend(self_ptr self, std::uint64_t key, const std::string& to, std::uin
   it->second.attempt = attempt;
   hop_record r;
   r.mb = wire::microbatch_ref{key >> 24, static_cast<std::uint32_t>(key >> 12 & 0xfff),
-                              static_cast<std::uint32_t>(key & 0xfff)};
+                              static_cast<std::uint32_t>(key & 0xfff), st.run_origin};
   r.path = {me(st)};
   r.attempt = attempt;
   send_activation(self, to, r, wire::direction::forward, it->second.output, hint);

@@ -71,6 +71,7 @@ struct compute_state {
   bool draining = false;                     // leaving: finish the iteration's part, start none
   std::vector<flow_hop> flows;
   std::uint64_t current = 0;                 // iteration in progress (= optimizer steps)
+  std::uint64_t run_origin = 0;              // holders: the run its microbatches carry (incarnation, +1 per state load)
   bool ready = false;                        // holds valid weights
   std::string armed;                         // injected crash: "forward" / "backward"
   std::deque<std::pair<std::string, wire::activation>> pending;

@@ -73,9 +73,12 @@ void handle_forward(self_ptr self, const std::string& from, wire::activation a) 
     report_failure(self, "activation from " + from + " for a microbatch this holder never sent");
     return;
   }
+  if (head && a.microbatch.origin != st.run_origin)
+    return; // sent by this holder's previous run (it restarted or reloaded): its state is gone
   auto action = st.ledger->on_forward(from, a);
   if (action == forward_action::ignore)
     return;
+
   auto* r = st.ledger->find(key);
   if (action == forward_action::rebind) {
     progress_upstream(self, *r);
@@ -169,8 +172,8 @@ void handle_backward(self_ptr self, const std::string& from, const wire::activat
   auto t0 = clock::now();
   if (is_holder(st)) {
     auto it = st.origins.find(key);
-    if (it == st.origins.end() || it->second.done)
-      return;
+    if (it == st.origins.end() || it->second.done || a.microbatch.origin != st.run_origin)
+      return; // unknown, finished, or of this holder's previous run
     auto res = st.model->embed_backward(key, to_torch(a.tensor));
     auto* ok = value_or_report(self, res, "embedding backward of microbatch from " + from);
     report_compute(self, a.microbatch.iteration, since(t0), 0);
@@ -179,6 +182,8 @@ void handle_backward(self_ptr self, const std::string& from, const wire::activat
     finish_origin(self, key);
     return;
   }
+  if (auto* held = st.ledger->find(key); held != nullptr && held->mb.origin != a.microbatch.origin)
+    return; // the gradient of another run of its holder than the forward held here
   if (!st.ledger->on_backward(key))
     return;
   auto res = st.model->backward(key, to_torch(a.tensor));

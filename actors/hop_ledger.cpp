@@ -24,6 +24,20 @@ forward_action hop_ledger::on_forward(const std::string& from, const wire::activ
     return forward_action::compute;
   }
   auto& r = it->second;
+  if (a.microbatch.origin != r.mb.origin) {
+    // The same microbatch from a newer run of its data holder (it restarted, or reloaded its
+    // state, and sends the iteration again): the same data through the same weights, so what
+    // this hop holds stands. Like a re-send: rebind to the new upstream, and what goes back
+    // carries the new run. A frame of an older run is stale.
+    if (a.microbatch.origin < r.mb.origin)
+      return forward_action::ignore;
+    r.mb.origin = a.microbatch.origin;
+    r.attempt = a.attempt;
+    r.prev = from;
+    r.path = a.path;
+    r.path.push_back(self_);
+    return forward_action::rebind;
+  }
   if (a.attempt <= r.attempt)
     return forward_action::ignore;
   r.attempt = a.attempt;

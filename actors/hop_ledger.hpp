@@ -40,7 +40,7 @@ struct hop_record {
 enum class forward_action {
   compute, ///< new here: run the forward, then send it on
   rebind,  ///< held already: only the upstream changed (re-send after a crash)
-  ignore,  ///< an older or equal attempt: a duplicate
+  ignore,  ///< an older or equal attempt, or a previous run of its data holder: a duplicate
 };
 
 /// A buffered output to send again because its receiver died.

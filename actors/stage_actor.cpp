@@ -33,8 +33,13 @@ void resume(self_ptr self, boundary b) {
     for (auto& [from, a] : pending)
       handle_forward(self, from, std::move(a));
     if (is_holder(st)) {
-      // After a load, a holder that diverged right after a step had not started the next.
-      if (b == boundary::stepped || !st.running)
+      // After a load the iteration in flight, if any, lost its stashes with the old state:
+      // start the loaded iteration as a new run (its microbatches carry the new run, so the
+      // hops rebind what they hold and the holder drops what its old run still gets back).
+      // After a step, the next iteration; otherwise only if none runs.
+      if (b == boundary::loaded)
+        ++st.run_origin;
+      if (b == boundary::stepped || b == boundary::loaded || !st.running)
         start_iteration(self);
       return;
     }
@@ -203,6 +208,7 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
   st.ledger = std::make_unique<hop_ledger>(ctx->host.name);
   st.barrier = std::make_unique<iteration_barrier>(ctx->spec->model.stages);
   st.ready = !ctx->joining;
+  st.run_origin = ctx->incarnation;
   if (ctx->stage == 0) {
     auto& holders = ctx->spec->holders;
     st.holder_index = static_cast<std::uint32_t>(std::find(holders.begin(), holders.end(), ctx->host.name)

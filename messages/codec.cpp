@@ -61,6 +61,7 @@ void put(schema::MicrobatchRef::Builder b, const microbatch_ref& x) {
   b.setIteration(x.iteration);
   b.setHolder(x.holder);
   b.setIndex(x.index);
+  b.setOrigin(x.origin);
 }
 
 void put(schema::TargetCost::Builder b, const target_cost& x) {
@@ -262,10 +263,7 @@ struct filler {
   }
   void operator()(const hop_progress& x) {
     auto b = body.initHopProgress();
-    auto mb = b.initMicrobatch();
-    mb.setIteration(x.microbatch.iteration);
-    mb.setHolder(x.microbatch.holder);
-    mb.setIndex(x.microbatch.index);
+    put(b.initMicrobatch(), x.microbatch);
     put_texts(b.initPath(static_cast<unsigned>(x.path.size())), x.path);
   }
   void operator()(const iteration_done& x) { put_done(body.initIterationDone(), x); }
@@ -495,7 +493,7 @@ void get(schema::JoinReply::Reader r, join_reply& x, checker& c) {
 
 void get(schema::Activation::Reader r, activation& x, checker& c) {
   auto mb = r.getMicrobatch();
-  x.microbatch = microbatch_ref{mb.getIteration(), mb.getHolder(), mb.getIndex()};
+  x.microbatch = microbatch_ref{mb.getIteration(), mb.getHolder(), mb.getIndex(), mb.getOrigin()};
   c.enumeration(r.getDirection(), 2, "activation.direction", x.dir);
   get_texts(r.getPath(), x.path, c, "activation.path", 1, max_path);
   if (c.ok())
@@ -667,7 +665,7 @@ void get(schema::InspectReply::Reader r, inspect_reply& x, checker& c) {
 
 void get(schema::HopProgress::Reader r, hop_progress& x, checker& c) {
   auto mb = r.getMicrobatch();
-  x.microbatch = microbatch_ref{mb.getIteration(), mb.getHolder(), mb.getIndex()};
+  x.microbatch = microbatch_ref{mb.getIteration(), mb.getHolder(), mb.getIndex(), mb.getOrigin()};
   get_texts(r.getPath(), x.path, c, "hopProgress.path", 2, max_path);
 }
 

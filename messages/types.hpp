@@ -84,6 +84,7 @@ struct microbatch_ref {
   std::uint64_t iteration = 0;
   std::uint32_t holder = 0;
   std::uint32_t index = 0;
+  std::uint64_t origin = 0; ///< incarnation of the holder's run that made it; 0 = not said
 };
 
 /// Which way a tensor travels along a flow.

@@ -87,6 +87,8 @@ struct MicrobatchRef {
   iteration @0 :UInt64;
   holder @1 :UInt32;      # data holder index
   index @2 :UInt32;       # microbatch index of that holder in the iteration
+  origin @3 :UInt64;      # incarnation of the holder run that made it (a restarted holder's
+                          # differs: what its previous run sent is told apart); 0 = not said
 }
 
 enum Direction {

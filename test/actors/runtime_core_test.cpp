@@ -53,6 +53,31 @@ TEST_CASE("hop ledger: a re-send through a replacement rebinds instead of recomp
   CHECK(r->backward_done); // the caller re-sends its stored gradient to r2b
 }
 
+TEST_CASE("hop ledger: a holder's new run rebinds what its previous run left, a frame of the old run is stale") {
+  hop_ledger l{"r1"};
+  auto old_run = fwd(4, 2, {"dh"});
+  old_run.microbatch.origin = 100;
+  REQUIRE(l.on_forward("dh", old_run) == forward_action::compute);
+  l.sent_forward(key_of(old_run.microbatch), "r2");
+  l.sent_backward(key_of(old_run.microbatch));
+  // The holder restarted (run 200) and sends the same microbatch again, attempt 0: the same
+  // data through the same weights, so the hop rebinds (re-sends what it holds, counts
+  // nothing twice) and what goes back carries the new run.
+  auto new_run = fwd(4, 2, {"dh"});
+  new_run.microbatch.origin = 200;
+  CHECK(l.on_forward("dh", new_run) == forward_action::rebind);
+  auto* r = l.find(key_of(new_run.microbatch));
+  REQUIRE(r != nullptr);
+  CHECK(r->mb.origin == 200);
+  CHECK(r->backward_done); // the caller sends the stored gradient back, nothing recomputed
+  CHECK_FALSE(l.on_backward(key_of(new_run.microbatch)));
+  // A late frame of the old run changes nothing, and the new run's duplicate is one.
+  old_run.attempt = 5;
+  CHECK(l.on_forward("dh", old_run) == forward_action::ignore);
+  CHECK(l.find(key_of(new_run.microbatch))->mb.origin == 200);
+  CHECK(l.on_forward("dh", new_run) == forward_action::ignore);
+}
+
 TEST_CASE("hop ledger: the death of the next hop yields re-sends with the hint from HOP_PROGRESS") {
   hop_ledger l{"r1"};
   auto a = fwd(0, 2, {"dh"});

@@ -419,9 +419,14 @@ def check_run(args):
         # image's HEALTHCHECK script passes against it.
         wait(lambda: all(http_status(ports[p][1], "/readyz") == 200 for p in procs), 150, "every pod ready")
         for p in procs:
-            hc = subprocess.run([os.path.join(SRC, "deploy", "healthcheck")], capture_output=True,
-                                env=dict(os.environ, GWTF_METRICS_PORT=str(ports[p][1])), timeout=10)
-            check(hc.returncode == 0, f"{p}: the HEALTHCHECK script failed: {hc.stderr}")
+            # Docker's HEALTHCHECK (--retries=3) calls a container unhealthy after 3 failures
+            # in a row: one slow answer on 2 busy cores is not a failure.
+            for attempt in range(3):
+                hc = subprocess.run([os.path.join(SRC, "deploy", "healthcheck")], capture_output=True,
+                                    env=dict(os.environ, GWTF_METRICS_PORT=str(ports[p][1])), timeout=10)
+                if hc.returncode == 0:
+                    break
+            check(hc.returncode == 0, f"{p}: the HEALTHCHECK script failed 3 times in a row: {hc.stderr}\n{logs()}")
         wait(lambda: all("iteration 0 done at " + h in log_of(h) for h in holders), 120, "iteration 0")
         # `kubectl delete pod caf-gwtf-relay-5` (or a scale-down): its preStop sends SIGTERM.
         leaver = relays[-1]
