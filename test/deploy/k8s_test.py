@@ -450,7 +450,7 @@ def check_run(args):
         procs[crashed] = (subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=cwd), log)
         wait(lambda: "restarted in the same pod: waiting" in log_of(crashed), 30, f"{crashed}'s restart delay")
         last = f"iteration {iterations - 1} done at "
-        wait(lambda: all(last + h in log_of(h) for h in holders), 240, f"iteration {iterations - 1}")
+        wait(lambda: all(last + h in log_of(h) for h in holders), 360, f"iteration {iterations - 1}")
         for p, (proc, _) in procs.items():
             try:
                 code = proc.wait(timeout=60)
