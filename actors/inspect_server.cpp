@@ -29,12 +29,14 @@ struct client {
   std::uint32_t expected = 0;       // its length, once the 4-byte header is in
   bool header = true;               // reading the header
   std::unique_ptr<tls_session> tls; // with node.tls
+  std::uint64_t serial = 0;         // names it in its handshake timeout (handles are reused)
 };
 
 struct inspect_server_state {
   inspect_server_options opts;
   broker_listener listener;
   std::map<caf::io::connection_handle, client> clients;
+  std::uint64_t next_serial = 0;
 };
 
 using server_ptr = caf::stateful_actor<inspect_server_state, caf::io::broker>*;
@@ -115,19 +117,20 @@ caf::behavior inspect_server(server_ptr self, inspect_server_options opts) {
       auto& st = self->state;
       client c;
       c.address = self->remote_addr(msg.handle) + ":" + std::to_string(self->remote_port(msg.handle));
+      c.serial = ++st.next_serial;
       if (st.opts.tls) {
         c.tls = std::make_unique<tls_session>(st.opts.tls);
         self->delayed_send(self, std::chrono::milliseconds(st.opts.handshake_timeout_ms), timeout_atom::value,
-                           msg.handle.id());
+                           msg.handle.id(), c.serial);
       }
       st.clients[msg.handle] = std::move(c);
       self->configure_read(msg.handle, caf::io::receive_policy::at_most(16 * 1024));
     },
-    [self](timeout_atom, std::int64_t id) {
+    [self](timeout_atom, std::int64_t id, std::uint64_t serial) {
       auto& st = self->state;
       auto hdl = caf::io::connection_handle::from_int(id);
       auto it = st.clients.find(hdl);
-      if (it != st.clients.end() && it->second.tls && !it->second.tls->established())
+      if (it != st.clients.end() && it->second.serial == serial && it->second.tls && !it->second.tls->established())
         refuse(self, hdl, "no TLS handshake within " + std::to_string(st.opts.handshake_timeout_ms) + " ms");
     },
     [self](caf::io::new_data_msg& msg) {

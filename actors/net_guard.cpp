@@ -34,6 +34,10 @@ struct guard_state {
   std::map<caf::io::connection_handle, frame_guard> guards;
   std::map<caf::io::connection_handle, std::string> addresses;
   std::map<caf::io::connection_handle, std::unique_ptr<tls_session>> sessions; // outer side, with TLS
+  // Handles are socket numbers, reused after a close: a handshake timeout names its
+  // connection by handle and serial.
+  std::map<caf::io::connection_handle, std::uint64_t> serials;
+  std::uint64_t next_serial = 0;
 };
 
 using guard_ptr = caf::stateful_actor<guard_state, caf::io::broker>*;
@@ -49,6 +53,7 @@ void close_pair(guard_ptr self, caf::io::connection_handle hdl) {
   st.guards.erase(hdl);
   st.addresses.erase(hdl);
   st.sessions.erase(hdl);
+  st.serials.erase(hdl);
   self->close(hdl);
   if (paired && st.pairs.erase(other) > 0) {
     st.guards.erase(other);
@@ -104,14 +109,16 @@ caf::behavior net_guard(guard_ptr self, net_guard_options opts) {
         return;
       }
       st.sessions.emplace(msg.handle, std::make_unique<tls_session>(st.opts.tls));
+      st.serials[msg.handle] = ++st.next_serial;
       self->delayed_send(self, std::chrono::milliseconds(st.opts.handshake_timeout_ms), timeout_atom::value,
-                         msg.handle.id());
+                         msg.handle.id(), st.next_serial);
     },
-    [self](timeout_atom, std::int64_t id) {
+    [self](timeout_atom, std::int64_t id, std::uint64_t serial) {
       auto& st = self->state;
       auto hdl = caf::io::connection_handle::from_int(id);
       auto it = st.sessions.find(hdl);
-      if (it != st.sessions.end() && !it->second->established())
+      auto s = st.serials.find(hdl);
+      if (it != st.sessions.end() && s != st.serials.end() && s->second == serial && !it->second->established())
         refuse(self, hdl, "no TLS handshake within " + std::to_string(st.opts.handshake_timeout_ms) + " ms");
     },
     [self](caf::io::new_data_msg& msg) {

@@ -378,8 +378,10 @@ void get(schema::Hello::Reader r, hello& x, checker& c, const std::string& f) {
   c.text(r.getAddress(), f + ".address", 1, max_address, x.address, checker::charset::printable);
   c.enumeration(r.getRole(), 2, f + ".role", x.role);
   c.in_range(r.getStage(), -1, max_stage, f + ".stage", x.stage);
-  if (c.ok() && x.role == peer_role::data_holder && x.stage != 0)
-    c.bad(wire_error::bad_field, f + ".stage: 0 for a data holder, got " + std::to_string(x.stage));
+  // -1: a data holder that joins (or rejoins after a hang) and is downloading its state.
+  if (c.ok() && x.role == peer_role::data_holder && x.stage != 0 && x.stage != -1)
+    c.bad(wire_error::bad_field, f + ".stage: 0 (or -1 while it downloads its state) for a data holder, got "
+                                   + std::to_string(x.stage));
   c.in_range(r.getCapacity(), 1, max_capacity, f + ".capacity", x.capacity);
   x.incarnation = r.getIncarnation();
   c.text(r.getRegion(), f + ".region", 0, max_id, x.region);

@@ -202,7 +202,18 @@ TEST_CASE("codec: hostile envelopes are rejected with the field named") {
     h.setRole(schema::Role::DATA_HOLDER);
     h.setStage(3);
   }));
-  CHECK(holder.detail == "hello.stage: 0 for a data holder, got 3");
+  CHECK(holder.detail == "hello.stage: 0 (or -1 while it downloads its state) for a data holder, got 3");
+  // A joining holder announces -1 until its state is loaded (seen: two holders rejoining after
+  // a hang were refused by every peer as malformed, and the run never recovered).
+  auto joining = craft([](auto env) {
+    auto h = env.initBody().initHello();
+    valid_hello(h);
+    h.setRole(schema::Role::DATA_HOLDER);
+    h.setStage(-1);
+  });
+  auto joined = decode(joining.data(), joining.size());
+  REQUIRE(std::holds_alternative<message>(joined));
+  CHECK(std::get<hello>(std::get<message>(joined)).stage == -1);
 
   auto long_id = reject(craft([](auto env) {
     auto h = env.initBody().initHello();
