@@ -14,6 +14,7 @@ Each check prints what it found and exits 1 with the reason on the first failure
 import argparse
 import http.client
 import os
+import random
 import re
 import shutil
 import signal
@@ -295,10 +296,35 @@ def check_dockerfile(args):
 
 # --- run ----------------------------------------------------------------------------------
 
+def ephemeral_range():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+            return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+_taken = set()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port that is free now and outside the kernel's ephemeral range: the pods' own
+    connections take ephemeral ports, and one of them once took a port picked here for a
+    pod's metrics before the pod could bind it."""
+    lo, hi = ephemeral_range()
+    candidates = [p for p in range(20000, 32000) if not lo <= p <= hi and p not in _taken]
+    rng = random.Random(os.getpid())
+    rng.shuffle(candidates)
+    for port in candidates:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            _taken.add(port)
+            return port
+    raise Failure("no free TCP port on 127.0.0.1 outside the ephemeral range")
 
 
 def http_status(port, path):
