@@ -141,13 +141,12 @@ def check_render(args):
             env = {e["name"]: e.get("value") for e in c.get("env", [])}
             check(int(env.get("GWTF_RESTART_DELAY_S", "0")) * 1000 > cfg["faults"]["connection_timeout_ms"],
                   f"{name}: GWTF_RESTART_DELAY_S must exceed faults.connection_timeout_ms")
+            vols = {v["name"]: v for v in pod["volumes"]}
             state_mount = [m for m in c["volumeMounts"] if m["mountPath"] == env.get("GWTF_STATE_DIR")]
-            pod_vols = {v["name"]: v for v in pod["volumes"]}
-            check(len(state_mount) == 1 and "emptyDir" in pod_vols[state_mount[0]["name"]],
+            check(len(state_mount) == 1 and "emptyDir" in vols[state_mount[0]["name"]],
                   f"{name}: GWTF_STATE_DIR must be an emptyDir (it must survive a container restart only)")
             # The TLS files named in cluster.yaml come from the Secret's mount.
             mounts = {m["name"]: m for m in c["volumeMounts"]}
-            vols = {v["name"]: v for v in pod["volumes"]}
             tls_vol = next((v for v in vols.values() if "secret" in v), None)
             check(tls_vol is not None, f"{name}: no Secret volume for the TLS files")
             tls_dir = mounts[tls_vol["name"]]["mountPath"].rstrip("/")

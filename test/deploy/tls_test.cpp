@@ -87,11 +87,11 @@ TEST_CASE("tls: a host refuses plain TCP, no certificate, another CA's, a plain 
 
   // TLS without a client certificate, and with another CA's (openssl's own client).
   auto s_client = "timeout 10 openssl s_client -connect " + at + " -CAfile '" + (certs / "ca.crt").string() + "'";
-  auto none = run_command(s_client + " </dev/null");
+  run_command(s_client + " </dev/null"); // its exit code varies by OpenSSL version: the host's log tells
   log = node.wait_for("peer did not return a certificate");
   CHECK(log.find("peer did not return a certificate") != std::string::npos);
-  auto stranger = run_command(s_client + " -cert '" + (other / "host-0.crt").string() + "' -key '" +
-                              (other / "host-0.key").string() + "' </dev/null");
+  run_command(s_client + " -cert '" + (other / "host-0.crt").string() + "' -key '" +
+              (other / "host-0.key").string() + "' </dev/null");
   log = node.wait_for("certificate verify failed");
   CHECK(log.find("certificate verify failed") != std::string::npos);
 
