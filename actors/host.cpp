@@ -79,12 +79,17 @@ membership_actor::behavior_type membership(membership_actor::stateful_pointer<me
   auto frozen = [self, ctx, supervisor] {
     auto& st = self->state;
     auto now = now_ms();
-    if (!st.frozen && st.last_tick_ms > 0 && now - st.last_tick_ms > ctx->spec->faults.connection_timeout_ms) {
-      st.frozen = true;
-      self->send(supervisor, restart_atom::value,
-                 "no heartbeat sent for " + std::to_string(now - st.last_tick_ms)
-                   + " ms: declared dead by the peers, rejoining as a new replica");
-    }
+    if (st.frozen)
+      return true;
+    auto gap = st.last_tick_ms > 0 ? now - st.last_tick_ms : 0;
+    if (ctx->frozen()) // the process's watch saw the gap first (node mode)
+      gap = std::max(gap, ctx->watch->longest_gap_ms());
+    else if (gap <= ctx->spec->faults.connection_timeout_ms)
+      return false;
+    st.frozen = true;
+    self->send(supervisor, restart_atom::value,
+               "no heartbeat sent for " + std::to_string(gap)
+                 + " ms: declared dead by the peers, rejoining as a new replica");
     return st.frozen;
   };
   self->send(self, tick_atom::value);
@@ -705,7 +710,8 @@ supervisor_actor::behavior_type supervisor(supervisor_ptr self, ctx_ptr ctx) {
 } // namespace
 
 caf::actor spawn_host(caf::actor_system& sys, std::shared_ptr<const cluster_spec> spec,
-                      host_config host, caf::actor link_layer, caf::actor reporter, bool joining) {
+                      host_config host, caf::actor link_layer, caf::actor reporter, bool joining,
+                      std::shared_ptr<freeze_watch> watch) {
   auto ctx = std::make_shared<host_context>();
   ctx->spec = std::move(spec);
   ctx->stage = host.role == host_role::data_holder ? 0 : host.stage;
@@ -714,6 +720,7 @@ caf::actor spawn_host(caf::actor_system& sys, std::shared_ptr<const cluster_spec
   ctx->reporter = std::move(reporter);
   ctx->joining = joining;
   ctx->incarnation = static_cast<std::uint64_t>(now_ms());
+  ctx->watch = std::move(watch);
   return caf::actor_cast<caf::actor>(sys.spawn(supervisor, ctx));
 }
 

@@ -8,6 +8,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/send.hpp>
 
+#include "actors/freeze_watch.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/wire_frame.hpp"
 #include "messages/codec.hpp"
@@ -34,11 +35,19 @@ struct host_context {
   caf::actor reporter;
   bool joining = false;
   std::uint64_t incarnation = 0;
+  /// Node mode: the process's freeze watch (deploy/node.cpp). Once it saw a gap longer than
+  /// the connection timeout the host neither sends nor opens a frame: its peers declared it
+  /// dead, and its supervisor is about to start it again as a new replica.
+  std::shared_ptr<freeze_watch> watch;
 
-  /// Encodes `msg` and hands it to the link layer for `to`'s `svc`.
+  bool frozen() const { return watch && watch->frozen(steady_ms()); }
+
+  /// Encodes `msg` and hands it to the link layer for `to`'s `svc` (nothing when frozen).
   template <class Self>
   void send(Self* self, const std::string& to, service svc,
             const wire::message& msg) const {
+    if (frozen())
+      return;
     tell(self, link, send_atom::value, host.name, to, static_cast<std::int32_t>(svc),
                make_frame(msg));
   }
@@ -46,6 +55,8 @@ struct host_context {
   template <class Self>
   std::optional<wire::message> open(Self* self, const std::string& from,
                                     wire_frame&& frame) const {
+    if (frozen())
+      return std::nullopt; // what arrived for the written-off incarnation
     wire::decode_limits limits;
     limits.max_bytes = static_cast<std::size_t>(spec->max_message_bytes);
     auto msg = open_frame(std::move(frame), limits);

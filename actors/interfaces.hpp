@@ -294,9 +294,12 @@ using carrier_actor = caf::typed_actor<
     /// internal: the hop timeout of attempt n
     caf::reacts_to<timeout_atom, std::uint32_t>>;
 
+class freeze_watch; // actors/freeze_watch.hpp
+
 /// A host: its supervisor (crash_atom and stop_atom are the deploy layer's controls).
+/// `watch` (node mode): the process's freeze watch, which silences the host after a freeze.
 caf::actor spawn_host(caf::actor_system& sys, std::shared_ptr<const cluster_spec> spec,
                       host_config host, caf::actor link_layer, caf::actor reporter,
-                      bool joining);
+                      bool joining, std::shared_ptr<freeze_watch> watch = nullptr);
 
 } // namespace gwtf::actors

@@ -9,8 +9,10 @@
 #include <iostream>
 #include <fcntl.h>
 #include <chrono>
+#include <condition_variable>
 #include <deque>
 #include <functional>
+#include <mutex>
 #include <future>
 #include <iomanip>
 #include <pthread.h>
@@ -21,6 +23,7 @@
 #include <caf/io/all.hpp>
 
 #include "actors/errors.hpp"
+#include "actors/freeze_watch.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/system_setup.hpp"
 #include "deploy/cli.hpp"
@@ -309,6 +312,33 @@ std::optional<caf::actor> connect_upstream(caf::actor_system& sys, const std::st
 
 } // namespace
 
+// Stamps the process's freeze watch every `period` (actors/freeze_watch.hpp) until destroyed.
+class watchdog {
+public:
+  watchdog(std::shared_ptr<actors::freeze_watch> watch, std::chrono::milliseconds period)
+    : thread_([this, watch, period] {
+        std::unique_lock<std::mutex> lock{mutex_};
+        while (!wake_.wait_for(lock, period, [this] { return stop_; }))
+          watch->stamp(actors::steady_ms());
+      }) {}
+  watchdog(const watchdog&) = delete;
+  watchdog& operator=(const watchdog&) = delete;
+  ~watchdog() {
+    {
+      std::lock_guard<std::mutex> lock{mutex_};
+      stop_ = true;
+    }
+    wake_.notify_one();
+    thread_.join();
+  }
+
+private:
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread thread_; // last: starts once the members above exist
+};
+
 int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& out) {
   const auto& host = cfg.hosts.front();
   auto listen = parse_endpoint(cfg.node.listen);
@@ -427,7 +457,11 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
         << ") listening on " << listen->host << ":" << *port
         << ", advertised as " << advertise << (tls ? ", mutual TLS" : ", plain TCP") << ", cluster " << std::hex << lo.cluster << std::dec << ", bootstrap "
         << cfg.node.bootstrap.size() << " peer(s)" << (opts.join ? ", joining" : "") << std::endl;
-    auto supervisor = spawn_host(sys, spec, spec->hosts.front(), link, reporter, opts.join);
+    // A process frozen past the connection timeout (SIGSTOP) has been declared dead: from the
+    // moment it resumes, none of its actors may send or act on a frame (docs/runtime.md).
+    auto watch = std::make_shared<actors::freeze_watch>(cfg.faults.connection_timeout_ms, actors::steady_ms());
+    watchdog stamper{watch, std::chrono::milliseconds(std::clamp(cfg.faults.heartbeat_interval_ms / 5, 5, 100))};
+    auto supervisor = spawn_host(sys, spec, spec->hosts.front(), link, reporter, opts.join, watch);
     caf::anon_send(reporter, register_atom::value, supervisor, link);
     // The inspection shell's server (docs/shell.md; node.inspect, loopback by default) and,
     // when node.metrics is set, Prometheus metrics, /healthz and /readyz (docs/metrics.md).

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "actors/freeze_watch.hpp"
 #include "actors/hop_ledger.hpp"
 #include "actors/link_estimator.hpp"
 #include "actors/iteration_barrier.hpp"
@@ -111,6 +112,31 @@ TEST_CASE("next hop: own flow from the sender first, then any flow, then the che
   CHECK(next_hop(flows, "r1a", "dh", 0, {{"r2b", 0.5}}) == "r2b"); // r2a is dead
   CHECK_FALSE(next_hop(flows, "r1a", "dh", 0, {}).has_value());
   CHECK(choose_replacement(live, "r2c") == "r2b");
+}
+
+TEST_CASE("freeze watch: a gap past the timeout is a freeze for ever, seen by a stamp or by a check") {
+  // Stamps every 50 ms: no freeze, however long it runs.
+  freeze_watch w{2000, 1000};
+  for (std::int64_t t = 1050; t <= 10000; t += 50)
+    w.stamp(t);
+  CHECK_FALSE(w.frozen(10040));
+  CHECK(w.longest_gap_ms() == 50);
+  // A gap of exactly the timeout is not one (peers wait longer than that).
+  w.stamp(12000);
+  CHECK_FALSE(w.frozen(12000));
+  // Resumed after a stop: an actor checks before the watchdog ran again.
+  freeze_watch first_check{2000, 0};
+  first_check.stamp(100);
+  CHECK(first_check.frozen(4200));
+  CHECK(first_check.longest_gap_ms() == 4100);
+  first_check.stamp(4210); // the watchdog runs again: still frozen
+  CHECK(first_check.frozen(4220));
+  // The watchdog ran first: its stamp records the gap before it stamps, so a check that
+  // then finds a fresh stamp still sees the freeze.
+  freeze_watch first_stamp{2000, 0};
+  first_stamp.stamp(2500);
+  CHECK(first_stamp.frozen(2501));
+  CHECK(first_stamp.longest_gap_ms() == 2500);
 }
 
 TEST_CASE("membership view: heartbeats, silence, restarts and clean leaves") {
