@@ -203,6 +203,7 @@ boundary try_apply(self_ptr self, std::uint64_t i) {
   st.last_hash = wire::replica_hash{i, static_cast<std::uint32_t>(st.ctx->stage), h};
   for (auto& r : same_stage(st))
     st.ctx->send(self, r, service::stage, *st.last_hash);
+  maybe_checkpoint(self, i);
   check_vote(self, i); // diverged: not ready until the download, so the next steps wait
   return boundary::stepped;
 }
@@ -356,7 +357,7 @@ void stall_watch(self_ptr self, std::uint64_t seen) {
   auto& st = self->state;
   auto period = std::chrono::milliseconds(4 * st.ctx->spec->faults.hop_timeout_ms);
   self->delayed_send(self, period, tick_atom::value, st.current);
-  if (seen != st.current || st.current >= static_cast<std::uint64_t>(st.ctx->spec->training.iterations))
+  if (seen != st.current || st.current >= st.ctx->spec->end_iteration())
     return;
   if (!st.ready) {
     report_failure(self, "iteration " + std::to_string(st.current) + " in progress for over "

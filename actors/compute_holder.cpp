@@ -83,7 +83,7 @@ void finish_origin(self_ptr self, std::uint64_t key) {
 void start_iteration(self_ptr self) {
   auto& st = self->state;
   if (!st.ready || st.draining
-      || st.current >= static_cast<std::uint64_t>(st.ctx->spec->training.iterations)) {
+      || st.current >= st.ctx->spec->end_iteration()) {
     st.running = false;
     return;
   }
@@ -92,7 +92,7 @@ void start_iteration(self_ptr self) {
   // roster (or 20 balancer ticks): its iteration barrier awaits the holders it holds live,
   // so a holder that started before it knew of another would average alone and diverge
   // (seen under load: dh-b averaged iteration 0 over its own share, dh-a over both).
-  if (st.current == 0 && st.roster_waited_ms < 20 * st.ctx->spec->routing.gwtf.tick_ms) {
+  if (st.current == st.first_iteration && st.roster_waited_ms < 20 * st.ctx->spec->routing.gwtf.tick_ms) {
     for (auto& h : st.ctx->spec->holders)
       if (h != me(st) && st.peers.count(h) == 0 && st.gone.count(h) == 0) {
         st.running = false;

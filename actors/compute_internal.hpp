@@ -96,6 +96,9 @@ struct compute_state {
   std::uint64_t next_carrier = 0;
   std::int64_t waited_ms = 0; // waiting for a flow
   std::int64_t roster_waited_ms = 0; // before the first iteration: waiting to hear every data holder
+  std::uint64_t first_iteration = 0; // where this replica's run started (0, or the checkpoint resumed)
+  // checkpoints (compute_checkpoint.cpp)
+  caf::actor checkpoint_writer; // detached: files are written off the compute thread
 };
 
 using self_ptr = compute_actor::stateful_pointer<compute_state>;
@@ -130,6 +133,14 @@ T* value_or_report(self_ptr self, model::outcome<T>& r, const std::string& what)
   }
   return &std::get<T>(r);
 }
+
+// checkpoints (compute_checkpoint.cpp)
+/// A founding replica with spec.resume: loads its checkpoint (the newest, or resume_at).
+/// Without a usable one it becomes a joiner that downloads the state from a live replica.
+void resume_from_checkpoint(self_ptr self);
+/// After the step of iteration i: writes a checkpoint when training.checkpoint_every says so
+/// or i was the last iteration (in the background).
+void maybe_checkpoint(self_ptr self, std::uint64_t i);
 
 // relay (compute_relay.cpp)
 bool crash_now(self_ptr self, const char* phase);

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -67,6 +68,8 @@ using restart_atom = caf::atom_constant<caf::atom("restart")>;
 using left_atom = caf::atom_constant<caf::atom("left")>;
 using failure_atom = caf::atom_constant<caf::atom("failure")>;
 using placed_atom = caf::atom_constant<caf::atom("placed")>;
+using checkpoint_atom = caf::atom_constant<caf::atom("checkpoint")>;
+using loaded_atom = caf::atom_constant<caf::atom("loaded")>;
 
 /// Where a frame goes inside its destination host.
 /// `link` is the links' own traffic in node mode (GOSSIP: who is where).
@@ -86,7 +89,24 @@ struct cluster_spec {
   std::int64_t max_message_bytes = 64 << 20;
   double activation_bytes = 0;        ///< one microbatch's activation, for edge costs
   std::string advertise;              ///< node mode: the address peers dial; empty: embedded
+  /// Checkpoints (docs/checkpoints.md) go to data_dir/HOST/stage-S/; empty: none written.
+  std::string data_dir;
+  std::uint64_t checkpoint_hash = 0;  ///< deploy's checkpoint_hash of the config
+  /// Founding hosts load a checkpoint at start: the one of `resume_at` when set, else
+  /// their newest valid one. A host without a usable one joins and downloads the state.
+  bool resume = false;
+  std::optional<std::uint64_t> resume_at;
+  /// --until N: stop after N iterations applied; the schedule stays training.iterations'.
+  std::optional<std::uint64_t> until;
+  /// Iterations this run applies before it ends: training.iterations, or --until's N.
+  std::uint64_t end_iteration() const {
+    auto planned = static_cast<std::uint64_t>(training.iterations);
+    return until ? std::min(*until, planned) : planned;
+  }
 };
+
+/// Where `host` keeps its checkpoints (model/checkpoint.hpp's root).
+std::string checkpoint_root(const cluster_spec& spec, const std::string& host);
 
 // --- link layer (one per process) ------------------------------------------------------
 // (register_atom, host, int32 service, actor)   a host's actor for a service; monitored
@@ -179,6 +199,9 @@ caf::actor spawn_metrics_server(caf::actor_system& sys, inspect_server_options o
 // (restart_atom, host, std::string child) a local actor was restarted
 // (left_atom, host, std::string why)      the host left (restart budget spent, or asked)
 // (failure_atom, host, std::string what)  an error a peer caused, handled and reported
+// (checkpoint_atom, host, u32 stage, u64 iteration, u64 bytes, double ms, std::string path)
+//                                         a checkpoint written (iteration: steps applied)
+// (loaded_atom, host, u32 stage, u64 iteration, u64 weights hash, std::string path)  resumed from a checkpoint
 
 // --- one host ------------------------------------------------------------------------
 // The supervisor of a host spawns its membership, link probe, flow balancer and stage (or

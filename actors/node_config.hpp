@@ -52,6 +52,7 @@ struct node_config {
   bool insecure = false;                   ///< allow plain TCP on a non-loopback listen address
   int scheduler_threads = 2;               ///< CAF worker threads (more oversubscribes torch)
   std::int64_t max_message_bytes = 64 << 20; ///< larger wire messages are rejected unread
+  std::string data_dir;                    ///< checkpoints (docs/checkpoints.md); empty = none
 
   /// Reports every invalid field.
   void validate(const issue_sink& report) const;
@@ -164,6 +165,7 @@ void visit_fields(F& f, node_config& x) {
   f("insecure", x.insecure);
   f("scheduler_threads", x.scheduler_threads);
   f("max_message_bytes", x.max_message_bytes);
+  f("data_dir", x.data_dir);
 }
 
 template <class F>

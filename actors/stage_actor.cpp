@@ -209,6 +209,8 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
   st.barrier = std::make_unique<iteration_barrier>(ctx->spec->model.stages);
   st.ready = !ctx->joining;
   st.run_origin = ctx->incarnation;
+  if (ctx->spec->resume && !ctx->joining)
+    resume_from_checkpoint(self);
   if (ctx->stage == 0) {
     auto& holders = ctx->spec->holders;
     st.holder_index = static_cast<std::uint32_t>(std::find(holders.begin(), holders.end(), ctx->host.name)

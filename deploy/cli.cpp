@@ -3,8 +3,8 @@
 namespace gwtf::deploy {
 
 std::string usage_text() {
-  return "usage: caf-gwtf --config FILE [--set KEY=VALUE]... [--check] [--join]\n"
-         "       caf-gwtf launch --config FILE [--set KEY=VALUE]... [--logs DIR]\n"
+  return "usage: caf-gwtf --config FILE [--set KEY=VALUE]... [--check] [--join] [--resume | --resume-at N] [--until N]\n"
+         "       caf-gwtf launch --config FILE [--set KEY=VALUE]... [--logs DIR] [--resume | --resume-at N] [--until N]\n"
          "       caf-gwtf reference --config FILE [--set KEY=VALUE]...\n"
          "       caf-gwtf sim --scenario FILE [--router NAME|all] [--seed N] [--out DIR]\n"
          "       caf-gwtf shell HOST:PORT [-c COMMAND] [--json] [--timeout-ms N] [--cert F --key F --ca F]\n"
@@ -19,6 +19,11 @@ std::string usage_text() {
          "                  FILE with one host: node mode, this process is that host and\n"
          "                  trains with its peers over TCP; with several: embedded cluster\n"
          "  --join          node mode: enter a running cluster (download the stage state)\n"
+         "  --resume        continue from the checkpoints under node.data_dir: embedded and\n"
+         "                  launch from the newest iteration every stage has, a node from its\n"
+         "                  newest; --resume-at N from iteration N's (docs/checkpoints.md)\n"
+         "  --until N       stop after N iterations applied (the learning-rate schedule stays\n"
+         "                  training.iterations'): train in slices, resume with --resume\n"
          "  launch          run each host of a multi-host FILE as its own process on\n"
          "                  127.0.0.1 (node mode), faults as real signals; host configs and\n"
          "                  logs in DIR (default launch-logs/)\n"
@@ -244,6 +249,26 @@ std::variant<cli_options, cli_error> parse_cli(const std::vector<std::string>& a
       out.sets.push_back(kv);
     } else if (a == "--join" && !reference && !launch) {
       out.join = true;
+    } else if (a == "--resume" && !reference) {
+      out.resume = true;
+    } else if ((is_option(a, "--resume-at") || is_option(a, "--until")) && !reference) {
+      auto name = a.substr(0, a.find('='));
+      auto example = "an iteration number (e.g. " + name + " 40)";
+      auto v = option_value(args, i, name, example.c_str());
+      if (auto* e = std::get_if<cli_error>(&v))
+        return *e;
+      auto& text = std::get<std::string>(v);
+      if (text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos)
+        return cli_error{name + ": expected an iteration number, got '" + text + "'"};
+      auto n = std::stoull(text);
+      if (name == "--until") {
+        if (n == 0)
+          return cli_error{"--until: expected at least 1 iteration, got 0"};
+        out.until = n;
+      } else {
+        out.resume = true;
+        out.resume_at = n;
+      }
     } else if ((is_option(a, "--report") && !reference && !launch) || (is_option(a, "--logs") && launch)) {
       auto name = a.substr(0, a.find('='));
       auto& into = name == "--report" ? out.report : out.logs;

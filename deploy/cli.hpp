@@ -31,6 +31,9 @@ struct cli_options {
   std::optional<std::uint64_t> seed;    ///< sim: --seed N (overrides the scenario's)
   std::string out;                      ///< sim: --out DIR (empty: sim-results/<name>-seed<N>)
   bool join = false;                    ///< node: --join (enter a running cluster)
+  bool resume = false;                  ///< node, embedded, launch: --resume (from checkpoints)
+  std::optional<std::uint64_t> resume_at; ///< --resume-at N: from the checkpoints of iteration N
+  std::optional<std::uint64_t> until;   ///< --until N: stop after N iterations applied
   std::string report;                   ///< node: --report HOST:PORT (used by launch)
   std::string logs;                     ///< launch: --logs DIR (empty: launch-logs/<time>)
   std::string target;                   ///< shell: HOST:PORT of a host's node.inspect

@@ -103,6 +103,10 @@ std::string to_yaml(const cluster_config& cfg);
 /// Hash of what every host of one cluster must agree on (model, training, data format,
 /// routing, the data-holder roster). Hosts refuse peers with another (docs/runtime.md).
 std::uint64_t cluster_hash(const cluster_config& cfg);
+/// What a checkpoint must have been written under to be resumed from (docs/checkpoints.md):
+/// model, data format, roster and the training settings that shape an update; not the
+/// number of iterations, loss_out or the checkpoint settings.
+std::uint64_t checkpoint_hash(const cluster_config& cfg);
 
 /// Every key path the config accepts, e.g. "training.lr", "hosts[].stage".
 std::vector<std::string> config_key_paths();

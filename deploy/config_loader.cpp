@@ -11,6 +11,7 @@
 
 #include "deploy/cluster_config.hpp"
 #include "deploy/yaml_fields.hpp"
+#include "model/hash.hpp"
 
 namespace gwtf::deploy {
 
@@ -344,6 +345,16 @@ void validate_cluster(cluster_config& cfg, reader& r, const fs::path& base_dir,
       r.error_for("training.loss_out", "expected a file path for the loss series, got the "
                                          "directory '" + p.string() + "'");
     cfg.training.loss_out = p.string();
+  }
+
+  if (cfg.training.checkpoint_every > 0 && cfg.node.data_dir.empty())
+    r.error_for("training.checkpoint_every", "expected node.data_dir to be set too (where the checkpoints go), or 0");
+  if (!cfg.node.data_dir.empty()) {
+    auto p = resolve(base_dir, cfg.node.data_dir);
+    std::error_code ec;
+    if (fs::exists(p, ec) && !fs::is_directory(p, ec))
+      r.error_for("node.data_dir", "expected a directory for checkpoints, '" + p.string() + "' is a file");
+    cfg.node.data_dir = p.string();
   }
 
   for (std::size_t i = 0; i < cfg.faults.script.size(); ++i) {
@@ -691,6 +702,26 @@ std::uint64_t cluster_hash(const cluster_config& cfg) {
     h *= 1099511628211ull;
   }
   return h == 0 ? 1 : h;
+}
+
+std::uint64_t checkpoint_hash(const cluster_config& cfg) {
+  // What a checkpoint's state depends on, so that resuming reproduces the uninterrupted
+  // run: the model, the data format, the roster and every training setting that shapes an
+  // update, but not how long the run is nor where it writes (a resumed run may go longer).
+  cluster_config shared;
+  shared.model = cfg.model;
+  shared.training = cfg.training;
+  shared.training.iterations = 1;
+  shared.training.loss_out.clear();
+  shared.training.checkpoint_every = 0;
+  shared.training.checkpoint_keep = 1;
+  if (shared.training.data_holders.empty())
+    for (auto& h : cfg.hosts)
+      if (h.role == actors::host_role::data_holder)
+        shared.training.data_holders.push_back(h.name);
+  shared.data.format = cfg.data.format;
+  auto text = to_yaml(shared);
+  return model::fnv1a(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()) | 1;
 }
 
 } // namespace gwtf::deploy

@@ -16,6 +16,7 @@
 
 #include "actors/interfaces.hpp"
 #include "actors/system_setup.hpp"
+#include "model/checkpoint.hpp"
 #include "model/data.hpp"
 #include "model/partition.hpp"
 #include "model/torch_runtime.hpp"
@@ -292,7 +293,13 @@ caf::behavior driver(driver_ptr self, const cluster_config* cfg, std::shared_ptr
   for (auto& h : cfg->hosts)
     if (!joins_later(*cfg, h.name))
       spawn_one(self, h, false);
-  inject(self, 0);
+  // A resumed run starts at its checkpoint's iteration: the first report is of that one.
+  auto first = spec->resume && spec->resume_at ? *spec->resume_at : 0;
+  if (first > 0) {
+    st.printed = first - 1;
+    st.any_printed = true;
+  }
+  inject(self, first);
   self->set_down_handler([self](caf::down_msg& m) {
     if (auto gone = self->state.control->on_down(m))
       host_gone(self, gone->first, gone->second);
@@ -329,7 +336,7 @@ caf::behavior driver(driver_ptr self, const cluster_config* cfg, std::shared_ptr
                                                   + std::to_string(i) + ": " + host + " differs from "
                                                   + seen.begin()->first);
       seen[host] = hash;
-      auto last = static_cast<std::uint64_t>(st.cfg->training.iterations - 1);
+      auto last = st.spec->end_iteration() - 1;
       if (i == last) {
         bool all = true;
         for (auto& h : st.spec->holders)
@@ -372,6 +379,19 @@ caf::behavior driver(driver_ptr self, const cluster_config* cfg, std::shared_ptr
         st.joined_at.erase(j);
       }
       *st.out << ")" << std::endl;
+    },
+    [self](checkpoint_atom, const std::string&, std::uint32_t, std::uint64_t i, std::uint64_t, double ms,
+           const std::string&) {
+      auto& r = self->state.result;
+      ++r.checkpoints;
+      r.checkpoint_ms += ms;
+      r.last_checkpoint = std::max(r.last_checkpoint, i);
+    },
+    [self](loaded_atom, const std::string& host, std::uint32_t stage, std::uint64_t i, std::uint64_t hash,
+           const std::string& path) {
+      self->state.result.resumed[host] = {i, hash};
+      *self->state.out << "# " << host << " resumed stage " << stage << " at iteration " << i << " from " << path
+                       << std::endl;
     },
     [self](restart_atom, const std::string& host, const std::string& why) {
       ++self->state.result.restarts;
@@ -462,6 +482,8 @@ std::shared_ptr<actors::cluster_spec> make_spec(const cluster_config& cfg) {
   spec->time_scale = cfg.emulation ? cfg.emulation->time_scale : 0.0;
   spec->max_message_bytes = cfg.node.max_message_bytes;
   spec->activation_bytes = static_cast<double>(model::activation_bytes(cfg.model, cfg.training.microbatch_size));
+  spec->data_dir = cfg.node.data_dir;
+  spec->checkpoint_hash = checkpoint_hash(cfg);
   return spec;
 }
 
@@ -478,6 +500,9 @@ void print_summary(const cluster_config& cfg, const embedded_result& result, std
     out << "# exactly-once violation: " << v << "\n";
   for (auto& v : result.replica_disagreements)
     out << "# replica disagreement: " << v << "\n";
+  if (result.checkpoints > 0)
+    out << "# checkpoints: " << result.checkpoints << " written (newest at iteration " << result.last_checkpoint
+        << "), " << std::setprecision(1) << result.checkpoint_ms / result.checkpoints << " ms each on average\n";
   if (!result.rows.empty())
     out << "# loss " << std::setprecision(4) << result.rows.front().loss << " -> " << result.rows.back().loss << "\n";
   if (!result.carried.empty()) {
@@ -487,6 +512,66 @@ void print_summary(const cluster_config& cfg, const embedded_result& result, std
     out << "\n";
   }
   write_loss(cfg, result, out);
+}
+
+std::variant<std::uint64_t, std::string> resume_point(const actors::cluster_spec& spec, std::optional<std::uint64_t> at,
+                                                      std::vector<std::string>& notes) {
+  if (spec.data_dir.empty())
+    return std::string{"node.data_dir is not set: there are no checkpoints to resume from"};
+  auto stages = static_cast<std::uint32_t>(spec.model.stages);
+  std::vector<std::vector<std::uint64_t>> per_stage(stages);
+  for (std::uint32_t s = 0; s < stages; ++s) {
+    std::set<std::uint64_t> valid;
+    for (auto& h : spec.hosts) {
+      auto stage = h.role == actors::host_role::data_holder ? 0 : h.stage;
+      if (stage != static_cast<int>(s))
+        continue;
+      auto root = actors::checkpoint_root(spec, h.name);
+      for (auto i : model::checkpoint_iterations(root, s)) {
+        if ((at && i != *at) || valid.count(i))
+          continue;
+        auto c = model::read_checkpoint(model::checkpoint_path(root, s, i), s, spec.checkpoint_hash);
+        if (auto* e = std::get_if<std::string>(&c))
+          notes.push_back(*e);
+        else
+          valid.insert(i);
+      }
+    }
+    if (valid.empty())
+      return "stage " + std::to_string(s) + " has no valid checkpoint"
+             + (at ? " of iteration " + std::to_string(*at) : std::string{}) + " under " + spec.data_dir
+             + " at any of its hosts";
+    per_stage[s].assign(valid.begin(), valid.end());
+  }
+  auto cut = model::consistent_cut(per_stage);
+  if (!cut) {
+    std::string text = "no iteration has a checkpoint of every stage:";
+    for (std::uint32_t s = 0; s < stages; ++s) {
+      text += " stage " + std::to_string(s) + " has";
+      for (auto i : per_stage[s])
+        text += " " + std::to_string(i);
+      text += s + 1 < stages ? ";" : "";
+    }
+    return text;
+  }
+  return *cut;
+}
+
+std::string prepare_resume(actors::cluster_spec& spec, const run_bounds& request, std::ostream& out) {
+  spec.until = request.until;
+  if (!request.resume)
+    return {};
+  std::vector<std::string> notes;
+  auto point = resume_point(spec, request.at, notes);
+  for (auto& n : notes)
+    out << "# checkpoint passed over: " << n << "\n";
+  if (auto* e = std::get_if<std::string>(&point))
+    return "cannot resume: " + *e;
+  spec.resume = true;
+  spec.resume_at = std::get<std::uint64_t>(point);
+  out << "# resuming at iteration " << *spec.resume_at << " from the checkpoints under " << spec.data_dir
+      << (request.at ? " (--resume-at)" : " (the newest iteration every stage has)") << std::endl;
+  return {};
 }
 
 embedded_result run_driver(const cluster_config& cfg, std::shared_ptr<const actors::cluster_spec> spec,

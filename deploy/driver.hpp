@@ -5,6 +5,10 @@
 // or one OS process per host (launch.cpp).
 #pragma once
 
+#include <optional>
+#include <variant>
+#include <vector>
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -57,6 +61,18 @@ public:
 
 /// Everything every host of the run shares, from the config: model, roster, timings.
 std::shared_ptr<actors::cluster_spec> make_spec(const cluster_config& cfg);
+
+/// Where a resumed run starts (docs/checkpoints.md): with `at`, that iteration if every stage
+/// has a valid checkpoint of it at one of its declared hosts; else the consistent cut, the
+/// newest iteration every stage has. Files are verified (hash, stage, config) on the way;
+/// `notes` gets a line for each one rejected. An error says which stage lacks what.
+std::variant<std::uint64_t, std::string> resume_point(const actors::cluster_spec& spec, std::optional<std::uint64_t> at,
+                                                      std::vector<std::string>& notes);
+
+/// --until N, and --resume / --resume-at N of the embedded cluster and launch: finds the resume point,
+/// prints it (and every checkpoint passed over) to `out` and marks `spec` to resume there.
+/// Empty on success, else why the run cannot resume.
+std::string prepare_resume(actors::cluster_spec& spec, const run_bounds& request, std::ostream& out);
 
 /// Runs the driver with `control` until training ends or `timeout_s` passes, then prints the
 /// summary (and writes training.loss_out).

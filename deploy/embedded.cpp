@@ -73,7 +73,8 @@ private:
 
 } // namespace
 
-embedded_result run_embedded(const cluster_config& cfg, std::ostream& out, double timeout_s) {
+embedded_result run_embedded(const cluster_config& cfg, std::ostream& out, double timeout_s,
+                             const run_bounds& resume) {
   embedded_result result;
   if (!cfg.network) {
     result.failures.push_back("the embedded cluster needs emulation.network");
@@ -99,7 +100,13 @@ embedded_result run_embedded(const cluster_config& cfg, std::ostream& out, doubl
         model::set_blas_threads(before);
     }
   } blas;
-  std::shared_ptr<const cluster_spec> spec = make_spec(cfg);
+  auto mutable_spec = make_spec(cfg);
+  if (auto err = prepare_resume(*mutable_spec, resume, out); !err.empty()) {
+    embedded_result failed;
+    failed.failures.push_back(err);
+    return failed;
+  }
+  std::shared_ptr<const cluster_spec> spec = mutable_spec;
   actor_control control{cfg, spec};
   return run_driver(cfg, spec, control, false, out, timeout_s);
 }

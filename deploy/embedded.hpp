@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -24,6 +25,13 @@ struct iteration_row {
 };
 
 /// What a run produced.
+/// Where a run starts and ends: --resume / --resume-at N (docs/checkpoints.md), --until N.
+struct run_bounds {
+  bool resume = false;
+  std::optional<std::uint64_t> at;    ///< exactly this iteration; empty: the consistent cut
+  std::optional<std::uint64_t> until; ///< stop after this many iterations applied
+};
+
 struct embedded_result {
   bool completed = false;            ///< every iteration was applied at the data holders
   std::vector<iteration_row> rows;
@@ -46,10 +54,16 @@ struct embedded_result {
   /// iteration and microbatch; the first replica to apply an iteration decides)
   std::map<std::string, std::int64_t> carried;
   std::vector<std::string> failures;                 ///< handled errors reported by hosts
+  int checkpoints = 0;                               ///< checkpoint files written
+  double checkpoint_ms = 0;                          ///< their write time, summed
+  std::uint64_t last_checkpoint = 0;                 ///< the newest iteration written
+  /// host -> the iteration it resumed at and its weights hash after the load
+  std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> resumed;
 };
 
 /// Runs `cfg` until training.iterations are done or `timeout_s` passes. Prints one progress
 /// line per iteration and a summary to `out`; writes training.loss_out when set.
-embedded_result run_embedded(const cluster_config& cfg, std::ostream& out, double timeout_s = 3600);
+embedded_result run_embedded(const cluster_config& cfg, std::ostream& out, double timeout_s = 3600,
+                             const run_bounds& resume = {});
 
 } // namespace gwtf::deploy

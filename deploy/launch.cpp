@@ -172,8 +172,16 @@ public:
       }
     }
     std::vector<std::string> args = {opts_.executable, "--config", config_.at(h.name), "--report", report_to_};
-    if (joining)
+    if (joining) {
       args.push_back("--join");
+    } else if (spec_->resume && spec_->resume_at) { // the cut, the same for every host
+      args.push_back("--resume-at");
+      args.push_back(std::to_string(*spec_->resume_at));
+    }
+    if (spec_->until) {
+      args.push_back("--until");
+      args.push_back(std::to_string(*spec_->until));
+    }
     std::vector<std::string> env_store;
     for (char** e = environ; *e; ++e) {
       std::string v = *e;
@@ -360,7 +368,12 @@ embedded_result run_launch(const cluster_config& cfg, const launch_options& opts
                               "with caf-gwtf --config FILE");
     return result;
   }
-  std::shared_ptr<const cluster_spec> spec = make_spec(cfg);
+  auto mutable_spec = make_spec(cfg);
+  if (auto err = prepare_resume(*mutable_spec, opts.resume, out); !err.empty()) {
+    result.failures.push_back(err);
+    return result;
+  }
+  std::shared_ptr<const cluster_spec> spec = mutable_spec;
   process_control control{cfg, spec, opts, out};
   if (auto err = control.prepare(); !err.empty()) {
     result.failures.push_back(err);

@@ -15,6 +15,7 @@ struct launch_options {
   std::string logs;        ///< directory for each host's config and log (created)
   std::string executable;  ///< the caf-gwtf binary the hosts run
   double timeout_s = 3600; ///< the run ends (hosts killed) after this long
+  run_bounds resume;   ///< --resume / --resume-at: every founding host resumes at the cut
 };
 
 /// Runs every host of `cfg` as a process, drives the faults, prints the same progress lines

@@ -232,11 +232,15 @@ int main(int argc, char** argv) {
       std::cerr << "caf-gwtf: cannot find its own executable: " << ec.message() << "\n";
       return exit_code::failure;
     }
+    lo.resume = {opts.resume, opts.resume_at, opts.until};
     return report_run(run_launch(*cfg, lo, std::cout));
   }
   if (cfg->hosts.size() == 1) {
     node_options no;
     no.join = opts.join;
+    no.resume = opts.resume;
+    no.resume_at = opts.resume_at;
+    no.until = opts.until;
     no.report = opts.report;
     int code = run_node(*cfg, no, std::cout);
     return code == exit_code::rejoin ? restart_as_joiner(args) : code;
@@ -245,5 +249,5 @@ int main(int argc, char** argv) {
     std::cerr << "caf-gwtf: --join and --report are for node mode (a config with one host)\n";
     return exit_code::usage;
   }
-  return report_run(run_embedded(*cfg, std::cout));
+  return report_run(run_embedded(*cfg, std::cout, 3600, {opts.resume, opts.resume_at, opts.until}));
 }

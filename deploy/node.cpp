@@ -224,6 +224,18 @@ caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me
       line(self) << "loaded the stage state (" << steps << " steps applied, " << bytes << " bytes)" << std::endl;
       up(joined_atom::value, host, steps, bytes);
     },
+    [self, up](checkpoint_atom, const std::string& host, std::uint32_t stage, std::uint64_t i, std::uint64_t bytes,
+               double ms, const std::string& path) {
+      line(self) << "checkpoint of stage " << stage << " at iteration " << i << " written to " << path << " ("
+                 << bytes << " bytes, " << std::fixed << std::setprecision(1) << ms << " ms)" << std::endl;
+      up(checkpoint_atom::value, host, stage, i, bytes, ms, path);
+    },
+    [self, up](loaded_atom, const std::string& host, std::uint32_t stage, std::uint64_t i, std::uint64_t hash,
+               const std::string& path) {
+      line(self) << "resumed stage " << stage << " at iteration " << i << " from " << path << " (weights hash "
+                 << std::hex << hash << std::dec << ")" << std::endl;
+      up(loaded_atom::value, host, stage, i, hash, path);
+    },
     [self, up](restart_atom, const std::string& host, const std::string& why) {
       line(self) << "local actors restarted (" << why << ")" << std::endl;
       up(restart_atom::value, host, why);
@@ -356,6 +368,17 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
   // make_spec places a stage-less relay from the declared hosts; here only this host is
   // declared: it places itself from its membership view once it has met the cluster.
   spec->hosts.front().stage = cfg.hosts.front().stage;
+  spec->until = opts.until;
+  if (opts.resume && !opts.join) {
+    if (cfg.node.data_dir.empty()) {
+      std::cerr << "caf-gwtf: --resume: node.data_dir is not set: there are no checkpoints to resume from\n";
+      return exit_code::failure;
+    }
+    // Loaded by the stage when it starts (a host without a usable one downloads the state
+    // from a live replica instead, and says so).
+    spec->resume = true;
+    spec->resume_at = opts.resume_at;
+  }
   // The TLS identity is loaded before anything starts: a bad file is one clear line here, not
   // an exception inside CAF's multiplexer at the first dial.
   std::shared_ptr<const tls_context> tls;
@@ -389,7 +412,7 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
       upstream = *up;
     }
     auto reporter = sys.spawn(node_reporter, &out, host.name,
-                              static_cast<std::uint64_t>(cfg.training.iterations - 1), upstream, opts.report,
+                              spec->end_iteration() - 1, upstream, opts.report,
                               &exit_promise,
                               std::max(1000, 2 * cfg.faults.heartbeat_interval_ms));
     net_link_options lo;

@@ -2,6 +2,8 @@
 // over TCP (CAF's middleman). `caf-gwtf --config cluster.yaml` on every host.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -14,6 +16,9 @@ namespace gwtf::deploy {
 struct node_options {
   bool join = false;  ///< --join: enter a running cluster (download the stage's state first)
   std::string report; ///< --report HOST:PORT: also send every event to `caf-gwtf launch`
+  bool resume = false; ///< --resume: start from this host's newest checkpoint (or resume_at's)
+  std::optional<std::uint64_t> resume_at;
+  std::optional<std::uint64_t> until; ///< --until N: stop after N iterations applied
 };
 
 /// Runs the host until training ends (exit 0 after a graceful leave), SIGTERM / SIGINT

@@ -79,6 +79,10 @@ struct training_config {
   /// The cluster's data holders in holder-index order (a holder's index picks its data).
   /// Node mode: required, the same on every host. Embedded: empty = hosts' data holders in order.
   std::vector<std::string> data_holders;
+  /// Every replica writes its stage's state after each this many iterations and after the
+  /// last one, under node.data_dir (docs/checkpoints.md); 0 = never.
+  int checkpoint_every = 0;
+  int checkpoint_keep = 3; ///< checkpoints kept per stage and host (older ones are removed)
 
   /// Reports every field that is out of range or inconsistent.
   void validate(const issue_sink& report) const;
@@ -118,6 +122,8 @@ void visit_fields(F& f, training_config& x) {
   f("grad_clip", x.grad_clip);
   f("loss_out", x.loss_out);
   f("data_holders", x.data_holders);
+  f("checkpoint_every", x.checkpoint_every);
+  f("checkpoint_keep", x.checkpoint_keep);
 }
 
 } // namespace gwtf::model

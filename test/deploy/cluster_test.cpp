@@ -6,10 +6,13 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <sstream>
+#include <unistd.h>
 
 #include "deploy/cluster_config.hpp"
 #include "deploy/embedded.hpp"
+#include "model/checkpoint.hpp"
 
 using namespace gwtf;
 
@@ -193,4 +196,67 @@ TEST_CASE("cluster: a router the runtime does not run is refused up front, namin
   REQUIRE(r.failures.size() == 1);
   CHECK(r.failures[0].find("routing.router") == 0);
   CHECK(r.rows.empty());
+}
+
+TEST_CASE("cluster: a run stopped with --until resumes from its checkpoints and continues the uninterrupted run") {
+  namespace fs = std::filesystem;
+  auto dir = fs::temp_directory_path() / ("gwtf-cluster-resume-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  auto cfg = local(10, {});
+  cfg.node.data_dir = (dir / "full").string();
+  cfg.training.checkpoint_every = 3;
+  cfg.training.checkpoint_keep = 2;
+  std::ostringstream full_log;
+  auto full = deploy::run_embedded(cfg, full_log, 90);
+  INFO(full_log.str());
+  REQUIRE(full.completed);
+  REQUIRE(full.rows.size() == 10);
+  // Every host wrote its stage after iterations 3, 6, 9 and the last (10); two are kept.
+  CHECK(full.last_checkpoint == 10);
+  CHECK(model::checkpoint_iterations(cfg.node.data_dir + "/r3-virginia", 3) == std::vector<std::uint64_t>{9, 10});
+
+  // The same run stopped after 5 iterations (a checkpoint after 3 and at the stop), then resumed.
+  cfg.node.data_dir = (dir / "sliced").string();
+  std::ostringstream first_log;
+  auto first = deploy::run_embedded(cfg, first_log, 90, {false, std::nullopt, 5});
+  INFO(first_log.str());
+  REQUIRE(first.completed);
+  REQUIRE(first.rows.size() == 5);
+  std::ostringstream second_log;
+  auto second = deploy::run_embedded(cfg, second_log, 90, {true, std::nullopt, std::nullopt});
+  INFO(second_log.str());
+  REQUIRE(second.completed);
+  CHECK(second_log.str().find("# resuming at iteration 5") != std::string::npos);
+  REQUIRE(second.rows.size() == 5);
+  CHECK(second.rows.front().iteration == 5);
+  // Every host resumed at 5 with exactly the weights it had after applying iteration 4.
+  std::size_t hosts = 0;
+  for (auto& [stage, by_host] : first.final_hashes)
+    for (auto& [host, hash] : by_host) {
+      ++hosts;
+      REQUIRE(second.resumed.count(host) == 1);
+      CHECK(second.resumed[host].first == 5);
+      CHECK_MESSAGE(second.resumed[host].second == hash, host << " resumed with other weights");
+    }
+  CHECK(hosts == cfg.hosts.size());
+  // The loss goes on as the uninterrupted run's: the same weights, data and schedule; only the
+  // summation order of the gradient sums may differ (microbatches arrive in any order).
+  for (std::size_t i = 0; i < 5; ++i) {
+    INFO("iteration " << 5 + i << ": resumed " << second.rows[i].loss << ", uninterrupted " << full.rows[5 + i].loss);
+    CHECK(std::abs(second.rows[i].loss - full.rows[5 + i].loss) <= 1e-6 * std::abs(full.rows[5 + i].loss));
+  }
+  CHECK(second.exactly_once_violations.empty());
+  check_replicas_agree(second);
+
+  // Another seed is another run: its checkpoints are refused, naming why, and nothing starts.
+  auto other = cfg;
+  other.training.seed += 1;
+  std::ostringstream refused_log;
+  auto refused = deploy::run_embedded(other, refused_log, 30, {true, std::nullopt, std::nullopt});
+  CHECK_FALSE(refused.completed);
+  REQUIRE(refused.failures.size() == 1);
+  CHECK(refused.failures[0].find("cannot resume: stage 0 has no valid checkpoint") != std::string::npos);
+  CHECK(refused_log.str().find("(model, seed, data or schedule changed)") != std::string::npos);
+  CHECK(refused.rows.empty());
+  fs::remove_all(dir);
 }
