@@ -103,3 +103,23 @@ TEST_CASE("cli: the shell's --cert, --key and --ca go together") {
   CHECK(fails({"shell", "h:1", "--ca", "a", "--ca", "b"}) == "--ca given twice");
   CHECK(fails({"shell", "h:1", "--key"}) == "--key needs a PEM file");
 }
+
+TEST_CASE("cli: --resume, --resume-at N and --until N for node, embedded and launch, not reference") {
+  auto plain = ok({"--config", "a.yaml"});
+  CHECK_FALSE(plain.resume);
+  CHECK_FALSE(plain.resume_at.has_value());
+  CHECK_FALSE(plain.until.has_value());
+  auto resume = ok({"--config", "a.yaml", "--resume"});
+  CHECK(resume.resume);
+  CHECK_FALSE(resume.resume_at.has_value());
+  auto at = ok({"launch", "--config", "a.yaml", "--resume-at=40", "--until", "60"});
+  CHECK(at.action == cli_action::launch);
+  CHECK(at.resume); // --resume-at implies --resume
+  CHECK(at.resume_at == std::optional<std::uint64_t>{40});
+  CHECK(at.until == std::optional<std::uint64_t>{60});
+  CHECK(fails({"--config", "a.yaml", "--resume-at", "-3"}) == "--resume-at: expected an iteration number, got '-3'");
+  CHECK(fails({"--config", "a.yaml", "--until", "x"}) == "--until: expected an iteration number, got 'x'");
+  CHECK(fails({"--config", "a.yaml", "--until", "0"}) == "--until: expected at least 1 iteration, got 0");
+  CHECK(fails({"--config", "a.yaml", "--until"}) == "--until needs an iteration number (e.g. --until 40)");
+  CHECK(fails({"reference", "--config", "a.yaml", "--resume"}) == "unknown option '--resume' (see --help)");
+}
