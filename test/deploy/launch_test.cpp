@@ -311,3 +311,46 @@ TEST_CASE("launch: a hung relay (SIGSTOP) is detected and routed around, and res
     CHECK(std::abs(l.loss[i] - l.reference[i]) <= 1e-4 * std::abs(l.reference[i]));
   fs::remove_all(dir);
 }
+
+TEST_CASE("launch: processes stopped with --until resume at the consistent cut, a damaged checkpoint replaced by a replica's state") {
+  auto dir = workdir("resume");
+  auto text = config(dir, replicated, 8, "", "launch-loss.csv", "{data_dir: " + (dir / "data").string() + "}");
+  text.replace(text.find("loss_out:"), 9, "checkpoint_every: 3, loss_out:");
+  std::ofstream{dir / "cluster.yaml"} << text;
+  std::ofstream{dir / "reference.yaml"} << config(dir, replicated, 8, "", "reference-loss.csv");
+  auto launch = [&](const std::string& args, const std::string& logs) {
+    return gwtf::test::run_command("timeout -s INT 150 '" + std::string{GWTF_EXE} + "' launch --config '"
+                                   + (dir / "cluster.yaml").string() + "' --logs '" + (dir / logs).string() + "' " + args);
+  };
+  auto first = launch("--until 4", "logs1");
+  INFO(findings(first.out) << first.out);
+  REQUIRE(first.code == 0);
+  CHECK(has(first.out, "# checkpoints: 14 written (newest at iteration 4)")); // 7 hosts x {3, 4}
+  // r1's newest checkpoint is cut short: stage 1 still has r1b's, so the cut stays at 4, and
+  // r1 takes the stage state from r1b instead of its own file.
+  auto damaged = dir / "data" / "r1" / "stage-1" / "iteration-0000000004.ckpt";
+  REQUIRE(fs::exists(damaged));
+  fs::resize_file(damaged, fs::file_size(damaged) / 2);
+  auto second = launch("--resume", "logs2");
+  auto r1_log = gwtf::test::read_file(dir / "logs2" / "r1.log");
+  INFO(findings(second.out) << second.out << r1_log);
+  REQUIRE(second.code == 0);
+  CHECK(has(second.out, "# checkpoint passed over: " + damaged.string() + ": content hash mismatch"));
+  CHECK(has(second.out, "# resuming at iteration 4 from the checkpoints under"));
+  CHECK(has(second.out, "# r1b resumed stage 1 at iteration 4"));
+  CHECK_FALSE(has(second.out, "# r1 resumed"));
+  CHECK(has(r1_log, "cannot resume: " + damaged.string() + ": content hash mismatch"));
+  CHECK(has(r1_log, "loaded the stage state (4 steps applied"));
+  CHECK(has(second.out, "exactly-once violations 0; replica disagreements 0"));
+  auto ref = gwtf::test::run_command("'" + std::string{GWTF_EXE} + "' reference --config '" + (dir / "reference.yaml").string() + "'");
+  REQUIRE(ref.code == 0);
+  auto loss = losses(dir / "launch-loss.csv");
+  auto reference = losses(dir / "reference-loss.csv");
+  REQUIRE(loss.size() == 4); // iterations 4..7
+  REQUIRE(reference.size() == 8);
+  for (std::size_t i = 0; i < 4; ++i) {
+    INFO("iteration " << 4 + i << ": resumed " << loss[i] << ", reference " << reference[4 + i]);
+    CHECK(std::abs(loss[i] - reference[4 + i]) <= 1e-4 * std::abs(reference[4 + i]));
+  }
+  fs::remove_all(dir);
+}
