@@ -8,6 +8,8 @@ std::string usage_text() {
          "       caf-gwtf reference --config FILE [--set KEY=VALUE]...\n"
          "       caf-gwtf sim --scenario FILE [--router NAME|all] [--seed N] [--out DIR]\n"
          "       caf-gwtf shell HOST:PORT [-c COMMAND] [--json] [--timeout-ms N] [--cert F --key F --ca F]\n"
+         "       caf-gwtf export --config FILE --checkpoint DIR --out DIR [--iteration N]\n"
+         "       caf-gwtf eval --config FILE --checkpoint DIR [--iteration N] [--batch-out FILE]\n"
          "       caf-gwtf --help | --version\n"
          "\n"
          "caf-gwtf trains one LLM on many volunteer hosts without a coordinator (GWTF).\n"
@@ -37,6 +39,10 @@ std::string usage_text() {
          "                  hosts, flows, graph, links, stage, microbatches, actors (docs/shell.md);\n"
          "                  interactive with line editing, or one COMMAND with -c; --cert, --key\n"
          "                  and --ca: mutual TLS with a host that runs node.tls\n"
+         "  export          write the model at the newest checkpoint cut under DIR (hosts'\n"
+         "                  node.data_dir side by side) as model.safetensors + config.json in\n"
+         "                  the Hugging Face layout (GPT-2 or LLaMA names; docs/checkpoints.md)\n"
+         "  eval            print the loss of that model on a deterministic held-out batch\n"
          "  --help          this text\n"
          "  --version       versions of caf-gwtf and its libraries, and the BLAS in use\n"
          "\n"
@@ -69,6 +75,60 @@ bool is_option(const std::string& a, const std::string& name) {
 
 std::vector<std::string> all_routers() {
   return {"gwtf", "swarm", "swarm-restart", "centralized"};
+}
+
+// export / eval: --config FILE --checkpoint DIR [--iteration N] (--out DIR | --batch-out FILE)
+std::variant<cli_options, cli_error> parse_checkpoint_tool(const std::vector<std::string>& args) {
+  cli_options out;
+  bool is_export = args[0] == "export";
+  out.action = is_export ? cli_action::export_hf : cli_action::eval;
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      out.action = cli_action::help;
+      return out;
+    }
+    auto name = a.substr(0, a.find('='));
+    std::string* into = nullptr;
+    const char* what = "";
+    if (is_option(a, "--config")) {
+      into = &out.config;
+      what = "a file name";
+    } else if (is_option(a, "--checkpoint")) {
+      into = &out.checkpoint;
+      what = "a directory (hosts' node.data_dir side by side)";
+    } else if (is_option(a, "--out") && is_export) {
+      into = &out.out;
+      what = "a directory";
+    } else if (is_option(a, "--batch-out") && !is_export) {
+      into = &out.batch_out;
+      what = "a file name";
+    } else if (is_option(a, "--iteration")) {
+      auto v = option_value(args, i, "--iteration", "an iteration number");
+      if (auto* e = std::get_if<cli_error>(&v))
+        return *e;
+      auto& text = std::get<std::string>(v);
+      if (text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos)
+        return cli_error{"--iteration: expected an iteration number, got '" + text + "'"};
+      out.iteration = std::stoull(text);
+      continue;
+    } else {
+      return cli_error{"unknown " + std::string{is_export ? "export" : "eval"} + " option '" + a + "' (see --help)"};
+    }
+    if (!into->empty())
+      return cli_error{name + " given twice"};
+    auto v = option_value(args, i, name, what);
+    if (auto* e = std::get_if<cli_error>(&v))
+      return *e;
+    *into = std::get<std::string>(v);
+  }
+  if (out.config.empty())
+    return cli_error{args[0] + " needs --config FILE (the cluster's config: the model and the checkpoints' hash)"};
+  if (out.checkpoint.empty())
+    return cli_error{args[0] + " needs --checkpoint DIR"};
+  if (is_export && out.out.empty())
+    return cli_error{"export needs --out DIR"};
+  return out;
 }
 
 std::variant<cli_options, cli_error> parse_sim(const std::vector<std::string>& args) {
@@ -206,6 +266,8 @@ std::variant<cli_options, cli_error> parse_cli(const std::vector<std::string>& a
     return parse_sim(args);
   if (!args.empty() && args[0] == "shell")
     return parse_shell(args);
+  if (!args.empty() && (args[0] == "export" || args[0] == "eval"))
+    return parse_checkpoint_tool(args);
   cli_options out;
   bool help = false;
   bool version = false;

@@ -19,6 +19,8 @@ enum class cli_action {
   sim,       ///< discrete-event simulation of a scenario: GWTF vs SWARM vs the optimum
   launch,    ///< one process per host of a multi-host config on 127.0.0.1, faults as signals
   shell,     ///< the inspection shell of a running host (interactive, or -c COMMAND)
+  export_hf, ///< write a checkpoint cut as a Hugging Face model directory
+  eval,      ///< the loss of a checkpoint cut on a deterministic held-out batch
 };
 
 /// Parsed command line.
@@ -41,6 +43,9 @@ struct cli_options {
   bool json = false;                    ///< shell: --json (raw JSON answers)
   int timeout_ms = 3000;                ///< shell: --timeout-ms N, per connect and per answer
   std::string cert, key, ca;            ///< shell: --cert --key --ca, mutual TLS with a host with node.tls
+  std::string checkpoint;               ///< export, eval: --checkpoint DIR (data_dirs of hosts side by side)
+  std::optional<std::uint64_t> iteration; ///< export, eval: --iteration N (default: the newest cut)
+  std::string batch_out;                ///< eval: --batch-out FILE (the batch's tokens and loss as JSON)
 };
 
 /// A usage error: one line, exit code 2.

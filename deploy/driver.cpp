@@ -1,4 +1,5 @@
 #include "deploy/driver.hpp"
+#include "deploy/checkpoint_cut.hpp"
 #include "deploy/exactly_once.hpp"
 #include "deploy/run_report.hpp"
 
@@ -518,43 +519,16 @@ std::variant<std::uint64_t, std::string> resume_point(const actors::cluster_spec
                                                       std::vector<std::string>& notes) {
   if (spec.data_dir.empty())
     return std::string{"node.data_dir is not set: there are no checkpoints to resume from"};
-  auto stages = static_cast<std::uint32_t>(spec.model.stages);
-  std::vector<std::vector<std::uint64_t>> per_stage(stages);
-  for (std::uint32_t s = 0; s < stages; ++s) {
-    std::set<std::uint64_t> valid;
-    for (auto& h : spec.hosts) {
-      auto stage = h.role == actors::host_role::data_holder ? 0 : h.stage;
-      if (stage != static_cast<int>(s))
-        continue;
-      auto root = actors::checkpoint_root(spec, h.name);
-      for (auto i : model::checkpoint_iterations(root, s)) {
-        if ((at && i != *at) || valid.count(i))
-          continue;
-        auto c = model::read_checkpoint(model::checkpoint_path(root, s, i), s, spec.checkpoint_hash);
-        if (auto* e = std::get_if<std::string>(&c))
-          notes.push_back(*e);
-        else
-          valid.insert(i);
-      }
-    }
-    if (valid.empty())
-      return "stage " + std::to_string(s) + " has no valid checkpoint"
-             + (at ? " of iteration " + std::to_string(*at) : std::string{}) + " under " + spec.data_dir
-             + " at any of its hosts";
-    per_stage[s].assign(valid.begin(), valid.end());
+  std::vector<std::vector<std::string>> roots(static_cast<std::size_t>(spec.model.stages));
+  for (auto& h : spec.hosts) {
+    auto stage = h.role == actors::host_role::data_holder ? 0 : h.stage;
+    if (stage >= 0 && stage < spec.model.stages)
+      roots[static_cast<std::size_t>(stage)].push_back(actors::checkpoint_root(spec, h.name));
   }
-  auto cut = model::consistent_cut(per_stage);
-  if (!cut) {
-    std::string text = "no iteration has a checkpoint of every stage:";
-    for (std::uint32_t s = 0; s < stages; ++s) {
-      text += " stage " + std::to_string(s) + " has";
-      for (auto i : per_stage[s])
-        text += " " + std::to_string(i);
-      text += s + 1 < stages ? ";" : "";
-    }
-    return text;
-  }
-  return *cut;
+  auto cut = find_cut(roots, spec.checkpoint_hash, at, notes);
+  if (auto* e = std::get_if<std::string>(&cut))
+    return *e + " under " + spec.data_dir + " at any of its hosts";
+  return std::get<checkpoint_cut>(cut).iteration;
 }
 
 std::string prepare_resume(actors::cluster_spec& spec, const run_bounds& request, std::ostream& out) {

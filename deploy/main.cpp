@@ -11,6 +11,7 @@
 #include <capnp/common.h>
 
 #include "deploy/check_report.hpp"
+#include "deploy/export.hpp"
 #include "deploy/cli.hpp"
 #include "deploy/cluster_config.hpp"
 #include "deploy/embedded.hpp"
@@ -208,6 +209,8 @@ int main(int argc, char** argv) {
     case cli_action::node:
     case cli_action::reference:
     case cli_action::launch:
+    case cli_action::export_hf:
+    case cli_action::eval:
       break;
   }
   std::error_code ec;
@@ -224,6 +227,11 @@ int main(int argc, char** argv) {
     return run_check(*cfg, opts.config);
   if (opts.action == cli_action::reference)
     return run_reference_mode(*cfg);
+  if (opts.action == cli_action::export_hf || opts.action == cli_action::eval) {
+    checkpoint_tool_options co{opts.checkpoint, opts.iteration, opts.out, opts.batch_out};
+    return opts.action == cli_action::export_hf ? run_export(*cfg, co, std::cout, std::cerr)
+                                                : run_eval(*cfg, co, std::cout, std::cerr);
+  }
   if (opts.action == cli_action::launch) {
     launch_options lo;
     lo.logs = opts.logs.empty() ? "launch-logs" : opts.logs;

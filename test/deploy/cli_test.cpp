@@ -123,3 +123,23 @@ TEST_CASE("cli: --resume, --resume-at N and --until N for node, embedded and lau
   CHECK(fails({"--config", "a.yaml", "--until"}) == "--until needs an iteration number (e.g. --until 40)");
   CHECK(fails({"reference", "--config", "a.yaml", "--resume"}) == "unknown option '--resume' (see --help)");
 }
+
+TEST_CASE("cli: export and eval take a config, a checkpoint directory and their own outputs") {
+  auto e = ok({"export", "--config", "c.yaml", "--checkpoint", "data", "--out", "hf", "--iteration", "12"});
+  CHECK(e.action == cli_action::export_hf);
+  CHECK(e.config == "c.yaml");
+  CHECK(e.checkpoint == "data");
+  CHECK(e.out == "hf");
+  CHECK(e.iteration == std::optional<std::uint64_t>{12});
+  auto v = ok({"eval", "--config=c.yaml", "--checkpoint=data", "--batch-out", "b.json"});
+  CHECK(v.action == cli_action::eval);
+  CHECK(v.batch_out == "b.json");
+  CHECK_FALSE(v.iteration.has_value());
+  CHECK(fails({"export", "--config", "c.yaml", "--checkpoint", "data"}) == "export needs --out DIR");
+  CHECK(fails({"eval", "--checkpoint", "data"})
+        == "eval needs --config FILE (the cluster's config: the model and the checkpoints' hash)");
+  CHECK(fails({"eval", "--config", "c.yaml"}) == "eval needs --checkpoint DIR");
+  CHECK(fails({"eval", "--config", "c.yaml", "--checkpoint", "d", "--out", "x"}) == "unknown eval option '--out' (see --help)");
+  CHECK(fails({"export", "--config", "c.yaml", "--config", "d.yaml"}) == "--config given twice");
+  CHECK(fails({"export", "--iteration", "x"}) == "--iteration: expected an iteration number, got 'x'");
+}

@@ -1,0 +1,194 @@
+#include "deploy/export.hpp"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "deploy/checkpoint_cut.hpp"
+#include "deploy/hf_layout.hpp"
+#include "model/checkpoint.hpp"
+#include "model/data.hpp"
+#include "model/reference.hpp"
+#include "model/stage.hpp"
+#include "model/torch_runtime.hpp"
+
+namespace gwtf::deploy {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct loaded_model {
+  std::uint64_t iteration = 0;
+  std::map<std::string, torch::Tensor> params; // our global names
+};
+
+// Every stage's parameters at the cut, checked against the config (hash, shapes).
+std::variant<loaded_model, std::string> load_cut(const cluster_config& cfg, const checkpoint_tool_options& opts,
+                                                 std::ostream& out) {
+  std::error_code ec;
+  if (!fs::is_directory(opts.checkpoint, ec))
+    return "--checkpoint: " + opts.checkpoint + " is not a directory";
+  std::vector<std::string> notes;
+  auto cut = find_cut(roots_under(opts.checkpoint, cfg.model.stages), checkpoint_hash(cfg), opts.iteration, notes);
+  for (auto& n : notes)
+    out << "# checkpoint passed over: " << n << "\n";
+  if (auto* e = std::get_if<std::string>(&cut))
+    return *e + " under " + opts.checkpoint + " (its HOST/stage-S/ directories)";
+  auto& c = std::get<checkpoint_cut>(cut);
+  loaded_model m;
+  m.iteration = c.iteration;
+  for (int s = 0; s < cfg.model.stages; ++s) {
+    auto file = model::read_checkpoint(c.files[static_cast<std::size_t>(s)], static_cast<std::uint32_t>(s),
+                                       checkpoint_hash(cfg));
+    if (auto* e = std::get_if<std::string>(&file))
+      return *e;
+    auto& cp = std::get<model::checkpoint>(file);
+    model::stage st{cfg.model, cfg.training, s};
+    auto r = st.import_state(cp.state.data(), cp.state.size());
+    if (auto* e = std::get_if<std::string>(&r))
+      return c.files[static_cast<std::size_t>(s)] + ": " + *e;
+    for (auto& p : st.parameters())
+      m.params[p.name] = p.tensor.detach().clone().contiguous();
+    out << "# stage " << s << ": " << c.files[static_cast<std::size_t>(s)] << "\n";
+  }
+  return m;
+}
+
+std::string write_file(const fs::path& path, const std::string& bytes) {
+  auto tmp = path;
+  tmp += ".tmp";
+  {
+    std::ofstream f{tmp, std::ios::binary};
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!f)
+      return "cannot write " + tmp.string();
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  return ec ? "cannot rename " + tmp.string() + ": " + ec.message() : std::string{};
+}
+
+} // namespace
+
+int run_export(const cluster_config& cfg, const checkpoint_tool_options& opts, std::ostream& out, std::ostream& err) {
+  model::configure_torch(1);
+  auto loaded = load_cut(cfg, opts, out);
+  if (auto* e = std::get_if<std::string>(&loaded)) {
+    err << "caf-gwtf: export: " << *e << "\n";
+    return 1;
+  }
+  auto& m = std::get<loaded_model>(loaded);
+  // safetensors: u64 header size, the JSON header (padded to 8 bytes), the raw tensors.
+  nlohmann::ordered_json header;
+  header["__metadata__"] = {{"format", "pt"}, {"caf_gwtf_iteration", std::to_string(m.iteration)}};
+  std::vector<torch::Tensor> data;
+  std::int64_t offset = 0;
+  for (auto& t : hf_layout(cfg.model)) {
+    auto it = m.params.find(t.ours);
+    if (it == m.params.end()) {
+      err << "caf-gwtf: export: no parameter " << t.ours << " in the checkpoints (for " << t.name << ")\n";
+      return 1;
+    }
+    auto x = it->second;
+    if (t.rows >= 0)
+      x = x.narrow(0, t.row_begin, t.rows);
+    if (t.transpose)
+      x = x.t();
+    x = x.contiguous().to(torch::kFloat32);
+    if (x.sizes().vec() != t.shape) {
+      err << "caf-gwtf: export: " << t.ours << " does not have the shape " << t.name << " needs\n";
+      return 1;
+    }
+    auto bytes = x.numel() * static_cast<std::int64_t>(sizeof(float));
+    header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+    data.push_back(x);
+  }
+  auto text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::string file(8, '\0');
+  std::uint64_t n = text.size();
+  std::memcpy(file.data(), &n, 8); // little-endian on every platform we build for
+  file += text;
+  file.reserve(file.size() + static_cast<std::size_t>(offset));
+  for (auto& x : data)
+    file.append(static_cast<const char*>(x.data_ptr()), static_cast<std::size_t>(x.numel()) * sizeof(float));
+  std::error_code ec;
+  fs::create_directories(opts.out, ec);
+  if (ec) {
+    err << "caf-gwtf: export: cannot create " << opts.out << ": " << ec.message() << "\n";
+    return 1;
+  }
+  for (auto& [name, bytes] : {std::pair<std::string, const std::string*>{"model.safetensors", &file}}) {
+    if (auto why = write_file(fs::path{opts.out} / name, *bytes); !why.empty()) {
+      err << "caf-gwtf: export: " << why << "\n";
+      return 1;
+    }
+  }
+  if (auto why = write_file(fs::path{opts.out} / "config.json", hf_config_json(cfg.model)); !why.empty()) {
+    err << "caf-gwtf: export: " << why << "\n";
+    return 1;
+  }
+  out << "exported iteration " << m.iteration << " (" << (cfg.model.arch == model::architecture::gpt ? "GPT2LMHeadModel" : "LlamaForCausalLM")
+      << ", " << data.size() << " tensors, " << offset << " bytes) to " << opts.out << "\n";
+  return 0;
+}
+
+int run_eval(const cluster_config& cfg, const checkpoint_tool_options& opts, std::ostream& out, std::ostream& err) {
+  model::configure_torch(1);
+  auto loaded = load_cut(cfg, opts, out);
+  if (auto* e = std::get_if<std::string>(&loaded)) {
+    err << "caf-gwtf: eval: " << *e << "\n";
+    return 1;
+  }
+  auto& m = std::get<loaded_model>(loaded);
+  auto corpus = model::corpus::open(cfg.data, cfg.model.vocab, cfg.model.seq_len);
+  if (auto* e = std::get_if<std::string>(&corpus)) {
+    err << "caf-gwtf: eval: data.path: " << *e << "\n";
+    return 1;
+  }
+  model::reference_model whole{cfg.model, cfg.training};
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : whole.parameters()) {
+      auto it = m.params.find(p.name);
+      if (it == m.params.end()) {
+        err << "caf-gwtf: eval: no parameter " << p.name << " in the checkpoints\n";
+        return 1;
+      }
+      p.tensor.copy_(it->second);
+    }
+  }
+  constexpr std::uint32_t held_out_holder = 4095; // above every data holder's index
+  nlohmann::json rows = nlohmann::json::array();
+  double sum = 0;
+  int batches = 4;
+  for (int j = 0; j < batches; ++j) {
+    model::microbatch_id id{0, held_out_holder, static_cast<std::uint32_t>(j)};
+    auto tokens = model::sample(std::get<model::corpus>(corpus), cfg.training.seed, id, cfg.training.microbatch_size,
+                                cfg.model.seq_len);
+    sum += whole.accumulate(id.key(), tokens);
+    for (int r = 0; r < tokens.rows; ++r)
+      rows.push_back(std::vector<std::int32_t>(tokens.tokens.begin() + r * tokens.cols,
+                                               tokens.tokens.begin() + (r + 1) * tokens.cols));
+  }
+  double loss = sum / batches;
+  char text[64];
+  std::snprintf(text, sizeof text, "%.8f", loss);
+  out << "eval: iteration " << m.iteration << ", held-out loss " << text << " over " << rows.size()
+      << " sequences of " << cfg.model.seq_len << " tokens\n";
+  if (!opts.batch_out.empty()) {
+    nlohmann::json j{{"iteration", m.iteration}, {"loss", loss}, {"sequences", rows}};
+    if (auto why = write_file(opts.batch_out, j.dump() + "\n"); !why.empty()) {
+      err << "caf-gwtf: eval: " << why << "\n";
+      return 1;
+    }
+  }
+  return 0;
+}
+
+} // namespace gwtf::deploy
