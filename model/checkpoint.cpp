@@ -190,10 +190,14 @@ std::vector<std::uint64_t> checkpoint_iterations(const std::string& root, std::u
 }
 
 checked<checkpoint> read_checkpoint(const std::string& path, std::uint32_t stage, std::uint64_t config_hash) {
-  std::ifstream f{path, std::ios::binary};
+  std::ifstream f{path, std::ios::binary | std::ios::ate};
   if (!f)
     return path + ": cannot open";
-  std::vector<std::uint8_t> bytes{std::istreambuf_iterator<char>{f}, std::istreambuf_iterator<char>{}};
+  auto size = static_cast<std::size_t>(f.tellg());
+  std::vector<std::uint8_t> bytes(size);
+  f.seekg(0);
+  if (!f.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size)))
+    return path + ": cannot read " + std::to_string(size) + " bytes";
   auto c = decode_checkpoint(bytes.data(), bytes.size());
   if (auto* e = std::get_if<std::string>(&c))
     return path + ": " + *e;
