@@ -10,6 +10,7 @@ std::string usage_text() {
          "       caf-gwtf shell HOST:PORT [-c COMMAND] [--json] [--timeout-ms N] [--cert F --key F --ca F]\n"
          "       caf-gwtf export --config FILE --checkpoint DIR --out DIR [--iteration N]\n"
          "       caf-gwtf eval --config FILE --checkpoint DIR [--iteration N] [--batch-out FILE]\n"
+         "       caf-gwtf import --config FILE --from HF_DIR --checkpoint DIR\n"
          "       caf-gwtf --help | --version\n"
          "\n"
          "caf-gwtf trains one LLM on many volunteer hosts without a coordinator (GWTF).\n"
@@ -43,6 +44,8 @@ std::string usage_text() {
          "                  node.data_dir side by side) as model.safetensors + config.json in\n"
          "                  the Hugging Face layout (GPT-2 or LLaMA names; docs/checkpoints.md)\n"
          "  eval            print the loss of that model on a deterministic held-out batch\n"
+         "  import          a Hugging Face GPT-2 / LLaMA directory as checkpoints of iteration 0\n"
+         "                  under DIR, one per declared host: train from it with --resume\n"
          "  --help          this text\n"
          "  --version       versions of caf-gwtf and its libraries, and the BLAS in use\n"
          "\n"
@@ -81,7 +84,8 @@ std::vector<std::string> all_routers() {
 std::variant<cli_options, cli_error> parse_checkpoint_tool(const std::vector<std::string>& args) {
   cli_options out;
   bool is_export = args[0] == "export";
-  out.action = is_export ? cli_action::export_hf : cli_action::eval;
+  bool is_import = args[0] == "import";
+  out.action = is_export ? cli_action::export_hf : is_import ? cli_action::import_hf : cli_action::eval;
   for (std::size_t i = 1; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--help" || a == "-h") {
@@ -100,10 +104,13 @@ std::variant<cli_options, cli_error> parse_checkpoint_tool(const std::vector<std
     } else if (is_option(a, "--out") && is_export) {
       into = &out.out;
       what = "a directory";
-    } else if (is_option(a, "--batch-out") && !is_export) {
+    } else if (is_option(a, "--batch-out") && !is_export && !is_import) {
       into = &out.batch_out;
       what = "a file name";
-    } else if (is_option(a, "--iteration")) {
+    } else if (is_option(a, "--from") && is_import) {
+      into = &out.from;
+      what = "a Hugging Face model directory";
+    } else if (is_option(a, "--iteration") && !is_import) {
       auto v = option_value(args, i, "--iteration", "an iteration number");
       if (auto* e = std::get_if<cli_error>(&v))
         return *e;
@@ -113,7 +120,7 @@ std::variant<cli_options, cli_error> parse_checkpoint_tool(const std::vector<std
       out.iteration = std::stoull(text);
       continue;
     } else {
-      return cli_error{"unknown " + std::string{is_export ? "export" : "eval"} + " option '" + a + "' (see --help)"};
+      return cli_error{"unknown " + args[0] + " option '" + a + "' (see --help)"};
     }
     if (!into->empty())
       return cli_error{name + " given twice"};
@@ -128,6 +135,8 @@ std::variant<cli_options, cli_error> parse_checkpoint_tool(const std::vector<std
     return cli_error{args[0] + " needs --checkpoint DIR"};
   if (is_export && out.out.empty())
     return cli_error{"export needs --out DIR"};
+  if (is_import && out.from.empty())
+    return cli_error{"import needs --from DIR (a Hugging Face model directory)"};
   return out;
 }
 
@@ -266,7 +275,7 @@ std::variant<cli_options, cli_error> parse_cli(const std::vector<std::string>& a
     return parse_sim(args);
   if (!args.empty() && args[0] == "shell")
     return parse_shell(args);
-  if (!args.empty() && (args[0] == "export" || args[0] == "eval"))
+  if (!args.empty() && (args[0] == "export" || args[0] == "eval" || args[0] == "import"))
     return parse_checkpoint_tool(args);
   cli_options out;
   bool help = false;

@@ -21,6 +21,7 @@ enum class cli_action {
   shell,     ///< the inspection shell of a running host (interactive, or -c COMMAND)
   export_hf, ///< write a checkpoint cut as a Hugging Face model directory
   eval,      ///< the loss of a checkpoint cut on a deterministic held-out batch
+  import_hf, ///< a Hugging Face model directory as checkpoints of iteration 0
 };
 
 /// Parsed command line.
@@ -46,6 +47,7 @@ struct cli_options {
   std::string checkpoint;               ///< export, eval: --checkpoint DIR (data_dirs of hosts side by side)
   std::optional<std::uint64_t> iteration; ///< export, eval: --iteration N (default: the newest cut)
   std::string batch_out;                ///< eval: --batch-out FILE (the batch's tokens and loss as JSON)
+  std::string from;                     ///< import: --from DIR (a Hugging Face model directory)
 };
 
 /// A usage error: one line, exit code 2.

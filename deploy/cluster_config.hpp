@@ -108,6 +108,10 @@ std::uint64_t cluster_hash(const cluster_config& cfg);
 /// number of iterations, loss_out or the checkpoint settings.
 std::uint64_t checkpoint_hash(const cluster_config& cfg);
 
+/// `cfg.hosts` with relays declared without a stage placed one by one, in declaration order,
+/// by the rule a node-mode host applies to its membership view (routing::place_unstaged).
+std::vector<actors::host_config> placed_hosts(const cluster_config& cfg);
+
 /// Every key path the config accepts, e.g. "training.lr", "hosts[].stage".
 std::vector<std::string> config_key_paths();
 

@@ -12,6 +12,7 @@
 #include "deploy/cluster_config.hpp"
 #include "deploy/yaml_fields.hpp"
 #include "model/hash.hpp"
+#include "routing/placement.hpp"
 
 namespace gwtf::deploy {
 
@@ -702,6 +703,20 @@ std::uint64_t cluster_hash(const cluster_config& cfg) {
     h *= 1099511628211ull;
   }
   return h == 0 ? 1 : h;
+}
+
+std::vector<actors::host_config> placed_hosts(const cluster_config& cfg) {
+  auto hosts = cfg.hosts;
+  for (auto& h : hosts) {
+    if (h.role == actors::host_role::relay && h.stage < 1) {
+      std::vector<routing::flow_node> known;
+      for (auto& o : hosts)
+        if (o.stage >= 0 && (o.role == actors::host_role::data_holder || o.stage >= 1))
+          known.push_back({o.role == actors::host_role::data_holder ? 0 : o.stage, o.capacity});
+      h.stage = routing::place_unstaged(known, cfg.model.stages, h.capacity);
+    }
+  }
+  return hosts;
 }
 
 std::uint64_t checkpoint_hash(const cluster_config& cfg) {

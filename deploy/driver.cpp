@@ -467,18 +467,7 @@ std::shared_ptr<actors::cluster_spec> make_spec(const cluster_config& cfg) {
   spec->data = cfg.data;
   spec->routing = cfg.routing;
   spec->faults = cfg.faults;
-  spec->hosts = cfg.hosts;
-  // Relays declared without a stage are placed one by one, in declaration order, by the
-  // rule a node-mode host applies to its membership view (routing::place_unstaged).
-  for (auto& h : spec->hosts) {
-    if (h.role == host_role::relay && h.stage < 1) {
-      std::vector<routing::flow_node> known;
-      for (auto& o : spec->hosts)
-        if (o.stage >= 0 && (o.role == host_role::data_holder || o.stage >= 1))
-          known.push_back({o.role == host_role::data_holder ? 0 : o.stage, o.capacity});
-      h.stage = routing::place_unstaged(known, cfg.model.stages, h.capacity);
-    }
-  }
+  spec->hosts = placed_hosts(cfg);
   spec->holders = cfg.training.data_holders.empty() ? holder_names(cfg) : cfg.training.data_holders;
   spec->time_scale = cfg.emulation ? cfg.emulation->time_scale : 0.0;
   spec->max_message_bytes = cfg.node.max_message_bytes;

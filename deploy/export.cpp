@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -20,6 +22,7 @@ namespace gwtf::deploy {
 namespace {
 
 namespace fs = std::filesystem;
+
 
 struct loaded_model {
   std::uint64_t iteration = 0;
@@ -72,7 +75,123 @@ std::string write_file(const fs::path& path, const std::string& bytes) {
   return ec ? "cannot rename " + tmp.string() + ": " + ec.message() : std::string{};
 }
 
+std::variant<std::string, std::string> read_text(const fs::path& p) {
+  std::ifstream f{p, std::ios::binary};
+  if (!f)
+    return std::variant<std::string, std::string>{std::in_place_index<1>, "cannot read " + p.string()};
+  std::stringstream s;
+  s << f.rdbuf();
+  return std::variant<std::string, std::string>{std::in_place_index<0>, s.str()};
+}
+
+// A safetensors tensor as fp32.
+torch::Tensor to_float(const safetensors_entry& e, const std::uint8_t* data) {
+  auto type = e.dtype == "F32" ? torch::kFloat32 : e.dtype == "F16" ? torch::kFloat16 : torch::kBFloat16;
+  auto bytes = static_cast<std::int64_t>(e.end - e.begin);
+  auto raw = torch::empty({bytes}, torch::kUInt8);
+  std::memcpy(raw.data_ptr(), data + e.begin, static_cast<std::size_t>(bytes));
+  return raw.view(type).reshape(e.shape).to(torch::kFloat32);
+}
+
 } // namespace
+
+int run_import(const cluster_config& cfg, const checkpoint_tool_options& opts, std::ostream& out, std::ostream& err) {
+  model::configure_torch(1);
+  auto fail = [&](const std::string& why) {
+    err << "caf-gwtf: import: " << why << "\n";
+    return 1;
+  };
+  fs::path from{opts.from};
+  auto config_text = read_text(from / "config.json");
+  if (config_text.index() == 1)
+    return fail(std::get<1>(config_text));
+  auto check = check_hf_config(cfg.model, std::get<0>(config_text));
+  for (auto& n : check.notes)
+    out << "# note: " << n << "\n";
+  if (!check.errors.empty()) {
+    for (auto& e : check.errors)
+      err << "caf-gwtf: import: " << (from / "config.json").string() << ": " << e << "\n";
+    return 1;
+  }
+  auto weights_text = read_text(from / "model.safetensors");
+  if (weights_text.index() == 1)
+    return fail(std::get<1>(weights_text));
+  auto& bytes = std::get<0>(weights_text);
+  auto* base = reinterpret_cast<const std::uint8_t*>(bytes.data());
+  auto index = parse_safetensors(base, bytes.size());
+  if (auto* e = std::get_if<std::string>(&index))
+    return fail((from / "model.safetensors").string() + ": " + *e);
+  auto& tensors = std::get<safetensors_index>(index).tensors;
+  auto* data = base + std::get<safetensors_index>(index).data_offset;
+  // Our parameters, filled from their Hugging Face pieces.
+  model::reference_model whole{cfg.model, cfg.training};
+  std::map<std::string, torch::Tensor> ours;
+  std::map<std::string, std::int64_t> covered; // rows filled per parameter
+  for (auto& p : whole.parameters())
+    ours[p.name] = torch::zeros_like(p.tensor);
+  std::set<std::string> used;
+  for (auto& t : hf_layout(cfg.model)) {
+    auto name = t.name;
+    if (tensors.count(name) == 0 && name == "lm_head.weight" && check.tied)
+      name = cfg.model.arch == model::architecture::gpt ? "transformer.wte.weight" : "model.embed_tokens.weight";
+    auto it = tensors.find(name);
+    if (it == tensors.end())
+      return fail((from / "model.safetensors").string() + ": no tensor " + t.name);
+    used.insert(name);
+    auto x = to_float(it->second, data);
+    auto want = t.shape;
+    if (t.name == "transformer.wpe.weight" && x.dim() == 2 && x.size(0) > want[0])
+      x = x.narrow(0, 0, want[0]); // a longer position table (noted above)
+    if (x.sizes().vec() != want) {
+      std::string got, need;
+      for (auto d : x.sizes())
+        got += (got.empty() ? "" : ", ") + std::to_string(d);
+      for (auto d : want)
+        need += (need.empty() ? "" : ", ") + std::to_string(d);
+      return fail(t.name + " has shape [" + got + "], the config's model needs [" + need + "]");
+    }
+    if (t.transpose)
+      x = x.t();
+    auto& target = ours.at(t.ours);
+    auto rows = t.rows < 0 ? target.size(0) : t.rows;
+    target.narrow(0, t.row_begin, rows).copy_(x);
+    covered[t.ours] += rows;
+  }
+  for (auto& [name, tensor] : ours)
+    if (covered[name] != tensor.size(0))
+      return fail("nothing in " + from.string() + " fills our parameter " + name);
+  for (auto& [name, e] : tensors)
+    if (used.count(name) == 0 && name.find("attn.bias") == std::string::npos
+        && name.find("attn.masked_bias") == std::string::npos && name.find("rotary_emb") == std::string::npos)
+      out << "# note: tensor " << name << " is not used\n";
+  // Every declared host's stage, at iteration 0.
+  auto hosts = placed_hosts(cfg);
+  std::size_t files = 0;
+  for (int s = 0; s < cfg.model.stages; ++s) {
+    model::stage st{cfg.model, cfg.training, s};
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& p : st.parameters())
+        p.tensor.copy_(ours.at(p.name));
+    }
+    auto blob = st.export_state();
+    for (auto& h : hosts)
+      if ((h.role == actors::host_role::data_holder ? 0 : h.stage) == s) {
+        auto& host = h.name;
+        model::checkpoint_meta meta{static_cast<std::uint32_t>(s), static_cast<std::uint32_t>(cfg.model.stages), 0,
+                                    checkpoint_hash(cfg), host};
+        auto why = model::write_checkpoint((fs::path{opts.checkpoint} / host).string(), meta, blob,
+                                           cfg.training.checkpoint_keep);
+        if (!why.empty())
+          return fail(why);
+        ++files;
+      }
+  }
+  out << "imported " << from.string() << " (" << tensors.size() << " tensors) as " << files
+      << " checkpoints of iteration 0 under " << opts.checkpoint << "; train from them with node.data_dir: "
+      << opts.checkpoint << " and --resume\n";
+  return 0;
+}
 
 int run_export(const cluster_config& cfg, const checkpoint_tool_options& opts, std::ostream& out, std::ostream& err) {
   model::configure_torch(1);

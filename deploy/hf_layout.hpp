@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "model/model_config.hpp"
@@ -23,6 +25,32 @@ struct hf_tensor {
 
 /// Every tensor of the Hugging Face model, in file order.
 std::vector<hf_tensor> hf_layout(const model::model_config& model);
+
+/// One tensor's entry in a safetensors header.
+struct safetensors_entry {
+  std::string dtype;                 ///< F32, F16 or BF16 (others are refused)
+  std::vector<std::int64_t> shape;
+  std::uint64_t begin = 0, end = 0;  ///< byte range within the data section
+};
+
+/// A parsed safetensors header: tensors by name and where the data section starts.
+struct safetensors_index {
+  std::map<std::string, safetensors_entry> tensors;
+  std::uint64_t data_offset = 0; ///< 8 + header size
+};
+
+/// Parses and checks a whole safetensors file's header against its size: every byte is
+/// untrusted (sizes, JSON, dtypes, shapes, ranges inside the data and not overlapping).
+std::variant<safetensors_index, std::string> parse_safetensors(const std::uint8_t* data, std::size_t size);
+
+/// config.json of a Hugging Face model against ours: one line per key that differs in a way
+/// that changes the computation (errors), and notes for differences we can take (e.g.
+/// gelu_new for gelu, a longer position table).
+struct hf_config_check {
+  std::vector<std::string> errors, notes;
+  bool tied = false; ///< tie_word_embeddings: the head is the embedding
+};
+hf_config_check check_hf_config(const model::model_config& model, const std::string& config_json);
 
 /// config.json for GPT2LMHeadModel (gpt) or LlamaForCausalLM (llama), in their keys:
 /// untied head (tie_word_embeddings false), our MLP width, norm epsilon, activation and

@@ -211,6 +211,7 @@ int main(int argc, char** argv) {
     case cli_action::launch:
     case cli_action::export_hf:
     case cli_action::eval:
+    case cli_action::import_hf:
       break;
   }
   std::error_code ec;
@@ -227,8 +228,10 @@ int main(int argc, char** argv) {
     return run_check(*cfg, opts.config);
   if (opts.action == cli_action::reference)
     return run_reference_mode(*cfg);
-  if (opts.action == cli_action::export_hf || opts.action == cli_action::eval) {
-    checkpoint_tool_options co{opts.checkpoint, opts.iteration, opts.out, opts.batch_out};
+  if (opts.action == cli_action::export_hf || opts.action == cli_action::eval || opts.action == cli_action::import_hf) {
+    checkpoint_tool_options co{opts.checkpoint, opts.iteration, opts.out, opts.batch_out, opts.from};
+    if (opts.action == cli_action::import_hf)
+      return run_import(*cfg, co, std::cout, std::cerr);
     return opts.action == cli_action::export_hf ? run_export(*cfg, co, std::cout, std::cerr)
                                                 : run_eval(*cfg, co, std::cout, std::cerr);
   }

@@ -143,3 +143,13 @@ TEST_CASE("cli: export and eval take a config, a checkpoint directory and their 
   CHECK(fails({"export", "--config", "c.yaml", "--config", "d.yaml"}) == "--config given twice");
   CHECK(fails({"export", "--iteration", "x"}) == "--iteration: expected an iteration number, got 'x'");
 }
+
+TEST_CASE("cli: import takes a config, a Hugging Face directory and where to write the checkpoints") {
+  auto i = ok({"import", "--config", "c.yaml", "--from", "hf", "--checkpoint", "data"});
+  CHECK(i.action == cli_action::import_hf);
+  CHECK(i.from == "hf");
+  CHECK(i.checkpoint == "data");
+  CHECK(fails({"import", "--config", "c.yaml", "--checkpoint", "data"}) == "import needs --from DIR (a Hugging Face model directory)");
+  CHECK(fails({"import", "--config", "c.yaml", "--from", "hf", "--checkpoint", "d", "--iteration", "3"})
+        == "unknown import option '--iteration' (see --help)");
+}

@@ -155,8 +155,9 @@ def main():
         print(run([args.exe, "export", "--config", config, "--checkpoint", os.path.join(work, "data"), "--out", out]),
               end="")
         batch_file = os.path.join(work, "batch.json")
-        print(run([args.exe, "eval", "--config", config, "--checkpoint", os.path.join(work, "data"),
-                   "--batch-out", batch_file]), end="")
+        first_eval = run([args.exe, "eval", "--config", config, "--checkpoint", os.path.join(work, "data"),
+                          "--batch-out", batch_file])
+        print(first_eval, end="")
         with open(os.path.join(out, "config.json")) as f:
             cfg = json.load(f)
         with open(batch_file) as f:
@@ -181,6 +182,26 @@ def main():
         # A trained model, not the initialisation: far below a uniform guess.
         if not loss < math.log(256) - 0.3:
             failures.append(f"loss {loss} is not below a uniform guess (ln 256 = {math.log(256):.3f}) by 0.3")
+        # Import: the exported directory becomes checkpoints of iteration 0 for every host; the
+        # same weights give eval's loss to the last digit, and training resumes from them.
+        imported = os.path.join(work, "imported")
+        print(run([args.exe, "import", "--config", config, "--from", out, "--checkpoint", imported]), end="")
+        again = run([args.exe, "eval", "--config", config, "--checkpoint", imported])
+        print(again, end="")
+        loss_of = lambda text: [l for l in text.splitlines() if l.startswith("eval: ")][0].split("held-out loss ")[1].split()[0]
+        if loss_of(again) != loss_of(first_eval):
+            failures.append(f"imported weights give loss {loss_of(again)}, the exported ones {loss_of(first_eval)}")
+        resumed = run([args.exe, "--config", config, "--set", f"node.data_dir={imported}", "--resume"])
+        if "# resuming at iteration 0" not in resumed or "# dh resumed stage 0 at iteration 0" not in resumed:
+            failures.append("training did not resume from the imported checkpoints:\n" + resumed)
+        # A damaged model.safetensors is refused, naming the file and what is wrong.
+        with open(os.path.join(out, "model.safetensors"), "r+b") as f:
+            (header_size,) = struct.unpack("<Q", f.read(8))
+            f.truncate(8 + header_size + 1000)  # inside the first tensor's data
+        r = subprocess.run([args.exe, "import", "--config", config, "--from", out, "--checkpoint",
+                            os.path.join(work, "bad")], capture_output=True, text=True, timeout=60)
+        if r.returncode != 1 or "model.safetensors: " not in r.stderr or "outside the data section" not in r.stderr:
+            failures.append(f"import of a truncated file: exit {r.returncode}, {r.stderr!r}")
         # A config of another run (another seed): its checkpoints are refused, naming why.
         other = os.path.join(work, "other.yaml")
         with open(other, "w") as f:
