@@ -147,6 +147,9 @@ hf_config_check check_hf_config(const model::model_config& m, const std::string&
     return out;
   }
   out.tied = j.value("tie_word_embeddings", true);
+  if (out.tied)
+    out.notes.push_back("tie_word_embeddings: the embedding is copied into caf-gwtf's separate head (they train apart "
+                        "from then on)");
   if (gpt) {
     expect("vocab_size", number({"vocab_size"}, -1), m.vocab, "model.vocab");
     expect("n_embd", number({"n_embd"}, -1), m.hidden, "model.hidden");

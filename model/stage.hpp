@@ -102,7 +102,7 @@ public:
   outcome<bool> apply(const std::vector<torch::Tensor>& averaged, std::int64_t iteration,
                       double global_norm);
 
-  /// Weights and optimizer state as bytes: magic, version, content hash (FNV-1a 64).
+  /// Weights and optimizer state as bytes: magic, version, content hash (model::fast_hash).
   std::vector<std::uint8_t> export_state() const;
 
   /// Loads export_state() bytes of the same stage and shapes. Validates everything before

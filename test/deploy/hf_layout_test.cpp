@@ -87,9 +87,10 @@ TEST_CASE("hf config: our export is accepted, other shapes are errors naming the
   REQUIRE(gpt2.errors.size() == 1);
   CHECK(gpt2.errors[0] == "n_layer is 3, our model.layers is 2");
   CHECK(gpt2.tied); // GPT-2's default
-  REQUIRE(gpt2.notes.size() == 2);
-  CHECK(has(gpt2.notes[0], "the first 32 position embeddings are used"));
-  CHECK(has(gpt2.notes[1], "gelu_new"));
+  REQUIRE(gpt2.notes.size() == 3);
+  CHECK(has(gpt2.notes[0], "tie_word_embeddings"));
+  CHECK(has(gpt2.notes[1], "the first 32 position embeddings are used"));
+  CHECK(has(gpt2.notes[2], "gelu_new"));
   auto gqa = check_hf_config(llama, R"({"model_type": "llama", "vocab_size": 256, "hidden_size": 64,
     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 192,
     "rope_scaling": {"type": "linear"}})");
