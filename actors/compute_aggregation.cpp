@@ -374,6 +374,18 @@ void stall_watch(self_ptr self, std::uint64_t seen) {
     missing = std::to_string(st.ctx->spec->training.microbatches_per_holder - static_cast<std::int64_t>(st.done_count))
               + " of its microbatches unfinished"
               + (missing.empty() ? "" : "; " + missing);
+  // A whole stage gone (every replica dead): no ring can close until a host brings the
+  // stage's state back. Said plainly: the operator's remedy is the checkpoints.
+  if (is_holder(st)) {
+    std::string lost;
+    for (int s = 1; s < stages(st); ++s)
+      if (live_at(st, s).empty())
+        lost += (lost.empty() ? "" : ", ") + std::to_string(s);
+    if (!lost.empty())
+      missing += (missing.empty() ? "" : "; ") + std::string{"no live replica of stage "} + lost
+                 + ": no ring can close (a whole stage lost; with checkpoints, resume the cluster from its "
+                   "newest cut: docs/checkpoints.md)";
+  }
   if (!missing.empty())
     report_failure(self, "iteration " + std::to_string(st.current) + " in progress for over "
                            + std::to_string(period.count()) + " ms, waiting for " + missing);

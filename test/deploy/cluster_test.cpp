@@ -260,3 +260,24 @@ TEST_CASE("cluster: a run stopped with --until resumes from its checkpoints and 
   CHECK(refused.rows.empty());
   fs::remove_all(dir);
 }
+
+TEST_CASE("cluster: when every replica of a stage is gone the data holders say so and nothing trains on") {
+  auto cfg = local(8, {fault(2, actors::fault_action::crash, "r3-virginia"),
+                       fault(2, actors::fault_action::crash, "r3-frankfurt")});
+  cfg.faults.hop_timeout_ms = 500; // the stall report comes after four hop timeouts
+  std::ostringstream log;
+  auto r = deploy::run_embedded(cfg, log, 12);
+  INFO(log.str());
+  CHECK_FALSE(r.completed);
+  CHECK(r.crashes == 2);
+  // Iterations before the loss completed; none after it did.
+  CHECK(r.rows.size() >= 2);
+  CHECK(r.rows.size() <= 3);
+  bool said = false;
+  for (auto& f : r.failures)
+    said = said || f.find("no live replica of stage 3: no ring can close (a whole stage lost") != std::string::npos;
+  CHECK_MESSAGE(said, "no data holder named the lost stage");
+  // Nothing was averaged twice or from the wrong weights meanwhile.
+  CHECK(r.exactly_once_violations.empty());
+  CHECK(r.replica_disagreements.empty());
+}
