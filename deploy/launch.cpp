@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 #include <mutex>
+#include <random>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <sys/prctl.h>
@@ -33,21 +34,46 @@ using namespace gwtf::actors;
 namespace fs = std::filesystem;
 
 // A free TCP port on 127.0.0.1 (the OS picks it; the child binds it moments later).
+// The kernel's ephemeral port range (outbound connections take ports from it).
+std::pair<int, int> ephemeral_range() {
+  std::ifstream f{"/proc/sys/net/ipv4/ip_local_port_range"};
+  int lo = 0, hi = 0;
+  if (f >> lo >> hi && lo > 0 && hi >= lo)
+    return {lo, hi};
+  return {32768, 60999};
+}
+
+// A port on 127.0.0.1 that is free now, outside the ephemeral range, and not handed out
+// before by this launcher. A port the kernel picked (bind to port 0) comes from the ephemeral
+// range, and an outbound connection of another host could take it before the host it was
+// picked for binds it (seen in the k8s test's harness, which picks ports the same way).
 std::optional<std::uint16_t> free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0)
-    return std::nullopt;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  std::optional<std::uint16_t> out;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0
-      && ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    out = ntohs(a.sin_port);
-  ::close(fd);
-  return out;
+  static std::mutex mutex;
+  static std::set<int> taken;
+  static std::mt19937 rng{static_cast<std::mt19937::result_type>(::getpid())};
+  std::lock_guard<std::mutex> lock{mutex};
+  auto [lo, hi] = ephemeral_range();
+  std::vector<int> candidates;
+  for (int p = 20000; p < 32000; ++p)
+    if ((p < lo || p > hi) && taken.count(p) == 0)
+      candidates.push_back(p);
+  std::shuffle(candidates.begin(), candidates.end(), rng);
+  for (auto p : candidates) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+      return std::nullopt;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<std::uint16_t>(p));
+    bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    if (ok) {
+      taken.insert(p);
+      return static_cast<std::uint16_t>(p);
+    }
+  }
+  return std::nullopt;
 }
 
 struct child {
