@@ -18,9 +18,9 @@ namespace {
 using write_atom = caf::atom_constant<caf::atom("ckptwrite")>;
 
 // Writes what it is given, one file at a time, and reports each to the host's reporter.
-caf::behavior checkpoint_writer(caf::event_based_actor* self, ctx_ptr ctx) {
+caf::behavior checkpoint_writer(caf::event_based_actor* self, ctx_ptr ctx, compute_actor owner) {
   return {
-    [self, ctx](write_atom, std::uint32_t stage, std::uint64_t iteration, std::vector<std::uint8_t>& state) {
+    [self, ctx, owner](write_atom, std::uint32_t stage, std::uint64_t iteration, std::vector<std::uint8_t>& state) {
       auto start = clock::now();
       model::checkpoint_meta meta{stage, static_cast<std::uint32_t>(ctx->spec->model.stages), iteration,
                                   ctx->spec->checkpoint_hash, ctx->host.name};
@@ -35,6 +35,7 @@ caf::behavior checkpoint_writer(caf::event_based_actor* self, ctx_ptr ctx) {
       tell(self, ctx->reporter, checkpoint_atom::value, ctx->host.name, stage, iteration,
            static_cast<std::uint64_t>(state.size()), since(start) * 1000.0,
            model::checkpoint_path(root, stage, iteration));
+      self->send(owner, checkpoint_atom::value, iteration);
     },
   };
 }
@@ -73,6 +74,7 @@ void resume_from_checkpoint(self_ptr self) {
   auto& cp = std::get<model::checkpoint>(c);
   st.current = cp.meta.iteration;
   st.first_iteration = st.current;
+  st.last_checkpoint = cp.meta.iteration;
   tell(self, st.ctx->reporter, loaded_atom::value, me(st), stage, cp.meta.iteration, st.model->weights_hash(),
        model::checkpoint_path(root, stage, cp.meta.iteration));
 }
@@ -86,7 +88,7 @@ void maybe_checkpoint(self_ptr self, std::uint64_t i) {
   if (steps % static_cast<std::uint64_t>(training.checkpoint_every) != 0 && steps != st.ctx->spec->end_iteration())
     return;
   if (!st.checkpoint_writer)
-    st.checkpoint_writer = self->spawn<caf::detached + caf::linked>(checkpoint_writer, st.ctx);
+    st.checkpoint_writer = self->spawn<caf::detached + caf::linked>(checkpoint_writer, st.ctx, compute_actor{self});
   tell(self, st.checkpoint_writer, write_atom::value, static_cast<std::uint32_t>(st.ctx->stage), steps,
        st.model->export_state());
 }

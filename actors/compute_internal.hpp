@@ -99,6 +99,7 @@ struct compute_state {
   std::uint64_t first_iteration = 0; // where this replica's run started (0, or the checkpoint resumed)
   // checkpoints (compute_checkpoint.cpp)
   caf::actor checkpoint_writer; // detached: files are written off the compute thread
+  std::optional<std::uint64_t> last_checkpoint; // the newest iteration its writer wrote
 };
 
 using self_ptr = compute_actor::stateful_pointer<compute_state>;

@@ -130,6 +130,10 @@ std::string prometheus_text(const inspect_parts& p, const json& compute, const j
       e.family("gwtf_loss", "gauge", "mean loss of this data holder's microbatches in its last finished iteration");
       e.sample("gwtf_loss", {}, num(compute, "loss"));
     }
+    if (compute.contains("checkpoint_iteration")) {
+      e.family("gwtf_checkpoint_iteration", "gauge", "the newest iteration of this host's stage checkpoints (written or resumed from)");
+      e.sample("gwtf_checkpoint_iteration", {}, num(compute, "checkpoint_iteration"));
+    }
     e.family("gwtf_stashed_microbatches", "gauge", "microbatches whose activations (or inputs) this host keeps for their backward");
     e.sample("gwtf_stashed_microbatches", {}, num(compute, "stashed"));
     std::map<std::string, int> states;
@@ -201,7 +205,7 @@ static inspect_answer compose(const std::string& query, const inspect_parts& p) 
   if (query == "status") {
     json out{{"host", p.host}};
     for (auto key : {"role", "stage", "iteration", "iterations", "ready", "draining", "loss", "loss_iteration",
-                     "applied_iteration", "weights_hash"})
+                     "applied_iteration", "weights_hash", "checkpoint_iteration"})
       if (!value_or_null(compute, key).is_null())
         out[key] = compute.at(key);
     if (!value_or_null(supervisor, "stage").is_null() && !out.contains("stage"))
@@ -269,8 +273,8 @@ static inspect_answer compose(const std::string& query, const inspect_parts& p) 
     if (compute.is_null())
       return need(p, query, "compute");
     json out{{"host", p.host}};
-    for (auto key : {"stage", "role", "ready", "iteration", "applied_iteration", "weights_hash", "replicas", "stashed",
-                     "flows", "draining"})
+    for (auto key : {"stage", "role", "ready", "iteration", "applied_iteration", "weights_hash", "checkpoint_iteration",
+                     "replicas", "stashed", "flows", "draining"})
       if (compute.contains(key))
         out[key] = compute.at(key);
     return {true, out.dump()};

@@ -303,7 +303,9 @@ using compute_actor = peer_listener_actor::extend<
     /// internal: the stall watch of an iteration
     caf::reacts_to<tick_atom, std::uint64_t>,
     /// internal: the state download watchdog (transfer id, bytes had at arming)
-    caf::reacts_to<timeout_atom, std::uint64_t, std::uint64_t>>;
+    caf::reacts_to<timeout_atom, std::uint64_t, std::uint64_t>,
+    /// its checkpoint writer: the checkpoint of this iteration is on disk
+    caf::reacts_to<checkpoint_atom, std::uint64_t>>;
 
 /// One in-flight microbatch of a data holder: owns its first hop, attempt and timeout, and
 /// asks the holder (resend_atom) to send it again.

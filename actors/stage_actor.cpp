@@ -99,6 +99,8 @@ std::string inspect_json(self_ptr self) {
                      {"flows", st.flows.size()},
                      {"stashed", st.model ? st.model->stashed() : 0},
                      {"microbatches", mbs}};
+  if (st.last_checkpoint)
+    out["checkpoint_iteration"] = *st.last_checkpoint;
   if (st.last_hash) {
     out["applied_iteration"] = st.last_hash->iteration;
     char hex[17];
@@ -341,6 +343,10 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
         start_iteration(self);
     },
     [self](tick_atom, std::uint64_t iteration) { stall_watch(self, iteration); },
+    [self](checkpoint_atom, std::uint64_t iteration) {
+      auto& last = self->state.last_checkpoint;
+      last = std::max(last.value_or(0), iteration);
+    },
     [self](inspect_atom) -> std::string { return inspect_json(self); },
     [self](resend_atom, std::uint64_t key, const std::string& to, std::uint32_t attempt,
            const std::string& hint) { on_resend(self, key, to, attempt, hint); },

@@ -44,7 +44,7 @@ actors::inspect_parts sample_parts() {
     "links":[{"peer":"r2b","stage":2,"latency_ms":10.0,"bandwidth_mbps":100.0}]})";
   p.parts["probe"] = R"({"mailbox":0,"rtt_ms":{"r2b":21.5}})";
   p.parts["compute"] = R"({"mailbox":3,"stage":1,"role":"relay","ready":true,"iteration":12,"iterations":50,
-    "draining":false,"replicas":["r1b"],"flows":1,"stashed":2,
+    "draining":false,"replicas":["r1b"],"flows":1,"stashed":2,"checkpoint_iteration":10,
     "microbatches":[{"microbatch":"12/0/1","state":"forwarded","prev":"dh","next":"r2b","attempt":0}]})";
   return p;
 }
@@ -187,6 +187,7 @@ TEST_CASE("metrics view: the Prometheus text passes the reference parser, values
   CHECK(parsed.find("gwtf_link_bandwidth_bytes_per_second[('peer', 'r2b')] 12500000.0") != std::string::npos);
   CHECK(parsed.find("gwtf_link_rtt_seconds[('peer', 'we\"ird\\\\peer')] 0.0215") != std::string::npos);
   CHECK(parsed.find("gwtf_microbatches[('state', 'forwarded')] 1.0") != std::string::npos);
+  CHECK(parsed.find("gwtf_checkpoint_iteration[] 10.0") != std::string::npos);
   fs::remove_all(dir);
 }
 
@@ -201,6 +202,8 @@ TEST_CASE("inspect views: status combines the actors' reports, each query picks 
   CHECK(s["flows"] == 1); // built flows only
   CHECK(s["restarts"] == 2);
   CHECK(s["address"] == "10.0.0.1:4242");
+  CHECK(s["checkpoint_iteration"] == 10);
+  CHECK(answer("stage", p)["checkpoint_iteration"] == 10);
   auto links = answer("links", p)["links"];
   REQUIRE(links.size() == 1);
   CHECK(links[0]["rtt_ms"] == 21.5); // the probe's round trip joined to the balancer's estimate
