@@ -242,11 +242,9 @@ int run_export(const cluster_config& cfg, const checkpoint_tool_options& opts, s
     err << "caf-gwtf: export: cannot create " << opts.out << ": " << ec.message() << "\n";
     return 1;
   }
-  for (auto& [name, bytes] : {std::pair<std::string, const std::string*>{"model.safetensors", &file}}) {
-    if (auto why = write_file(fs::path{opts.out} / name, *bytes); !why.empty()) {
-      err << "caf-gwtf: export: " << why << "\n";
-      return 1;
-    }
+  if (auto why = write_file(fs::path{opts.out} / "model.safetensors", file); !why.empty()) {
+    err << "caf-gwtf: export: " << why << "\n";
+    return 1;
   }
   if (auto why = write_file(fs::path{opts.out} / "config.json", hf_config_json(cfg.model)); !why.empty()) {
     err << "caf-gwtf: export: " << why << "\n";
