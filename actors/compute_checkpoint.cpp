@@ -1,7 +1,11 @@
 // Checkpoints of a replica (docs/checkpoints.md): written after the steps that
 // training.checkpoint_every names and after the last one, by a detached writer actor so
-// that the file system never stalls the compute; loaded at start when the run resumes.
+// that the file system never stalls the compute, and pushed as STATE_CHUNKs to
+// training.checkpoint_replicas hosts of other stages, whose writers keep them; loaded at
+// start when the run resumes.
 #include "actors/compute_internal.hpp"
+
+#include <filesystem>
 
 #include "model/checkpoint.hpp"
 
@@ -16,54 +20,220 @@ namespace compute {
 namespace {
 
 using write_atom = caf::atom_constant<caf::atom("ckptwrite")>;
+using piece_atom = caf::atom_constant<caf::atom("ckptpiece")>;
 
-// Writes what it is given, one file at a time, and reports each to the host's reporter.
-caf::behavior checkpoint_writer(caf::event_based_actor* self, ctx_ptr ctx, compute_actor owner) {
+// A replica being received: in order, from one sender and transfer.
+struct assembly {
+  std::uint32_t stage = 0;
+  std::uint64_t total = 0;
+  std::vector<std::uint8_t> bytes;
+};
+
+struct writer_state {
+  std::map<std::pair<std::string, std::uint64_t>, assembly> incoming; // (sender, transfer)
+  std::deque<std::pair<std::string, std::uint64_t>> order;             // oldest first
+  std::uint64_t transfers = 0;
+};
+
+using writer_ptr = caf::stateful_actor<writer_state>*;
+constexpr std::size_t max_incoming = 4; // replicas assembled at once; the oldest gives way
+
+void report(writer_ptr self, const ctx_ptr& ctx, const std::string& what) {
+  tell(self, ctx->reporter, failure_atom::value, ctx->host.name, what);
+}
+
+// Sends the state blob to `targets` as STATE_CHUNKs of its stage (not theirs: that is how
+// they tell a replica push from a download).
+void push(writer_ptr self, const ctx_ptr& ctx, std::uint32_t stage, const std::vector<std::uint8_t>& state,
+          const std::vector<std::string>& targets) {
+  auto chunk = std::min(state_chunk_bytes, static_cast<std::size_t>(ctx->spec->max_message_bytes / 2));
+  for (auto& to : targets) {
+    auto id = (static_cast<std::uint64_t>(std::hash<std::string>{}(ctx->host.name)) << 20) ^ (++self->state.transfers);
+    for (std::size_t off = 0; off < state.size(); off += chunk) {
+      auto n = std::min(chunk, state.size() - off);
+      ctx->send(self, to, service::stage,
+                wire::state_chunk{id, stage, off, state.size(),
+                                  std::vector<std::uint8_t>(state.begin() + static_cast<std::ptrdiff_t>(off),
+                                                            state.begin() + static_cast<std::ptrdiff_t>(off + n))});
+    }
+  }
+}
+
+// A piece of a peer's checkpoint; a complete one is checked and stored.
+void receive(writer_ptr self, const ctx_ptr& ctx, const std::string& from, wire::state_chunk& c) {
+  auto& st = self->state;
+  auto key = std::make_pair(from, c.transfer_id);
+  auto limit = static_cast<std::uint64_t>(ctx->spec->max_message_bytes) * 64;
+  auto it = st.incoming.find(key);
+  if (it == st.incoming.end()) {
+    if (c.offset != 0)
+      return; // the start of this transfer was lost (dropped for a newer one): nothing to do
+    if (c.total_bytes > limit || c.stage >= static_cast<std::uint32_t>(ctx->spec->model.stages)) {
+      report(self, ctx, "checkpoint replica from " + from + " refused: stage " + std::to_string(c.stage) + ", "
+                          + std::to_string(c.total_bytes) + " bytes (limit " + std::to_string(limit) + ")");
+      return;
+    }
+    if (st.order.size() >= max_incoming) {
+      st.incoming.erase(st.order.front());
+      st.order.pop_front();
+    }
+    it = st.incoming.emplace(key, assembly{c.stage, c.total_bytes, {}}).first;
+    it->second.bytes.reserve(static_cast<std::size_t>(c.total_bytes));
+    st.order.push_back(key);
+  }
+  auto& in = it->second;
+  if (c.stage != in.stage || c.total_bytes != in.total || c.offset != in.bytes.size()) {
+    report(self, ctx, "checkpoint replica from " + from + ": a piece out of order or of another transfer; dropped");
+    st.incoming.erase(it);
+    st.order.erase(std::find(st.order.begin(), st.order.end(), key));
+    return;
+  }
+  in.bytes.insert(in.bytes.end(), c.data.begin(), c.data.end());
+  if (in.bytes.size() < in.total)
+    return;
+  auto blob = std::move(in.bytes);
+  auto stage = in.stage;
+  st.incoming.erase(it);
+  st.order.erase(std::find(st.order.begin(), st.order.end(), key));
+  auto info = model::describe_state_blob(blob);
+  if (auto* e = std::get_if<std::string>(&info)) {
+    report(self, ctx, "checkpoint replica from " + from + " refused: " + *e);
+    return;
+  }
+  auto& i = std::get<model::state_blob_info>(info);
+  if (i.stage != stage) {
+    report(self, ctx, "checkpoint replica from " + from + " refused: announced stage " + std::to_string(stage)
+                        + ", holds stage " + std::to_string(i.stage));
+    return;
+  }
+  auto root = checkpoint_root(*ctx->spec, ctx->host.name) + "/replicas/" + from;
+  model::checkpoint_meta meta{stage, static_cast<std::uint32_t>(ctx->spec->model.stages), i.steps,
+                              ctx->spec->checkpoint_hash, from};
+  auto why = model::write_checkpoint(root, meta, blob, ctx->spec->training.checkpoint_keep);
+  if (!why.empty()) {
+    report(self, ctx, "checkpoint replica from " + from + " not stored: " + why);
+    return;
+  }
+  tell(self, ctx->reporter, replica_atom::value, ctx->host.name, from, stage, i.steps,
+       static_cast<std::uint64_t>(blob.size()), model::checkpoint_path(root, stage, i.steps));
+}
+
+// Writes what it is given, one file at a time, reports each to the host's reporter, and
+// pushes it to the replica targets; keeps what peers push to it.
+caf::behavior checkpoint_writer(writer_ptr self, ctx_ptr ctx, compute_actor owner) {
   return {
-    [self, ctx, owner](write_atom, std::uint32_t stage, std::uint64_t iteration, std::vector<std::uint8_t>& state) {
+    [self, ctx, owner](write_atom, std::uint32_t stage, std::uint64_t iteration, std::vector<std::uint8_t>& state,
+                       const std::vector<std::string>& targets) {
       auto start = clock::now();
       model::checkpoint_meta meta{stage, static_cast<std::uint32_t>(ctx->spec->model.stages), iteration,
                                   ctx->spec->checkpoint_hash, ctx->host.name};
       auto root = checkpoint_root(*ctx->spec, ctx->host.name);
       auto why = model::write_checkpoint(root, meta, state, ctx->spec->training.checkpoint_keep);
       if (!why.empty()) {
-        tell(self, ctx->reporter, failure_atom::value, ctx->host.name,
-             "checkpoint of stage " + std::to_string(stage) + " at iteration " + std::to_string(iteration)
-               + " not written: " + why);
-        return;
+        report(self, ctx, "checkpoint of stage " + std::to_string(stage) + " at iteration " + std::to_string(iteration)
+                            + " not written: " + why);
+      } else {
+        tell(self, ctx->reporter, checkpoint_atom::value, ctx->host.name, stage, iteration,
+             static_cast<std::uint64_t>(state.size()), since(start) * 1000.0,
+             model::checkpoint_path(root, stage, iteration));
+        self->send(owner, checkpoint_atom::value, iteration);
       }
-      tell(self, ctx->reporter, checkpoint_atom::value, ctx->host.name, stage, iteration,
-           static_cast<std::uint64_t>(state.size()), since(start) * 1000.0,
-           model::checkpoint_path(root, stage, iteration));
-      self->send(owner, checkpoint_atom::value, iteration);
+      push(self, ctx, stage, state, targets);
+    },
+    [self, ctx](piece_atom, const std::string& from, std::uint64_t transfer, std::uint32_t stage, std::uint64_t offset,
+                std::uint64_t total, std::vector<std::uint8_t>& data) {
+      wire::state_chunk c{transfer, stage, offset, total, std::move(data)};
+      receive(self, ctx, from, c);
     },
   };
 }
 
+caf::actor writer_of(self_ptr self) {
+  auto& st = self->state;
+  if (!st.checkpoint_writer)
+    st.checkpoint_writer = self->spawn<caf::detached + caf::linked>(checkpoint_writer, st.ctx, compute_actor{self});
+  return st.checkpoint_writer;
+}
+
+// Up to `n` live hosts of other stages: those in another region than this host (when the
+// declared hosts say) first, then by a rendezvous hash of (owner, stage, peer), so that the
+// replicas of different stages and owners spread over the cluster.
+std::vector<std::string> replica_targets(const compute_state& st, int n) {
+  std::map<std::string, std::string> region;
+  for (auto& h : st.ctx->spec->hosts)
+    region[h.name] = h.region;
+  auto mine = region.count(me(st)) ? region[me(st)] : std::string{};
+  std::vector<std::tuple<bool, std::uint64_t, std::string>> ranked;
+  for (auto& [id, stage] : st.peers)
+    if (stage >= 0 && stage != st.ctx->stage && st.gone.count(id) == 0) {
+      bool same_region = !mine.empty() && region.count(id) && region[id] == mine;
+      auto h = model::mix64(std::hash<std::string>{}(me(st) + "/" + std::to_string(st.ctx->stage) + "/" + id));
+      ranked.emplace_back(same_region, ~h, id);
+    }
+  std::sort(ranked.begin(), ranked.end());
+  std::vector<std::string> out;
+  for (auto& [same, h, id] : ranked)
+    if (static_cast<int>(out.size()) < n)
+      out.push_back(id);
+  return out;
+}
+
 } // namespace
+
+std::vector<std::string> checkpoint_roots(const cluster_spec& spec, const std::string& me) {
+  std::vector<std::string> out;
+  if (spec.data_dir.empty())
+    return out;
+  out.push_back(checkpoint_root(spec, me));
+  std::error_code ec;
+  std::vector<std::string> hosts;
+  for (auto& e : std::filesystem::directory_iterator(spec.data_dir, ec))
+    if (e.is_directory(ec))
+      hosts.push_back(e.path().string());
+  std::sort(hosts.begin(), hosts.end());
+  for (auto& h : hosts) {
+    if (h != out.front())
+      out.push_back(h);
+    std::vector<std::string> replicas;
+    for (auto& r : std::filesystem::directory_iterator(h + "/replicas", ec))
+      if (r.is_directory(ec))
+        replicas.push_back(r.path().string());
+    std::sort(replicas.begin(), replicas.end());
+    out.insert(out.end(), replicas.begin(), replicas.end());
+  }
+  return out;
+}
 
 void resume_from_checkpoint(self_ptr self) {
   auto& st = self->state;
-  auto root = checkpoint_root(*st.ctx->spec, me(st));
   auto stage = static_cast<std::uint32_t>(st.ctx->stage);
-  std::vector<std::string> skipped;
-  auto c = root.empty() ? model::checked<model::checkpoint>{std::string{"node.data_dir is not set"}}
-                        : model::load_checkpoint(root, stage, st.ctx->spec->checkpoint_hash,
-                                                 st.ctx->spec->resume_at, skipped);
-  for (auto& s : skipped)
-    report_failure(self, "checkpoint " + s);
-  std::string why;
-  if (auto* cp = std::get_if<model::checkpoint>(&c)) {
-    auto r = st.model->import_state(cp->state.data(), cp->state.size());
-    if (auto* e = std::get_if<std::string>(&r))
-      why = model::checkpoint_path(root, stage, cp->meta.iteration) + ": " + *e;
-    else if (static_cast<std::uint64_t>(st.model->steps()) != cp->meta.iteration)
-      why = model::checkpoint_path(root, stage, cp->meta.iteration) + ": its state holds "
-            + std::to_string(st.model->steps()) + " steps";
-  } else {
-    why = std::get<std::string>(c);
+  // Its own files first; then whatever else lies under node.data_dir: other hosts' directories
+  // (the embedded cluster and launch share one) and the replicas peers pushed here.
+  std::string why = st.ctx->spec->data_dir.empty() ? "node.data_dir is not set" : "";
+  std::optional<model::checkpoint> found;
+  std::string path;
+  for (auto& root : checkpoint_roots(*st.ctx->spec, me(st))) {
+    std::vector<std::string> skipped;
+    auto c = model::load_checkpoint(root, stage, st.ctx->spec->checkpoint_hash, st.ctx->spec->resume_at, skipped);
+    for (auto& s : skipped)
+      report_failure(self, "checkpoint " + s);
+    if (auto* cp = std::get_if<model::checkpoint>(&c)) {
+      auto r = st.model->import_state(cp->state.data(), cp->state.size());
+      path = model::checkpoint_path(root, stage, cp->meta.iteration);
+      if (auto* e = std::get_if<std::string>(&r)) {
+        report_failure(self, "checkpoint " + path + ": " + *e);
+      } else if (static_cast<std::uint64_t>(st.model->steps()) != cp->meta.iteration) {
+        report_failure(self, "checkpoint " + path + ": its state holds " + std::to_string(st.model->steps()) + " steps");
+      } else {
+        found = std::move(*cp);
+        break;
+      }
+    } else if (root == checkpoint_root(*st.ctx->spec, me(st))) {
+      why = std::get<std::string>(c); // what its own directory lacks: the reason, if nothing else has it
+      report_failure(self, "checkpoint: " + why + "; looking for another copy under " + st.ctx->spec->data_dir);
+    }
   }
-  if (!why.empty()) {
+  if (!found) {
     // The stage's state comes from a live replica instead, as for any joiner.
     report_failure(self, "cannot resume: " + why + "; joining to download the stage state");
     st.ready = false;
@@ -71,12 +241,11 @@ void resume_from_checkpoint(self_ptr self) {
       self->send(st.supervisor, stage_atom::value, std::int32_t{-1});
     return;
   }
-  auto& cp = std::get<model::checkpoint>(c);
-  st.current = cp.meta.iteration;
+  st.current = found->meta.iteration;
   st.first_iteration = st.current;
-  st.last_checkpoint = cp.meta.iteration;
-  tell(self, st.ctx->reporter, loaded_atom::value, me(st), stage, cp.meta.iteration, st.model->weights_hash(),
-       model::checkpoint_path(root, stage, cp.meta.iteration));
+  st.last_checkpoint = found->meta.iteration;
+  tell(self, st.ctx->reporter, loaded_atom::value, me(st), stage, found->meta.iteration, st.model->weights_hash(),
+       path);
 }
 
 void maybe_checkpoint(self_ptr self, std::uint64_t i) {
@@ -87,10 +256,19 @@ void maybe_checkpoint(self_ptr self, std::uint64_t i) {
     return;
   if (steps % static_cast<std::uint64_t>(training.checkpoint_every) != 0 && steps != st.ctx->spec->end_iteration())
     return;
-  if (!st.checkpoint_writer)
-    st.checkpoint_writer = self->spawn<caf::detached + caf::linked>(checkpoint_writer, st.ctx, compute_actor{self});
-  tell(self, st.checkpoint_writer, write_atom::value, static_cast<std::uint32_t>(st.ctx->stage), steps,
-       st.model->export_state());
+  tell(self, writer_of(self), write_atom::value, static_cast<std::uint32_t>(st.ctx->stage), steps,
+       st.model->export_state(), replica_targets(st, training.checkpoint_replicas));
+}
+
+void on_replica_chunk(self_ptr self, const std::string& from, wire::state_chunk& chunk) {
+  auto& st = self->state;
+  if (st.ctx->spec->data_dir.empty() || st.ctx->spec->training.checkpoint_every <= 0) {
+    if (chunk.offset == 0) // once per replica, not per piece
+      report_failure(self, "checkpoint replica from " + from + " refused: this host keeps no checkpoints");
+    return;
+  }
+  tell(self, writer_of(self), piece_atom::value, from, chunk.transfer_id, chunk.stage, chunk.offset, chunk.total_bytes,
+       std::move(chunk.data));
 }
 
 } // namespace compute

@@ -142,6 +142,11 @@ void resume_from_checkpoint(self_ptr self);
 /// After the step of iteration i: writes a checkpoint when training.checkpoint_every says so
 /// or i was the last iteration (in the background).
 void maybe_checkpoint(self_ptr self, std::uint64_t i);
+/// A STATE_CHUNK of another stage than this host's: a piece of a peer's checkpoint replica.
+void on_replica_chunk(self_ptr self, const std::string& from, wire::state_chunk& chunk);
+/// Where checkpoints of any host may lie under node.data_dir: every host directory and every
+/// replicas/OWNER directory in them, this host's own first.
+std::vector<std::string> checkpoint_roots(const cluster_spec& spec, const std::string& me);
 
 // relay (compute_relay.cpp)
 bool crash_now(self_ptr self, const char* phase);

@@ -70,6 +70,7 @@ using failure_atom = caf::atom_constant<caf::atom("failure")>;
 using placed_atom = caf::atom_constant<caf::atom("placed")>;
 using checkpoint_atom = caf::atom_constant<caf::atom("checkpoint")>;
 using loaded_atom = caf::atom_constant<caf::atom("loaded")>;
+using replica_atom = caf::atom_constant<caf::atom("replica")>;
 
 /// Where a frame goes inside its destination host.
 /// `link` is the links' own traffic in node mode (GOSSIP: who is where).
@@ -202,6 +203,8 @@ caf::actor spawn_metrics_server(caf::actor_system& sys, inspect_server_options o
 // (checkpoint_atom, host, u32 stage, u64 iteration, u64 bytes, double ms, std::string path)
 //                                         a checkpoint written (iteration: steps applied)
 // (loaded_atom, host, u32 stage, u64 iteration, u64 weights hash, std::string path)  resumed from a checkpoint
+// (replica_atom, host, std::string owner, u32 stage, u64 iteration, u64 bytes, std::string path)
+//                                         stored a copy of `owner`'s checkpoint
 
 // --- one host ------------------------------------------------------------------------
 // The supervisor of a host spawns its membership, link probe, flow balancer and stage (or

@@ -293,7 +293,10 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
               st.ctx->send(self, from, service::stage, c);
             }
           } else if constexpr (std::is_same_v<T, wire::state_chunk>) {
-            resume(self, on_state_chunk(self, from, m));
+            if (m.stage != static_cast<std::uint32_t>(st.ctx->stage))
+              on_replica_chunk(self, from, m); // a peer's checkpoint, to keep
+            else
+              resume(self, on_state_chunk(self, from, m));
           } else {
             report_failure(self, std::string{"unexpected "} + wire::kind_name(*msg) + " from " + from);
           }

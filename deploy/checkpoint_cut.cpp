@@ -54,13 +54,17 @@ std::variant<checkpoint_cut, std::string> find_cut(const std::vector<std::vector
 }
 
 std::vector<std::vector<std::string>> roots_under(const std::string& dir, int stages) {
-  std::vector<std::string> hosts;
+  std::vector<std::string> roots;
   std::error_code ec;
   for (auto& e : std::filesystem::directory_iterator(dir, ec))
-    if (e.is_directory(ec))
-      hosts.push_back(e.path().string());
-  std::sort(hosts.begin(), hosts.end());
-  return std::vector<std::vector<std::string>>(static_cast<std::size_t>(std::max(stages, 0)), hosts);
+    if (e.is_directory(ec)) {
+      roots.push_back(e.path().string());
+      for (auto& r : std::filesystem::directory_iterator(e.path() / "replicas", ec))
+        if (r.is_directory(ec))
+          roots.push_back(r.path().string());
+    }
+  std::sort(roots.begin(), roots.end());
+  return std::vector<std::vector<std::string>>(static_cast<std::size_t>(std::max(stages, 0)), roots);
 }
 
 } // namespace gwtf::deploy

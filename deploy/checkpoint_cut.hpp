@@ -23,8 +23,8 @@ std::variant<checkpoint_cut, std::string> find_cut(const std::vector<std::vector
                                                    std::uint64_t config_hash, std::optional<std::uint64_t> at,
                                                    std::vector<std::string>& notes);
 
-/// Every directory directly under `dir`, as roots of every one of `stages` stages (a copy of
-/// hosts' data_dirs side by side: DIR/HOST/stage-S/...).
+/// Every directory directly under `dir` and every DIR/HOST/replicas/OWNER, as roots of every
+/// one of `stages` stages (hosts' data_dirs side by side: DIR/HOST/stage-S/...).
 std::vector<std::vector<std::string>> roots_under(const std::string& dir, int stages);
 
 } // namespace gwtf::deploy

@@ -394,6 +394,8 @@ caf::behavior driver(driver_ptr self, const cluster_config* cfg, std::shared_ptr
       *self->state.out << "# " << host << " resumed stage " << stage << " at iteration " << i << " from " << path
                        << std::endl;
     },
+    [self](replica_atom, const std::string&, const std::string&, std::uint32_t, std::uint64_t, std::uint64_t,
+           const std::string&) { ++self->state.result.checkpoint_replicas; },
     [self](restart_atom, const std::string& host, const std::string& why) {
       ++self->state.result.restarts;
       *self->state.out << "# " << host << ": local actor restarted (" << why << ")" << std::endl;
@@ -492,7 +494,8 @@ void print_summary(const cluster_config& cfg, const embedded_result& result, std
     out << "# replica disagreement: " << v << "\n";
   if (result.checkpoints > 0)
     out << "# checkpoints: " << result.checkpoints << " written (newest at iteration " << result.last_checkpoint
-        << "), " << std::setprecision(1) << result.checkpoint_ms / result.checkpoints << " ms each on average\n";
+        << "), " << std::setprecision(1) << result.checkpoint_ms / result.checkpoints << " ms each on average; "
+        << result.checkpoint_replicas << " copies stored by hosts of other stages\n";
   if (!result.rows.empty())
     out << "# loss " << std::setprecision(4) << result.rows.front().loss << " -> " << result.rows.back().loss << "\n";
   if (!result.carried.empty()) {
@@ -508,12 +511,9 @@ std::variant<std::uint64_t, std::string> resume_point(const actors::cluster_spec
                                                       std::vector<std::string>& notes) {
   if (spec.data_dir.empty())
     return std::string{"node.data_dir is not set: there are no checkpoints to resume from"};
-  std::vector<std::vector<std::string>> roots(static_cast<std::size_t>(spec.model.stages));
-  for (auto& h : spec.hosts) {
-    auto stage = h.role == actors::host_role::data_holder ? 0 : h.stage;
-    if (stage >= 0 && stage < spec.model.stages)
-      roots[static_cast<std::size_t>(stage)].push_back(actors::checkpoint_root(spec, h.name));
-  }
+  // Every host's directory and the replicas kept in them, for every stage: a stage whose
+  // replicas all lost their files is still at the cut through its copies elsewhere.
+  auto roots = roots_under(spec.data_dir, spec.model.stages);
   auto cut = find_cut(roots, spec.checkpoint_hash, at, notes);
   if (auto* e = std::get_if<std::string>(&cut))
     return *e + " under " + spec.data_dir + " at any of its hosts";

@@ -55,6 +55,7 @@ struct embedded_result {
   std::map<std::string, std::int64_t> carried;
   std::vector<std::string> failures;                 ///< handled errors reported by hosts
   int checkpoints = 0;                               ///< checkpoint files written
+  int checkpoint_replicas = 0;                       ///< copies stored by hosts of other stages
   double checkpoint_ms = 0;                          ///< their write time, summed
   std::uint64_t last_checkpoint = 0;                 ///< the newest iteration written
   /// host -> the iteration it resumed at and its weights hash after the load

@@ -236,6 +236,12 @@ caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me
                  << std::hex << hash << std::dec << ")" << std::endl;
       up(loaded_atom::value, host, stage, i, hash, path);
     },
+    [self, up](replica_atom, const std::string& host, const std::string& owner, std::uint32_t stage, std::uint64_t i,
+               std::uint64_t bytes, const std::string& path) {
+      line(self) << "stored " << owner << "'s checkpoint of stage " << stage << " at iteration " << i << " in " << path
+                 << " (" << bytes << " bytes)" << std::endl;
+      up(replica_atom::value, host, owner, stage, i, bytes, path);
+    },
     [self, up](restart_atom, const std::string& host, const std::string& why) {
       line(self) << "local actors restarted (" << why << ")" << std::endl;
       up(restart_atom::value, host, why);

@@ -128,6 +128,21 @@ checked<checkpoint> decode_checkpoint(const std::uint8_t* data, std::size_t size
   return c;
 }
 
+checked<state_blob_info> describe_state_blob(const std::vector<std::uint8_t>& blob) {
+  constexpr char state_magic[8] = {'G', 'W', 'T', 'F', 'S', 'T', 'G', 'E'};
+  constexpr std::size_t header = 8 + 4 + 4 + 8 + 4;
+  if (blob.size() < header + 8)
+    return std::to_string(blob.size()) + " bytes: shorter than a stage state's header";
+  if (std::memcmp(blob.data(), state_magic, 8) != 0)
+    return std::string{"not a stage state (bad magic)"};
+  if (get<std::uint64_t>(blob.data() + blob.size() - 8) != fast_hash(blob.data(), blob.size() - 8))
+    return std::string{"stage state: content hash mismatch"};
+  auto steps = get<std::int64_t>(blob.data() + 16);
+  if (steps < 0)
+    return std::string{"stage state: negative step count"};
+  return state_blob_info{get<std::uint32_t>(blob.data() + 12), static_cast<std::uint64_t>(steps)};
+}
+
 std::string checkpoint_path(const std::string& root, std::uint32_t stage, std::uint64_t iteration) {
   char name[40];
   std::snprintf(name, sizeof name, "iteration-%010llu.ckpt", static_cast<unsigned long long>(iteration));

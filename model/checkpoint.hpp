@@ -43,6 +43,15 @@ std::vector<std::uint8_t> encode_checkpoint(const checkpoint_meta& meta, const s
 /// Refuses anything but a whole, intact file of this version (names what is wrong).
 checked<checkpoint> decode_checkpoint(const std::uint8_t* data, std::size_t size);
 
+/// What a stage state blob (model::stage::export_state, docs/model.md) says about itself,
+/// checked without LibTorch: magic, content hash, stage and optimizer steps (= iterations
+/// applied). For blobs that arrive from peers (checkpoint replicas).
+struct state_blob_info {
+  std::uint32_t stage = 0;
+  std::uint64_t steps = 0;
+};
+checked<state_blob_info> describe_state_blob(const std::vector<std::uint8_t>& blob);
+
 /// ROOT/stage-S/iteration-N.ckpt
 std::string checkpoint_path(const std::string& root, std::uint32_t stage, std::uint64_t iteration);
 

@@ -83,6 +83,9 @@ struct training_config {
   /// last one, under node.data_dir (docs/checkpoints.md); 0 = never.
   int checkpoint_every = 0;
   int checkpoint_keep = 3; ///< checkpoints kept per stage and host (older ones are removed)
+  /// Each checkpoint is also pushed to this many live hosts of other stages, which store the
+  /// bytes under node.data_dir/HOST/replicas/OWNER/ (docs/checkpoints.md); 0 = none.
+  int checkpoint_replicas = 1;
 
   /// Reports every field that is out of range or inconsistent.
   void validate(const issue_sink& report) const;
@@ -124,6 +127,7 @@ void visit_fields(F& f, training_config& x) {
   f("data_holders", x.data_holders);
   f("checkpoint_every", x.checkpoint_every);
   f("checkpoint_keep", x.checkpoint_keep);
+  f("checkpoint_replicas", x.checkpoint_replicas);
 }
 
 } // namespace gwtf::model

@@ -7,6 +7,9 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
 #include <sstream>
 #include <unistd.h>
 
@@ -280,4 +283,57 @@ TEST_CASE("cluster: when every replica of a stage is gone the data holders say s
   // Nothing was averaged twice or from the wrong weights meanwhile.
   CHECK(r.exactly_once_violations.empty());
   CHECK(r.replica_disagreements.empty());
+}
+
+TEST_CASE("cluster: checkpoints are copied to hosts of other stages, and a stage whose files are all lost resumes from the copies") {
+  namespace fs = std::filesystem;
+  auto dir = fs::temp_directory_path() / ("gwtf-cluster-replicas-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  auto cfg = local(8, {});
+  cfg.node.data_dir = dir.string();
+  cfg.training.checkpoint_every = 3;
+  cfg.training.checkpoint_replicas = 1;
+  std::ostringstream first_log;
+  auto first = deploy::run_embedded(cfg, first_log, 90, {false, std::nullopt, 5});
+  INFO(first_log.str());
+  REQUIRE(first.completed);
+  // Every checkpoint (8 hosts x iterations 3 and 5) went to one host of another stage.
+  CHECK(first.checkpoints == 16);
+  CHECK(first.checkpoint_replicas == 16);
+  auto bytes = [](const fs::path& p) {
+    std::ifstream f{p, std::ios::binary};
+    return std::string{std::istreambuf_iterator<char>{f}, std::istreambuf_iterator<char>{}};
+  };
+  std::map<std::string, int> copies; // owner -> copies of its iteration-5 file, byte-identical
+  std::error_code ec;
+  for (auto& holder : fs::directory_iterator(dir))
+    for (auto& owner : fs::directory_iterator(holder.path() / "replicas", ec))
+      for (auto& stage : fs::directory_iterator(owner.path())) {
+        auto copy = stage.path() / "iteration-0000000005.ckpt";
+        auto original = dir / owner.path().filename() / stage.path().filename() / "iteration-0000000005.ckpt";
+        REQUIRE(fs::exists(copy));
+        CHECK_MESSAGE(bytes(copy) == bytes(original), copy);
+        CHECK(holder.path().filename() != owner.path().filename());
+        ++copies[owner.path().filename().string()];
+      }
+  CHECK(copies.size() == cfg.hosts.size());
+  // Both stage-3 hosts lose their disks; their stage survives in the copies.
+  fs::remove_all(dir / "r3-virginia");
+  fs::remove_all(dir / "r3-frankfurt");
+  std::ostringstream second_log;
+  auto second = deploy::run_embedded(cfg, second_log, 90, {true, std::nullopt, std::nullopt});
+  INFO(second_log.str());
+  REQUIRE(second.completed);
+  CHECK(second_log.str().find("# resuming at iteration 5") != std::string::npos);
+  for (auto host : {"r3-virginia", "r3-frankfurt"}) {
+    REQUIRE(second.resumed.count(host) == 1);
+    CHECK(second.resumed[host].second == first.final_hashes[3][host]);
+    CHECK(second_log.str().find(std::string{"# "} + host + " resumed stage 3 at iteration 5 from " + dir.string())
+          != std::string::npos);
+  }
+  CHECK(second_log.str().find("/replicas/r3-") != std::string::npos);
+  CHECK(second.rows.size() == 3);
+  CHECK(second.exactly_once_violations.empty());
+  check_replicas_agree(second);
+  fs::remove_all(dir);
 }

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <cstring>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -138,6 +139,14 @@ TEST_CASE("checkpoint files: a writer killed with SIGKILL mid-write leaves the p
   CHECK_FALSE(fs::exists(tmp));
   CHECK(checkpoint_iterations(root, 1) == std::vector<std::uint64_t>{10, 30});
   fs::remove_all(root);
+}
+
+TEST_CASE("state blob description: what a peer sends is refused unless whole") {
+  CHECK(std::get<std::string>(describe_state_blob({})) == "0 bytes: shorter than a stage state's header");
+  std::vector<std::uint8_t> junk(100, 0x41);
+  CHECK(std::get<std::string>(describe_state_blob(junk)) == "not a stage state (bad magic)");
+  std::memcpy(junk.data(), "GWTFSTGE", 8);
+  CHECK(std::get<std::string>(describe_state_blob(junk)) == "stage state: content hash mismatch");
 }
 
 TEST_CASE("consistent cut: the newest iteration every stage has") {

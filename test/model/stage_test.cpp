@@ -5,6 +5,7 @@
 #include <set>
 #include <string>
 
+#include "model/checkpoint.hpp"
 #include "model/pipeline.hpp"
 #include "model/reference.hpp"
 #include "model/torch_runtime.hpp"
@@ -148,6 +149,14 @@ TEST_CASE("(c) export/import round-trips bit-exactly, truncated or corrupted blo
   CHECK(ok(joiner.import_state(blob.data(), blob.size())));
   CHECK(joiner.weights_hash() == pipe.at(1).weights_hash());
   CHECK(joiner.export_state() == blob); // weights, moments and step count, bit for bit
+  // What a checkpoint replica's receiver reads off the blob without LibTorch (model/checkpoint).
+  auto info = describe_state_blob(blob);
+  REQUIRE(std::holds_alternative<state_blob_info>(info));
+  CHECK(std::get<state_blob_info>(info).stage == 1);
+  CHECK(std::get<state_blob_info>(info).steps == 2);
+  auto bad = blob;
+  bad[bad.size() / 2] ^= 1;
+  CHECK(std::get<std::string>(describe_state_blob(bad)) == "stage state: content hash mismatch");
 
   // A replica that counted microbatches and then loads a state (it fell behind or diverged)
   // must not carry those gradients, computed with the replaced weights, into its next share.
