@@ -77,8 +77,8 @@ void receive(writer_ptr self, const ctx_ptr& ctx, const std::string& from, wire:
       st.incoming.erase(st.order.front());
       st.order.pop_front();
     }
+    // No reserve: memory grows with what actually arrives, not with what a peer announces.
     it = st.incoming.emplace(key, assembly{c.stage, c.total_bytes, {}}).first;
-    it->second.bytes.reserve(static_cast<std::size_t>(c.total_bytes));
     st.order.push_back(key);
   }
   auto& in = it->second;
