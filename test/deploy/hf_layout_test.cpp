@@ -98,7 +98,7 @@ TEST_CASE("hf config: our export is accepted, other shapes are errors naming the
   CHECK(check_hf_config(gpt, "[1, 2").errors == std::vector<std::string>{"config.json is not a JSON object"});
 }
 
-TEST_CASE("safetensors: a good header parses; bad sizes, JSON, dtypes, shapes and ranges are refused") {
+TEST_CASE("safetensors: a good header parses, and bad sizes, JSON, dtypes, shapes and ranges are refused") {
   auto good = file(R"({"__metadata__": {"format": "pt"}, "a": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]},
     "b": {"dtype": "BF16", "shape": [4], "data_offsets": [24, 32]}})", 32);
   auto r = parse_safetensors(reinterpret_cast<const std::uint8_t*>(good.data()), good.size());
