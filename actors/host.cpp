@@ -280,15 +280,20 @@ balancer_actor::behavior_type balancer(balancer_actor::stateful_pointer<balancer
   st.core = std::make_unique<routing::flow_balancer>(ctx->host.name, ctx->stage, stages,
                                                      ctx->host.capacity, ctx->spec->routing.gwtf);
   st.ready = !ctx->joining;
-  auto edge = [self, ctx, stages](const std::string& id, std::int32_t stage) {
+  // Tells the balancer what it knows of a peer: its edge cost and the link's occupancy per
+  // microbatch, from the probes (an unprobed link: 50 ms, 50 MB/s).
+  auto add_peer = [self, ctx, stages](const std::string& id, std::int32_t stage) {
     auto& st = self->state;
     int next = (ctx->stage + 1) % stages, prev = (ctx->stage + stages - 1) % stages;
-    if (stage != next && stage != prev)
-      return 0.0;
+    if (stage != next && stage != prev) {
+      st.core->add_peer(id, stage, 0.0);
+      return;
+    }
     routing::link_estimate est{0.05, 50e6};
     if (auto l = st.links.find(id); l != st.links.end())
       est = l->second;
-    return routing::edge_cost(0, 0, est, est, ctx->spec->activation_bytes);
+    st.core->add_peer(id, stage, routing::edge_cost(0, 0, est, est, ctx->spec->activation_bytes),
+                      routing::link_occupancy_s(est, est, ctx->spec->activation_bytes));
   };
   auto flush = [self, ctx](std::vector<routing::outgoing> out) {
     for (auto& o : out)
@@ -328,7 +333,7 @@ balancer_actor::behavior_type balancer(balancer_actor::stateful_pointer<balancer
         return;
       flush(st.core->handle(from, *msg, st.ticks));
     },
-    [self, ctx, edge, flush](peer_up_atom, const std::string& id, std::int32_t stage) {
+    [self, ctx, add_peer, flush](peer_up_atom, const std::string& id, std::int32_t stage) {
       auto& st = self->state;
       int stages = ctx->spec->model.stages;
       auto old = st.stage_of.find(id);
@@ -343,7 +348,7 @@ balancer_actor::behavior_type balancer(balancer_actor::stateful_pointer<balancer
       if (!neighbour)
         return;
       st.stage_of[id] = stage;
-      st.core->add_peer(id, stage, edge(id, stage));
+      add_peer(id, stage);
     },
     [](left_atom, const std::string&) {}, // a peer_down follows
     [self, flush](peer_down_atom, const std::string& id) {
@@ -351,11 +356,11 @@ balancer_actor::behavior_type balancer(balancer_actor::stateful_pointer<balancer
       if (st.stage_of.erase(id) > 0)
         flush(st.core->remove_peer(id, st.ticks));
     },
-    [self, edge](latency_atom, const std::string& id, double one_way_s, double bytes_per_s) {
+    [self, add_peer](latency_atom, const std::string& id, double one_way_s, double bytes_per_s) {
       auto& st = self->state;
       st.links[id] = routing::link_estimate{one_way_s, bytes_per_s};
       if (auto s = st.stage_of.find(id); s != st.stage_of.end())
-        st.core->add_peer(id, s->second, edge(id, s->second));
+        add_peer(id, s->second);
     },
     [self](inspect_atom) -> std::string {
       auto& st = self->state;

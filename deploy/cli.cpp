@@ -35,7 +35,7 @@ std::string usage_text() {
          "  sim             simulate training under churn in virtual time (configs/scenarios/):\n"
          "                  prints a comparison table, writes CSV, JSON and SVG plots to DIR\n"
          "                  (default sim-results/<scenario>-seed<N>); --router all (default)\n"
-         "                  runs gwtf, swarm and optimal on the same churn trace\n"
+         "                  runs gwtf, swarm, swarm-restart and centralized on one churn trace\n"
          "  shell           inspect a running host through its node.inspect address: status,\n"
          "                  hosts, flows, graph, links, stage, microbatches, actors (docs/shell.md);\n"
          "                  interactive with line editing, or one COMMAND with -c; --cert, --key\n"

@@ -237,11 +237,12 @@ std::string write_sim_outputs(const fs::path& dir, const loaded_scenario& sc, co
             << fmt("%.6g", r.vs_bound) << "," << r.crashes << "," << r.leaves << "," << r.joins << "," << r.degrades
             << "," << r.moves << "\n";
   std::ostringstream iters;
-  iters << "router,iteration,start_s,end_s,duration_s,flows\n";
+  iters << "router,iteration,start_s,end_s,duration_s,aggregation_s,flows\n";
   for (auto& r : results)
     for (std::size_t i = 0; i < r.iteration_s.size(); ++i)
       iters << to_string(r.router) << "," << i << "," << fmt("%.6g", r.iteration_end_s[i] - r.iteration_s[i]) << ","
             << fmt("%.6g", r.iteration_end_s[i]) << "," << fmt("%.6g", r.iteration_s[i]) << ","
+            << fmt("%.6g", i < r.aggregation_s.size() ? r.aggregation_s[i] : 0.0) << ","
             << (i < r.flows.size() ? r.flows[i] : 0) << "\n";
   std::ostringstream json;
   json << "{\"scenario\":" << json_string(sc.config.name) << ",\"seed\":" << sc.config.seed
@@ -262,7 +263,8 @@ std::string write_sim_outputs(const fs::path& dir, const loaded_scenario& sc, co
          << ",\"run_bound_microbatches_per_s\":" << fmt("%.6g", x.run_bound_microbatches_per_s)
          << ",\"vs_bound\":" << fmt("%.6g", x.vs_bound) << ",\"bound_iteration_s\":" << json_array(r.bound_iteration_s)
          << ",\"iteration_s\":" << json_array(r.iteration_s)
-         << ",\"iteration_end_s\":" << json_array(r.iteration_end_s) << ",\"flows\":" << json_array(r.flows)
+         << ",\"iteration_end_s\":" << json_array(r.iteration_end_s)
+         << ",\"aggregation_s\":" << json_array(r.aggregation_s) << ",\"flows\":" << json_array(r.flows)
          << ",\"crash_times_s\":" << json_array(r.crash_times_s) << ",\"join_times_s\":" << json_array(r.join_times_s)
          << ",\"crashes\":" << r.crashes << ",\"leaves\":" << r.leaves << ",\"joins\":" << r.joins
          << ",\"degrades\":" << r.degrades << ",\"moves\":" << r.moves << ",\"fallback_hops\":" << r.fallback_hops

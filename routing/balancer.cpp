@@ -99,10 +99,11 @@ void flow_balancer::send_up_cost(const held_flow& f, std::vector<outgoing>& out)
     confirm_to(f, f.next, out);
 }
 
-void flow_balancer::add_peer(const std::string& id, int stage, double edge_cost) {
+void flow_balancer::add_peer(const std::string& id, int stage, double edge_cost, double link_s) {
   auto& p = peers_[id];
   p.stage = stage;
   p.edge = stage == next_stage() || stage == prev_stage() ? edge_cost : 0.0;
+  p.link_s = stage == next_stage() && std::isfinite(link_s) && link_s > 0 ? link_s : 0.0;
   // The data holders closing a ring always take their own flows back.
   if (stage == 0 && next_stage() == 0)
     p.heard = true;
@@ -116,8 +117,15 @@ std::optional<double> flow_balancer::cost_to(const std::string& target) const {
 }
 
 std::optional<std::pair<std::string, double>>
-flow_balancer::best_next(const std::string& target, const std::set<std::string>& exclude) const {
+flow_balancer::best_next(const std::string& target, const std::set<std::string>& exclude, bool loaded) const {
   std::optional<std::pair<std::string, double>> best;
+  // Link load (docs/routing.md, "Link load"): the flows this node already sends to each next
+  // hop queue ahead of one more on that link.
+  std::map<std::string, int> on_link;
+  if (loaded && cfg_.link_load)
+    for (auto& [fid, f] : flows_)
+      if (!f.next.empty())
+        ++on_link[f.next];
   for (auto& [id, p] : peers_) {
     if (p.stage != next_stage() || exclude.count(id) > 0)
       continue;
@@ -132,6 +140,8 @@ flow_balancer::best_next(const std::string& target, const std::set<std::string>&
         continue;
       c = p.edge + it->second;
     }
+    if (auto n = on_link.find(id); n != on_link.end())
+      c += n->second * p.link_s;
     if (!best || c < best->second)
       best = std::make_pair(id, c); // ties: the smallest id (map order)
   }
@@ -434,7 +444,10 @@ std::vector<outgoing> flow_balancer::on_request(const std::string& from, const w
     out.push_back({from, response(r.flow_id, false, wire::reject_reason::no_spare_path, r.target)});
     return out;
   }
-  if (stale(*c, r.advertised_cost)) {
+  // Stale: the path got dearer than the requester believed. Judged on the bare path cost: the
+  // load part grows with every flow admitted, and a burst of requests on one advert would
+  // otherwise be turned away one by one.
+  if (auto bare = best_next(r.target, {}, false); !bare || stale(bare->second, r.advertised_cost)) {
     out.push_back({from, response(r.flow_id, false, wire::reject_reason::stale_cost, r.target)});
     return out;
   }

@@ -73,7 +73,11 @@ public:
   /// Declares a neighbour: a node of the previous, same or next stage. `edge_cost` is d(self,
   /// peer) for previous- and next-stage peers (for the last relay stage the next stage is the
   /// data holders, for the first the previous one), else ignored.
-  void add_peer(const std::string& id, int stage, double edge_cost);
+  /// `link_s`: how long one microbatch occupies the link to a next-stage peer (its transfer,
+  /// forward and backward averaged; routing/cost_model.hpp). With `gwtf.link_load`, every
+  /// flow this node already sends over that link adds `link_s` to the cost of the next one,
+  /// so flows spread over parallel links instead of queueing on the cheapest.
+  void add_peer(const std::string& id, int stage, double edge_cost, double link_s = 0);
 
   /// The peer is gone (crash, leave): flows through it are released and rebuilt.
   std::vector<outgoing> remove_peer(const std::string& id, std::int64_t now);
@@ -113,6 +117,7 @@ private:
   struct peer {
     int stage = 0;
     double edge = 0;                     ///< d(self, peer) when it is a next hop
+    double link_s = 0;                   ///< one microbatch's occupancy of the link to it
     std::map<std::string, double> costs; ///< its advertised cost per data holder
     int demand = 0;                      ///< < 0: it can take -demand more flows
     bool heard = false;                  ///< an advert or introduction arrived
@@ -171,8 +176,11 @@ private:
   std::vector<outgoing> on_sync(const std::string& from, const wire::flow_sync& s, std::int64_t now);
   int next_stage() const { return (stage_ + 1) % stages_; }
   int prev_stage() const { return (stage_ + stages_ - 1) % stages_; }
+  /// The cheapest next hop towards `target`; `loaded`: with the load of this node's own
+  /// flows on each link (the cost of one more flow), else the bare path cost.
   std::optional<std::pair<std::string, double>> best_next(const std::string& target,
-                                                         const std::set<std::string>& exclude) const;
+                                                         const std::set<std::string>& exclude,
+                                                         bool loaded = true) const;
   std::vector<wire::target_cost> advert() const;
   void forward_request(held_flow& f, std::vector<outgoing>& out);
   void release(std::uint64_t id, std::vector<outgoing>& out, wire::reject_reason why);

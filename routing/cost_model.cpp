@@ -17,4 +17,9 @@ double edge_cost(double compute_i_s, double compute_j_s, const link_estimate& ij
          + 2 * activation_bytes / bw;
 }
 
+double link_occupancy_s(const link_estimate& ij, const link_estimate& ji, double activation_bytes) {
+  double bw = ij.bandwidth_bytes_s + ji.bandwidth_bytes_s;
+  return bw > 0 ? 2 * activation_bytes / bw : std::numeric_limits<double>::infinity();
+}
+
 } // namespace gwtf::routing

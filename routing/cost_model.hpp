@@ -21,4 +21,9 @@ link_estimate to_estimate(const link_params& link);
 double edge_cost(double compute_i_s, double compute_j_s, const link_estimate& ij,
                  const link_estimate& ji, double activation_bytes);
 
+/// Seconds one microbatch occupies the link i <-> j: its activation one way and its gradient
+/// back, averaged over the two directions (2*size/(bw_ij + bw_ji), the transfer part of d_ij).
+/// A further microbatch on the same link waits that long behind it.
+double link_occupancy_s(const link_estimate& ij, const link_estimate& ji, double activation_bytes);
+
 } // namespace gwtf::routing

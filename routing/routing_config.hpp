@@ -44,6 +44,7 @@ struct gwtf_config {
   int anti_entropy_ticks = 3;         ///< ticks between CHECKs of the flows one holds
   int request_timeout_ms = 1000;      ///< a FLOW_REQUEST without answer counts as rejected
   gwtf_backward backward = gwtf_backward::stash; ///< what relays keep from forward to backward
+  bool link_load = true;              ///< a link's cost grows with the flows already sent over it
 
   /// Reports every field that is out of range or inconsistent.
   void validate(const issue_sink& report) const;
@@ -94,6 +95,7 @@ void visit_fields(F& f, gwtf_config& x) {
   f("anti_entropy_ticks", x.anti_entropy_ticks);
   f("request_timeout_ms", x.request_timeout_ms);
   f("backward", x.backward);
+  f("link_load", x.link_load);
 }
 
 template <class F>

@@ -312,6 +312,11 @@ private:
     return edge_cost(hosts_[a].compute_s, hosts_[b].compute_s, est(a, b), est(b, a), s_.activation_bytes);
   }
 
+  // How long one microbatch occupies the link a <-> b (the balancer's load term).
+  double link_s(std::size_t a, std::size_t b) const {
+    return link_occupancy_s(est(a, b), est(b, a), s_.activation_bytes);
+  }
+
   // A transfer of `bytes` a -> b that starts now: FIFO per directed link.
   double transfer(std::size_t a, std::size_t b, double bytes) {
     if (a == b)
@@ -818,8 +823,8 @@ private:
       return;
     known_[j].insert(i);
     // d for previous- and next-stage peers; the balancer ignores it for same-stage ones.
-    balancers_[i]->add_peer(hosts_[j].name, sj, cost(i, j));
-    balancers_[j]->add_peer(hosts_[i].name, si, cost(j, i));
+    balancers_[i]->add_peer(hosts_[j].name, sj, cost(i, j), link_s(i, j));
+    balancers_[j]->add_peer(hosts_[i].name, si, cost(j, i), link_s(j, i));
   }
 
   // GWTF: i tops up its view of each neighbouring stage to `gwtf_view` live hosts (0: all),
@@ -871,8 +876,8 @@ private:
               continue;
             auto ri = hosts_[i].region, rj = hosts_[j].region;
             if ((ri == a && rj == b) || (ri == b && rj == a)) {
-              balancers_[i]->add_peer(hosts_[j].name, stage_of(j), cost(i, j));
-              balancers_[j]->add_peer(hosts_[i].name, stage_of(i), cost(j, i));
+              balancers_[i]->add_peer(hosts_[j].name, stage_of(j), cost(i, j), link_s(i, j));
+              balancers_[j]->add_peer(hosts_[i].name, stage_of(i), cost(j, i), link_s(j, i));
             }
           }
       });
@@ -1059,6 +1064,7 @@ private:
                                                             }));
     }
     record_bound(allreduce);
+    res_.aggregation_s.push_back(end - now_);
     at(end, [this] {
       ending_ = false;
       res_.iteration_s.push_back(now_ - iter_start_);

@@ -92,6 +92,7 @@ struct sim_result {
   double setup_s = 0;                  ///< time before the first iteration could start (flow building)
   std::vector<double> iteration_s;     ///< per iteration, start to end of aggregation
   std::vector<double> iteration_end_s; ///< virtual time at which each iteration ended
+  std::vector<double> aggregation_s;   ///< per iteration: its last part, the stages' all-reduce
   std::vector<int> flows;              ///< concurrent routes per iteration (flows; SWARM: none = 0)
   std::int64_t microbatches = 0;       ///< completed, over all iterations
   double compute_s = 0;                ///< compute seconds spent, wasted included

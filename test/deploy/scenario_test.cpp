@@ -220,6 +220,15 @@ TEST_CASE("sim report: the table, CSV, JSON and SVG hold what the runs measured"
   CHECK(summary.rfind("scenario,seed,router,completed,", 0) == 0);
   auto iters = slurp(dir / "iterations.csv");
   CHECK(std::count(iters.begin(), iters.end(), '\n') == 1 + 4 * 4);
+  CHECK(iters.rfind("router,iteration,start_s,end_s,duration_s,aggregation_s,flows\n", 0) == 0);
+  for (auto& res : results) {
+    INFO(to_string(res.router));
+    REQUIRE(res.aggregation_s.size() == res.iteration_s.size());
+    for (std::size_t i = 0; i < res.iteration_s.size(); ++i) {
+      CHECK(res.aggregation_s[i] > 0); // every stage has replicas to average with
+      CHECK(res.aggregation_s[i] < res.iteration_s[i]);
+    }
+  }
   auto json = slurp(dir / "result.json");
   CHECK(json.find("\"router\":\"gwtf\"") != std::string::npos);
   CHECK(json.find("\"iteration_s\":[") != std::string::npos);

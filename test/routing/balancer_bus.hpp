@@ -22,6 +22,7 @@ struct flow_instance {
   std::vector<int> stage;
   std::vector<int> capacity;
   std::vector<std::vector<double>> cost; ///< d(i, j)
+  std::vector<std::vector<double>> link; ///< a microbatch's occupancy of link i -> j (empty: none)
 
   static flow_instance random(std::uint64_t seed) {
     std::mt19937_64 rng{seed};
@@ -75,7 +76,7 @@ public:
     for (std::size_t i = 0; i < in.ids.size(); ++i)
       for (std::size_t j = 0; j < in.ids.size(); ++j)
         if (adjacent(i, j) && dead_.count(in.ids[i]) == 0 && dead_.count(in.ids[j]) == 0)
-          nodes_.at(in.ids[i]).add_peer(in.ids[j], in.stage[j], in.cost[i][j]);
+          nodes_.at(in.ids[i]).add_peer(in.ids[j], in.stage[j], in.cost[i][j], link(i, j));
   }
 
   /// An offline node joins: it and its neighbours learn of each other.
@@ -84,8 +85,8 @@ public:
     std::size_t i = index(id);
     for (std::size_t j = 0; j < in_.ids.size(); ++j)
       if (adjacent(i, j) && dead_.count(in_.ids[j]) == 0) {
-        nodes_.at(id).add_peer(in_.ids[j], in_.stage[j], in_.cost[i][j]);
-        nodes_.at(in_.ids[j]).add_peer(id, in_.stage[i], in_.cost[j][i]);
+        nodes_.at(id).add_peer(in_.ids[j], in_.stage[j], in_.cost[i][j], link(i, j));
+        nodes_.at(in_.ids[j]).add_peer(id, in_.stage[i], in_.cost[j][i], link(j, i));
       }
   }
 
@@ -136,6 +137,8 @@ public:
   std::int64_t now() const { return now_; }
 
 private:
+  double link(std::size_t i, std::size_t j) const { return in_.link.empty() ? 0.0 : in_.link[i][j]; }
+
   bool adjacent(std::size_t i, std::size_t j) const {
     int si = in_.stage[i];
     int sj = in_.stage[j];
