@@ -341,4 +341,92 @@ min_max_result max_flow_min_max(const std::vector<flow_node>& nodes, int stages,
   return out;
 }
 
+std::vector<std::vector<unit_path>> congestion_rings(const std::vector<flow_node>& nodes, int stages,
+                                                     const std::vector<std::size_t>& holders,
+                                                     int rings_per_holder, const edge_cost_fn& cost,
+                                                     const edge_cost_fn& link_s) {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<unit_path>> out(holders.size());
+  std::vector<std::vector<std::size_t>> at(static_cast<std::size_t>(std::max(stages, 1)));
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    if (nodes[i].stage > 0 && nodes[i].stage < stages)
+      at[static_cast<std::size_t>(nodes[i].stage)].push_back(i);
+  std::vector<int> free(nodes.size());
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    free[i] = nodes[i].capacity;
+  std::map<std::pair<std::size_t, std::size_t>, int> load;
+  auto edge = [&](std::size_t a, std::size_t b) {
+    double c = cost(a, b);
+    auto it = load.find({a, b});
+    return it == load.end() ? c : c + it->second * link_s(a, b);
+  };
+  // The cheapest ring h -> stage 1 -> ... -> stage S-1 -> h under the current loads, through
+  // relays with a free slot (`slots`) or through any relay; empty when there is none.
+  auto cheapest = [&](std::size_t h, bool slots) {
+    std::vector<double> dist(nodes.size(), inf);
+    std::vector<std::size_t> via(nodes.size(), h);
+    auto usable = [&](std::size_t r) { return !slots || free[r] > 0; };
+    for (auto r : at[1])
+      if (usable(r))
+        dist[r] = edge(h, r);
+    for (int s = 2; s < stages; ++s)
+      for (auto b : at[static_cast<std::size_t>(s)]) {
+        if (!usable(b))
+          continue;
+        for (auto a : at[static_cast<std::size_t>(s - 1)])
+          if (dist[a] < inf && dist[a] + edge(a, b) < dist[b]) {
+            dist[b] = dist[a] + edge(a, b);
+            via[b] = a;
+          }
+      }
+    double best = inf;
+    std::size_t last = h;
+    for (auto r : at[static_cast<std::size_t>(stages - 1)])
+      if (dist[r] < inf && dist[r] + edge(r, h) < best) {
+        best = dist[r] + edge(r, h);
+        last = r;
+      }
+    unit_path ring;
+    if (!(best < inf))
+      return ring;
+    ring.resize(static_cast<std::size_t>(stages));
+    ring[0] = h;
+    for (auto n = last, s = static_cast<std::size_t>(stages - 1); s >= 1; n = via[n], --s)
+      ring[s] = n;
+    return ring;
+  };
+  auto take = [&](std::size_t k, unit_path ring) {
+    for (std::size_t s = 0; s < ring.size(); ++s) {
+      if (s > 0)
+        --free[ring[s]];
+      ++load[{ring[s], ring[(s + 1) % ring.size()]}];
+    }
+    out[k].push_back(std::move(ring));
+  };
+  if (stages < 2 || rings_per_holder <= 0)
+    return out;
+  std::vector<bool> done(holders.size(), false);
+  for (bool any = true; any;) {
+    any = false;
+    for (std::size_t k = 0; k < holders.size(); ++k) {
+      if (done[k] || static_cast<int>(out[k].size()) >= rings_per_holder)
+        continue;
+      auto ring = cheapest(holders[k], true);
+      if (ring.empty()) {
+        done[k] = true;
+        continue;
+      }
+      take(k, std::move(ring));
+      any = true;
+    }
+  }
+  // Fewer slots than holders: a holder left without a ring shares the cheapest one (its
+  // microbatches queue for the slots), so that no holder starves.
+  for (std::size_t k = 0; k < holders.size(); ++k)
+    if (out[k].empty())
+      if (auto ring = cheapest(holders[k], false); !ring.empty())
+        take(k, std::move(ring));
+  return out;
+}
+
 } // namespace gwtf::routing

@@ -68,4 +68,17 @@ min_max_result max_flow_min_max(const std::vector<flow_node>& nodes, int stages,
 /// Cost of a unit path (sum of its edges, the closing edge back to the holder included).
 double path_cost(const unit_path& path, const edge_cost_fn& cost);
 
+/// Rings per data holder with global knowledge of every link's load: multi-commodity (each
+/// ring leaves its data holder and returns to it) and congestion-priced. Holders take turns
+/// (round robin, max-min fair); each turn adds the holder's cheapest ring through relays with
+/// a free slot, where an edge costs cost(a, b) + (rings already on a -> b) x link_s(a, b),
+/// found exactly by dynamic programming over the stages. Stops for a holder at
+/// `rings_per_holder` or when no relay path is left; a holder left without any ring (fewer
+/// slots than holders) shares its cheapest ring over full relays. `holders`: stage-0 nodes.
+/// Greedy: not an optimum (docs/routing.md, "Centralized router").
+std::vector<std::vector<unit_path>> congestion_rings(const std::vector<flow_node>& nodes, int stages,
+                                                     const std::vector<std::size_t>& holders,
+                                                     int rings_per_holder, const edge_cost_fn& cost,
+                                                     const edge_cost_fn& link_s);
+
 } // namespace gwtf::routing

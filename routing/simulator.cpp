@@ -1254,12 +1254,34 @@ private:
         nodes.push_back({stage_of(h), hosts_[h].capacity});
         ids.push_back(h);
       }
+    opt_paths_.clear();
+    if (s_.gwtf.link_load) {
+      // With link load (GWTF's cost model): rings per holder, congestion-priced, with global
+      // knowledge of every link's load (routing/optimum.hpp congestion_rings).
+      std::vector<std::size_t> hs;
+      for (std::size_t n = 0; n < ids.size(); ++n)
+        if (stage_of(ids[n]) == 0)
+          hs.push_back(n);
+      int per_holder = s_.microbatches_per_holder;
+      for (auto n : hs)
+        per_holder = std::min(per_holder, hosts_[ids[n]].capacity);
+      auto rings = congestion_rings(
+        nodes, S(), hs, per_holder, [&](std::size_t a, std::size_t b) { return cost(ids[a], ids[b]); },
+        [&](std::size_t a, std::size_t b) { return link_s(ids[a], ids[b]); });
+      for (std::size_t k = 0; k < hs.size(); ++k)
+        for (auto& ring : rings[k]) {
+          std::vector<std::size_t> path;
+          for (auto n : ring)
+            path.push_back(ids[n]);
+          opt_paths_[ids[hs[k]]].push_back(std::move(path));
+        }
+      return;
+    }
     auto mm = max_flow_min_max(nodes, S(), [&](std::size_t a, std::size_t b) { return cost(ids[a], ids[b]); });
     // The oracle is single-commodity (docs/routing.md): a unit path may leave one data holder
     // and return to another. Each path is given to the holder it costs least to close the
     // ring at (entry + return hop), every holder taking an equal share; the relay hops, the
     // flow count and the capacities stay the oracle's.
-    opt_paths_.clear();
     std::vector<std::vector<std::size_t>> relays;
     for (auto& p : mm.paths) {
       std::vector<std::size_t> hosts;

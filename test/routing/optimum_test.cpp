@@ -225,3 +225,49 @@ TEST_CASE("min-max: on random layered graphs the bounds hold and the paths are a
           << gaps[50] << ", 90th percentile " << gaps[90] << ", max " << gaps.back());
   CHECK(gaps[50] < 1.5); // the bounds are informative, not a formality
 }
+
+TEST_CASE("congestion rings: each holder's rings return to it, capacities hold, shares within one, load spreads them") {
+  // 2 holders, stage 1: a (capacity 3), b (capacity 3); stage 2: c (capacity 6). a is
+  // cheaper than b; one ring occupies a link for 0.4 s.
+  std::vector<gwtf::routing::flow_node> nodes{{0, 8}, {0, 8}, {1, 3}, {1, 3}, {2, 6}};
+  auto cost = [](std::size_t x, std::size_t y) {
+    return (x == 3 || y == 3) ? 0.3 : 0.1; // via b dearer
+  };
+  for (double occupancy : {0.0, 0.4}) {
+    INFO("link occupancy " << occupancy);
+    auto rings = gwtf::routing::congestion_rings(nodes, 3, {0, 1}, 8, cost,
+                                           [&](std::size_t, std::size_t) { return occupancy; });
+    REQUIRE(rings.size() == 2);
+    // Capacity of stage 1 (6) limits: 3 rings each, max-min fair.
+    CHECK(rings[0].size() == 3);
+    CHECK(rings[1].size() == 3);
+    std::vector<int> used(nodes.size(), 0);
+    for (std::size_t k = 0; k < 2; ++k)
+      for (auto& r : rings[k]) {
+        REQUIRE(r.size() == 3);
+        CHECK(r[0] == k); // leaves and returns to its own holder
+        CHECK(nodes[r[1]].stage == 1);
+        CHECK(nodes[r[2]].stage == 2);
+        ++used[r[1]];
+        ++used[r[2]];
+      }
+    for (std::size_t i = 2; i < nodes.size(); ++i)
+      CHECK(used[i] <= nodes[i].capacity);
+    CHECK(used[2] + used[3] == 6);
+  }
+  // Few rings and a heavy load: the second ring of each holder avoids its loaded link to a.
+  auto rings = gwtf::routing::congestion_rings(nodes, 3, {0}, 2, cost, [](std::size_t, std::size_t) { return 1.0; });
+  REQUIRE(rings[0].size() == 2);
+  CHECK(rings[0][0][1] == 2);
+  CHECK(rings[0][1][1] == 3);
+  auto bare = gwtf::routing::congestion_rings(nodes, 3, {0}, 2, cost, [](std::size_t, std::size_t) { return 0.0; });
+  CHECK(bare[0][1][1] == 2);
+  // Three holders, one slot at stage 1: the first takes it, the others share its ring.
+  std::vector<gwtf::routing::flow_node> tight{{0, 4}, {0, 4}, {0, 4}, {1, 1}, {2, 4}};
+  auto shared = gwtf::routing::congestion_rings(tight, 3, {0, 1, 2}, 4, [](std::size_t, std::size_t) { return 0.1; },
+                                                [](std::size_t, std::size_t) { return 0.0; });
+  for (std::size_t k = 0; k < 3; ++k) {
+    REQUIRE(shared[k].size() == 1);
+    CHECK(shared[k][0] == gwtf::routing::unit_path{k, 3, 4});
+  }
+}
