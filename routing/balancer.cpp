@@ -224,6 +224,9 @@ std::vector<outgoing> flow_balancer::tick(std::int64_t now) {
 
   if (!holder())
     anneal_tick(now, out);
+  // Re-routing off dear or loaded next hops, between two anti-entropy rounds.
+  if (moves_enabled_ && cfg_.reroute_gain > 0 && now % cfg_.anti_entropy_ticks == cfg_.anti_entropy_ticks / 2)
+    reroute_tick(now, out);
 
   // A data holder starts as many flows as its capacity allows and a first hop can take.
   if (holder()) {
@@ -252,6 +255,50 @@ std::vector<outgoing> flow_balancer::tick(std::int64_t now) {
   for (auto it = freed_.begin(); it != freed_.end();)
     it = now - it->second.since > cfg_.half_built_ttl_ticks ? freed_.erase(it) : std::next(it);
   return out;
+}
+
+// Re-routing (docs/routing.md, "Re-routing built flows"): at most one built flow per call
+// moves its next hop to the peer where it would cost at least `reroute_gain` less. Staying
+// costs the flow's own path as its next hop reported it (its tail, without the load
+// downstream) plus the load of the other flows on this link; moving costs what the new next
+// hop advertises for one more flow, its link's load included. The comparison leans towards
+// staying, so that moves settle. The move is the re-route after a loss downstream: the old
+// next hop is cancelled (and cancels onwards), the flow is requested from the new one.
+void flow_balancer::reroute_tick(std::int64_t now, std::vector<outgoing>& out) {
+  if (next_stage() == 0)
+    return; // the ring closes at its own data holder: nothing to choose
+  std::map<std::string, int> on_link;
+  for (auto& [fid, f] : flows_)
+    if (!f.next.empty())
+      ++on_link[f.next];
+  held_flow* best = nullptr;
+  std::string to;
+  double best_gain = 0;
+  for (auto& [fid, f] : flows_) {
+    if (!f.built || f.next.empty() || !f.tail_known)
+      continue;
+    auto p = peers_.find(f.next);
+    if (p == peers_.end())
+      continue;
+    double others = cfg_.link_load ? (on_link[f.next] - 1) * p->second.link_s : 0.0;
+    double stay = p->second.edge + f.tail + others;
+    auto alt = best_next(f.target, {f.next});
+    if (!alt)
+      continue;
+    double gain = stay - alt->second;
+    if (gain >= cfg_.reroute_gain * stay && gain > best_gain) {
+      best_gain = gain;
+      best = &f;
+      to = alt->first;
+    }
+  }
+  if (best == nullptr)
+    return;
+  ++stats_.reroutes;
+  out.push_back({best->next, wire::flow_sync{wire::sync_kind::cancel, best->id, best->target, 0.0, {}, 0}});
+  best->built = false;
+  best->since_tick = now;
+  request_to(*best, to, out);
 }
 
 // Reserves a slot for the flow `r` asks for, fed by `from`.

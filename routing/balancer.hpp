@@ -14,7 +14,9 @@
 // split around itself, and lists its flows to same-stage peers. Simulated annealing then
 // moves flows between same-stage peers: REDIRECT (a peer hands me one of its flows) and SWAP
 // (we exchange one flow each), with the min-max criterion, one outstanding proposal per node
-// and the handover executed by the flow's upstream hop (docs/routing.md).
+// and the handover executed by the flow's upstream hop (docs/routing.md). Costs count the
+// load of a host's own links (`link_load`), and a built flow moves to a clearly cheaper next
+// hop (`reroute_gain`), so that rings rebuilt piecemeal after churn do not stay poor.
 #pragma once
 
 #include <cstdint>
@@ -59,6 +61,7 @@ struct move_stats {
   int redirects = 0;        ///< executed REDIRECTs (either side)
   int swaps = 0;            ///< executed SWAPs (either side)
   int worsening = 0;        ///< executed moves that the annealing let through
+  int reroutes = 0;         ///< built flows this node moved to a cheaper next hop
 };
 
 /// The balancer of one node.
@@ -101,8 +104,8 @@ public:
   /// data holders: out + tail), once the protocol has delivered both halves.
   std::optional<double> ring_cost(const held_flow& f) const;
 
-  /// Stops (false) or resumes proposing and accepting annealing moves and fair-share
-  /// handovers between data holders; handovers already agreed still complete. Lets a test take
+  /// Stops (false) or resumes proposing and accepting annealing moves, re-routes and
+  /// fair-share handovers between data holders; handovers already agreed still complete. Lets a test take
   /// a quiescent snapshot.
   void set_moves(bool enabled) { moves_enabled_ = enabled; }
 
@@ -169,6 +172,7 @@ private:
   bool anneal_accepts(double before, double after);
   void executed(wire::move_kind kind, bool worsening, std::int64_t now);
   void anneal_tick(std::int64_t now, std::vector<outgoing>& out);
+  void reroute_tick(std::int64_t now, std::vector<outgoing>& out);
   std::vector<candidate> candidates(wire::move_kind kind, std::optional<wire::flow_entry>& gives) const;
   std::vector<outgoing> on_proposal(const std::string& from, const wire::move_proposal& p, std::int64_t now);
   std::vector<outgoing> on_move_response(const std::string& from, const wire::move_response& r, std::int64_t now);

@@ -18,6 +18,8 @@ void gwtf_config::validate(const issue_sink& report) const {
   check_real(report, "swap_probability", swap_probability, 0.0, bound::closed, 1.0, bound::closed,
              "a probability");
   check_real(report, "min_gain", min_gain, 0.0, bound::closed, 1.0, bound::open, "a fraction of a cost");
+  check_real(report, "reroute_gain", reroute_gain, 0.0, bound::closed, 1.0, bound::open,
+             "a fraction of a cost (0: built flows are never re-routed for cost)");
   check_int(report, "half_built_ttl_ticks", half_built_ttl_ticks, 1, 1'000'000, "a number of ticks");
   check_int(report, "anti_entropy_ticks", anti_entropy_ticks, 1, 1'000'000, "a number of ticks");
   check_int(report, "request_timeout_ms", request_timeout_ms, 1, 3'600'000,

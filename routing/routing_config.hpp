@@ -45,6 +45,7 @@ struct gwtf_config {
   int request_timeout_ms = 1000;      ///< a FLOW_REQUEST without answer counts as rejected
   gwtf_backward backward = gwtf_backward::stash; ///< what relays keep from forward to backward
   bool link_load = true;              ///< a link's cost grows with the flows already sent over it
+  double reroute_gain = 0.3;          ///< a built flow moves to another next hop that costs this fraction less; 0: never
 
   /// Reports every field that is out of range or inconsistent.
   void validate(const issue_sink& report) const;
@@ -96,6 +97,7 @@ void visit_fields(F& f, gwtf_config& x) {
   f("request_timeout_ms", x.request_timeout_ms);
   f("backward", x.backward);
   f("link_load", x.link_load);
+  f("reroute_gain", x.reroute_gain);
 }
 
 template <class F>

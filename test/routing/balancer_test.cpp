@@ -409,3 +409,39 @@ TEST_CASE("balancer: link load spreads a holder's flows over parallel links, wit
     CHECK(*bus.nodes().at("a").cost_to("dh") == doctest::Approx(1.0 + (load ? 0.5 * on("a") : 0.0)));
   }
 }
+
+// One relay x (stage 1 of 3) carries a built flow of dh through a (0.2 there, 0.2 back to dh).
+// A probe then finds its link to b far cheaper and b advertises 0.05 to dh: on the re-route
+// tick x cancels the flow at a and requests it from b; with reroute_gain 0 it stays.
+TEST_CASE("balancer: a built flow moves to a next hop that costs reroute_gain less, the old one is cancelled") {
+  for (double gain : {0.3, 0.0}) {
+    INFO("reroute_gain " << gain);
+    routing::gwtf_config cfg;
+    cfg.reroute_gain = gain;
+    routing::flow_balancer x{"x", 1, 3, 4, cfg};
+    x.add_peer("dh", 0, 0.1);
+    x.add_peer("a", 2, 0.2);
+    x.add_peer("b", 2, 1.0);
+    x.handle("a", wire::cost_advert{{{"dh", 0.2, -4}}}, 0);
+    x.handle("b", wire::cost_advert{{{"dh", 5.0, -4}}}, 0);
+    auto fwd = x.handle("dh", wire::flow_request{7, "dh", 0.4, 1, 0}, 0);
+    REQUIRE(fwd.size() == 1);
+    CHECK(fwd[0].to == "a");
+    x.handle("a", wire::flow_response{7, true, wire::reject_reason::none, 0.2, -3}, 0);
+    REQUIRE(x.flows().at(7).built);
+    x.add_peer("b", 2, 0.05);
+    x.handle("b", wire::cost_advert{{{"dh", 0.05, -4}}}, 0);
+    bool cancelled = false, requested = false;
+    for (std::int64_t now = 1; now <= 3; ++now)
+      for (auto& o : x.tick(now)) {
+        if (auto* s = std::get_if<wire::flow_sync>(&o.msg); s && s->kind == wire::sync_kind::cancel)
+          cancelled |= o.to == "a" && s->flow_id == 7;
+        if (auto* r = std::get_if<wire::flow_request>(&o.msg))
+          requested |= o.to == "b" && r->flow_id == 7;
+      }
+    CHECK(cancelled == (gain > 0));
+    CHECK(requested == (gain > 0));
+    CHECK(x.flows().at(7).next == (gain > 0 ? "b" : "a"));
+    CHECK(x.moves().reroutes == (gain > 0 ? 1 : 0));
+  }
+}
