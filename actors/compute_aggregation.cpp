@@ -192,7 +192,9 @@ boundary try_apply(self_ptr self, std::uint64_t i) {
     report_compute(self, i, 0, wasted);
   st.averaged.erase(i);
   st.shares.erase(i);
-  st.my_norm.erase(i);
+  // The norm of i stays until i + 1 is applied: a peer that learns of this host only now
+  // (catch_up) may still be in i and wait for it (a launch run once stalled for good so).
+  st.my_norm.erase(st.my_norm.begin(), st.my_norm.lower_bound(i));
   st.barrier->finish(i);
   st.current = i + 1;
   st.fresh = false;

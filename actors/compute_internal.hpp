@@ -79,7 +79,7 @@ struct compute_state {
   std::map<std::uint64_t, std::map<std::string, share_data>> shares;
   std::set<std::uint64_t> shared, normed;
   std::map<std::uint64_t, std::vector<torch::Tensor>> averaged;
-  std::map<std::uint64_t, double> my_norm; // this stage's squared norm, until applied
+  std::map<std::uint64_t, double> my_norm; // this stage's squared norm, until the next is applied
   replica_vote vote;
   std::optional<wire::replica_hash> last_hash; // of the last step applied
   bool fresh = false; // loaded a state and applied no step since: may be behind the others

@@ -187,9 +187,11 @@ void catch_up(self_ptr self, const std::string& id, std::int32_t stage) {
     return;
   if (st.last_done && st.last_done->iteration == st.current)
     st.ctx->send(self, id, service::stage, *st.last_done);
-  if (auto n = st.my_norm.find(st.current); n != st.my_norm.end())
+  // This stage's norms of the iteration in progress and of the one just applied: the peer may
+  // still be in that one, waiting for a norm this host sent before it knew the peer.
+  for (auto n = st.my_norm.lower_bound(st.current > 0 ? st.current - 1 : 0); n != st.my_norm.end(); ++n)
     st.ctx->send(self, id, service::stage,
-                 wire::norm_share{st.current, static_cast<std::uint32_t>(st.ctx->stage), n->second});
+                 wire::norm_share{n->first, static_cast<std::uint32_t>(st.ctx->stage), n->second});
   if (stage != st.ctx->stage)
     return;
   if (auto s = st.shares.find(st.current); s != st.shares.end())
@@ -275,6 +277,8 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
             }
             resume(self, try_average(self, m.iteration));
           } else if constexpr (std::is_same_v<T, wire::norm_share>) {
+            if (m.iteration < st.current)
+              return; // applied here already (a catch-up for a peer that was behind)
             st.barrier->norm(m.iteration, m.stage, m.sum_squares);
             resume(self, try_apply(self, m.iteration));
           } else if constexpr (std::is_same_v<T, wire::replica_hash>) {
