@@ -252,6 +252,11 @@ void finish(driver_ptr self) {
   st.done = true;
   check_up_to(self, std::numeric_limits<std::uint64_t>::max(), true);
   st.result.wall_s = std::chrono::duration<double>(clock::now() - st.start).count();
+  st.result.gone = st.dead;
+  st.result.faults_through = st.injected.empty() ? 0 : *st.injected.rbegin();
+  for (auto& [host, by_iteration] : st.compute_by_host)
+    for (auto& [i, secs] : by_iteration)
+      st.result.live_compute[i] += secs;
   st.control->stop_all(self);
   *st.result_out = st.result;
   st.finished->set_value();
@@ -275,6 +280,22 @@ void host_gone(driver_ptr self, const std::string& name, bool crashed) {
       st.compute_by_host.erase(name);
     } else {
       ++st.result.departures;
+    }
+    // The last replica of a relay stage is gone: no ring can close. With checkpoints the run
+    // stops here and the caller restores the stage from the newest cut (docs/checkpoints.md).
+    int stage = stage_of(st, name);
+    bool checkpoints = !st.spec->data_dir.empty() && st.spec->training.checkpoint_every > 0;
+    if (checkpoints && stage > 0 && !st.result.completed) {
+      bool left = false;
+      for (auto& h : st.hosts)
+        left = left || stage_of(st, h) == stage;
+      if (!left) {
+        *st.out << "# every replica of stage " << stage << " is gone (" << name
+                << " was the last): no ring can close; stopping to restore it from the checkpoints" << std::endl;
+        st.result.lost_stage = stage;
+        finish(self);
+        return;
+      }
     }
   }
   maybe_print(self);
@@ -487,7 +508,10 @@ void print_summary(const cluster_config& cfg, const embedded_result& result, std
       << (result.compute_s > 0 ? 100 * result.wasted_s / result.compute_s : 0) << "% of "
       << std::setprecision(1) << result.compute_s << " s; exactly-once violations "
       << result.exactly_once_violations.size() << "; replica disagreements " << result.replica_disagreements.size()
-      << "; handled peer errors " << result.failures.size() << "\n";
+      << "; handled peer errors " << result.failures.size();
+  if (result.recoveries > 0)
+    out << "; lost stages restored " << result.recoveries;
+  out << "\n";
   for (auto& v : result.exactly_once_violations)
     out << "# exactly-once violation: " << v << "\n";
   for (auto& v : result.replica_disagreements)
@@ -553,7 +577,6 @@ embedded_result run_driver(const cluster_config& cfg, std::shared_ptr<const acto
       finished.wait();
     }
   }
-  print_summary(cfg, result, out);
   return result;
 }
 

@@ -74,10 +74,13 @@ std::variant<std::uint64_t, std::string> resume_point(const actors::cluster_spec
 /// Empty on success, else why the run cannot resume.
 std::string prepare_resume(actors::cluster_spec& spec, const run_bounds& request, std::ostream& out);
 
-/// Runs the driver with `control` until training ends or `timeout_s` passes, then prints the
-/// summary (and writes training.loss_out).
+/// Runs the driver with `control` until training ends, a whole relay stage is lost with
+/// checkpoints on (`lost_stage`), or `timeout_s` passes.
 embedded_result run_driver(const cluster_config& cfg, std::shared_ptr<const actors::cluster_spec> spec,
                            host_control& control, bool with_network,
                            std::ostream& out, double timeout_s);
+
+/// The summary lines of a run (and training.loss_out with its plots).
+void print_summary(const cluster_config& cfg, const embedded_result& result, std::ostream& out);
 
 } // namespace gwtf::deploy

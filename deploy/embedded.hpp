@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -60,6 +61,14 @@ struct embedded_result {
   std::uint64_t last_checkpoint = 0;                 ///< the newest iteration written
   /// host -> the iteration it resumed at and its weights hash after the load
   std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> resumed;
+  /// Whole-stage loss (docs/checkpoints.md): the relay stage whose last replica went (0: none)
+  /// when checkpoints are on; the run stopped there to be resumed from the cut.
+  int lost_stage = 0;
+  std::set<std::string> gone;          ///< hosts that crashed or left
+  std::uint64_t faults_through = 0;    ///< the scripted faults of iterations <= this one happened
+  /// iteration -> compute seconds of the hosts still alive at the end (rolled back on recovery)
+  std::map<std::uint64_t, double> live_compute;
+  int recoveries = 0;                  ///< whole stages restored from checkpoints
 };
 
 /// Runs `cfg` until training.iterations are done or `timeout_s` passes. Prints one progress

@@ -429,6 +429,10 @@ embedded_result run_launch(const cluster_config& cfg, const launch_options& opts
   pthread_kill(signal_thread.native_handle(), SIGUSR2);
   signal_thread.join();
   pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  if (result.lost_stage > 0) // not restored here (docs/checkpoints.md): resume with --resume
+    result.failures.push_back("every replica of stage " + std::to_string(result.lost_stage)
+                              + " is gone; launch does not restore a lost stage: run again with --resume");
+  print_summary(cfg, result, out);
   for (auto& e : control.exits())
     out << "# exited: " << e << "\n";
   return result;

@@ -288,6 +288,39 @@ TEST_CASE("cluster: when every replica of a stage is gone the data holders say s
   CHECK(r.replica_disagreements.empty());
 }
 
+TEST_CASE("cluster: a lost stage is restored from the checkpoints without an operator and trains on as the reference does") {
+  namespace fs = std::filesystem;
+  auto dir = fs::temp_directory_path() / ("gwtf-cluster-restore-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  // Both stage-3 relays crash in iteration 5; checkpoints every 2 iterations, one copy each.
+  auto cfg = local(10, {fault(5, actors::fault_action::crash, "r3-virginia"),
+                        fault(5, actors::fault_action::crash, "r3-frankfurt")});
+  cfg.node.data_dir = dir.string();
+  cfg.training.checkpoint_every = 2;
+  cfg.training.checkpoint_replicas = 1;
+  std::ostringstream log;
+  auto r = deploy::run_embedded(cfg, log, 120);
+  INFO(log.str());
+  REQUIRE(r.completed);
+  CHECK(r.recoveries == 1);
+  CHECK(r.crashes == 2);
+  CHECK(log.str().find("# every replica of stage 3 is gone") != std::string::npos);
+  // The relay moved from the stage with the most replicas (ties: the lower stage, the first name).
+  CHECK(log.str().find("# restoring stage 3: r1-london moves there from stage 1") != std::string::npos);
+  CHECK(log.str().find("# resuming at iteration 4 ") != std::string::npos);
+  REQUIRE(r.rows.size() == 10);
+  for (std::size_t i = 0; i < r.rows.size(); ++i)
+    CHECK(r.rows[i].iteration == static_cast<std::int64_t>(i));
+  // Rolled back to the cut and trained again from the same data: the reference's curve.
+  check_churn_run(cfg, r);
+  check_replicas_agree(r);
+  REQUIRE(r.final_hashes.count(3) == 1);
+  CHECK(r.final_hashes.at(3).count("r1-london") == 1);
+  CHECK(r.last_applied.at("r1-london") == 9);
+  CHECK(r.wasted_s > 0); // the rolled-back iterations
+  fs::remove_all(dir);
+}
+
 TEST_CASE("cluster: checkpoints are copied to hosts of other stages, and a stage whose files are all lost resumes from the copies") {
   namespace fs = std::filesystem;
   auto dir = fs::temp_directory_path() / ("gwtf-cluster-replicas-" + std::to_string(::getpid()));
