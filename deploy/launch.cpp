@@ -1,11 +1,14 @@
 #include "deploy/launch.hpp"
 
+#include "deploy/recovery.hpp"
+
 #include <arpa/inet.h>
 #include <csignal>
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <map>
 #include <set>
@@ -387,6 +390,31 @@ private:
 
 } // namespace
 
+namespace {
+
+// One run of the processes of `cfg` with the driver; every process is gone on return.
+// `current` lets the signal thread reach the control of the run in progress.
+embedded_result launch_once(const cluster_config& cfg, std::shared_ptr<const cluster_spec> spec,
+                            const launch_options& opts, std::ostream& out, std::atomic<process_control*>& current,
+                            std::vector<std::string>& exits) {
+  embedded_result result;
+  process_control control{cfg, spec, opts, out};
+  if (auto err = control.prepare(); !err.empty()) {
+    result.failures.push_back(err);
+    return result;
+  }
+  out << "launch: " << cfg.hosts.size() << " hosts as processes on 127.0.0.1; configs and logs in " << opts.logs
+      << std::endl;
+  current = &control;
+  result = run_driver(cfg, spec, control, true, out, opts.timeout_s);
+  current = nullptr;
+  for (auto& e : control.exits())
+    exits.push_back(e);
+  return result;
+}
+
+} // namespace
+
 embedded_result run_launch(const cluster_config& cfg, const launch_options& opts, std::ostream& out) {
   embedded_result result;
   if (cfg.hosts.size() < 2) {
@@ -400,13 +428,6 @@ embedded_result run_launch(const cluster_config& cfg, const launch_options& opts
     return result;
   }
   std::shared_ptr<const cluster_spec> spec = mutable_spec;
-  process_control control{cfg, spec, opts, out};
-  if (auto err = control.prepare(); !err.empty()) {
-    result.failures.push_back(err);
-    return result;
-  }
-  out << "launch: " << cfg.hosts.size() << " hosts as processes on 127.0.0.1; configs and logs in " << opts.logs
-      << std::endl;
   // Ctrl-C or SIGTERM ends the run: the hosts leave, then the summary is printed.
   sigset_t signals;
   sigemptyset(&signals);
@@ -415,25 +436,52 @@ embedded_result run_launch(const cluster_config& cfg, const launch_options& opts
   sigaddset(&signals, SIGUSR2); // internal: stops the signal thread
   sigset_t before;
   pthread_sigmask(SIG_BLOCK, &signals, &before);
-  std::thread signal_thread([&signals, &control, &out] {
+  std::atomic<process_control*> current{nullptr};
+  std::atomic<bool> interrupted{false};
+  std::thread signal_thread([&signals, &current, &interrupted, &out] {
     for (;;) {
       int sig = 0;
       if (sigwait(&signals, &sig) != 0 || sig == SIGUSR2)
         return;
       out << "# interrupted (signal " << sig << "): stopping the hosts" << std::endl;
-      if (auto d = control.driver())
-        caf::anon_send(d, timeout_atom::value);
+      interrupted = true;
+      if (auto* c = current.load())
+        if (auto d = c->driver())
+          caf::anon_send(d, timeout_atom::value);
     }
   });
-  result = run_driver(cfg, spec, control, true, out, opts.timeout_s);
+  std::vector<std::string> exits;
+  result = launch_once(cfg, spec, opts, out, current, exits);
+  // A whole relay stage lost with checkpoints on: restored as in the embedded cluster
+  // (docs/checkpoints.md), each round with fresh processes (logs in DIR/restore-N).
+  cluster_config now = cfg;
+  while (result.lost_stage > 0 && !interrupted) {
+    auto plan = plan_recovery(now, result);
+    if (auto* e = std::get_if<std::string>(&plan)) {
+      result.failures.push_back("cannot restore stage " + std::to_string(result.lost_stage) + ": " + *e);
+      out << "# " << result.failures.back() << std::endl;
+      break;
+    }
+    auto& p = std::get<recovery_plan>(plan);
+    out << "# restoring stage " << result.lost_stage << ": " << p.mover << " moves there from stage " << p.from_stage
+        << "; every stage rolls back to the newest checkpoint every stage has" << std::endl;
+    now = std::move(p.cfg);
+    auto next_spec = make_spec(now);
+    if (auto err = prepare_resume(*next_spec, {true, std::nullopt, opts.resume.until}, out); !err.empty()) {
+      result.failures.push_back("cannot restore stage " + std::to_string(result.lost_stage) + ": " + err);
+      out << "# " << result.failures.back() << std::endl;
+      break;
+    }
+    auto at = *next_spec->resume_at;
+    auto next_opts = opts;
+    next_opts.logs = (std::filesystem::path(opts.logs) / ("restore-" + std::to_string(result.recoveries + 1))).string();
+    result = merge_runs(std::move(result), launch_once(now, next_spec, next_opts, out, current, exits), at);
+  }
   pthread_kill(signal_thread.native_handle(), SIGUSR2);
   signal_thread.join();
   pthread_sigmask(SIG_SETMASK, &before, nullptr);
-  if (result.lost_stage > 0) // not restored here (docs/checkpoints.md): resume with --resume
-    result.failures.push_back("every replica of stage " + std::to_string(result.lost_stage)
-                              + " is gone; launch does not restore a lost stage: run again with --resume");
-  print_summary(cfg, result, out);
-  for (auto& e : control.exits())
+  print_summary(now, result, out);
+  for (auto& e : exits)
     out << "# exited: " << e << "\n";
   return result;
 }

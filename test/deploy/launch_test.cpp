@@ -312,6 +312,35 @@ TEST_CASE("launch: a hung relay (SIGSTOP) is detected and routed around, and res
   fs::remove_all(dir);
 }
 
+TEST_CASE("launch: a stage whose only process is killed is restored from the checkpoints, the loss as the reference's") {
+  auto dir = workdir("restore");
+  auto text = config(dir, replicated, 8, "{at_iteration: 4, action: crash, host: r3}", "launch-loss.csv",
+                     "{data_dir: " + (dir / "data").string() + "}");
+  text.replace(text.find("loss_out:"), 9, "checkpoint_every: 2, loss_out:");
+  std::ofstream{dir / "cluster.yaml"} << text;
+  std::ofstream{dir / "reference.yaml"} << config(dir, replicated, 8, "", "reference-loss.csv");
+  auto r = gwtf::test::run_command("timeout -s INT 150 '" + std::string{GWTF_EXE} + "' launch --config '"
+                                   + (dir / "cluster.yaml").string() + "' --logs '" + (dir / "logs").string() + "'");
+  INFO(findings(r.out) << r.out << logs_of(dir));
+  REQUIRE(r.code == 0);
+  CHECK(has(r.out, "# every replica of stage 3 is gone (r3 was the last)"));
+  // Stages 1 and 2 have two processes each: the lower stage gives its first name.
+  CHECK(has(r.out, "# restoring stage 3: r1 moves there from stage 1"));
+  CHECK(has(r.out, "# r1 resumed stage 3 at iteration "));
+  CHECK(has(r.out, "; lost stages restored 1"));
+  CHECK(has(r.out, "exactly-once violations 0; replica disagreements 0"));
+  CHECK(has(r.out, "# exited: r3: signal 9"));
+  CHECK(fs::exists(dir / "logs" / "restore-1" / "r1.log"));
+  auto ref = gwtf::test::run_command("'" + std::string{GWTF_EXE} + "' reference --config '" + (dir / "reference.yaml").string() + "'");
+  REQUIRE(ref.code == 0);
+  launched l;
+  l.loss = losses(dir / "launch-loss.csv");
+  l.reference = losses(dir / "reference-loss.csv");
+  REQUIRE(l.loss.size() == 8);
+  check_band(l, 1e-3);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("launch: processes stopped with --until resume at the consistent cut, a damaged checkpoint replaced by a copy") {
   auto dir = workdir("resume");
   auto text = config(dir, replicated, 8, "", "launch-loss.csv", "{data_dir: " + (dir / "data").string() + "}");
