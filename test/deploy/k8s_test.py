@@ -469,8 +469,20 @@ def check_run(args):
             except subprocess.TimeoutExpired:
                 raise Failure(f"{p} still runs after the last iteration\n{logs()}")
             check(code == 0, f"{p} exited with {code}\n{logs()}")
+        # Checkpoints on each pod's volume (node.data_dir in the ConfigMap): after the last
+        # iteration every pod that stayed wrote its stage's, and each keeps copies of others'.
+        import glob
+        last_file = f"iteration-{iterations:010d}.ckpt"
+        copies = 0
+        for p in procs:
+            if p == leaver:
+                continue
+            own = glob.glob(os.path.join(scratch, p, "data", "checkpoints", p, "stage-*", last_file))
+            check(len(own) == 1, f"{p}: no checkpoint of iteration {iterations} on its volume\n{logs()}")
+            copies += len(glob.glob(os.path.join(scratch, p, "data", "checkpoints", p, "replicas", "*", "stage-*", "*.ckpt")))
+        check(copies > 0, f"no pod keeps a copy of another stage's checkpoint\n{logs()}")
         print(f"run: {len(procs)} pods of cpu-lab trained {iterations} iterations over mutual TLS; "
-              f"{leaver} left on SIGTERM with exit code 0")
+              f"{leaver} left on SIGTERM with exit code 0; checkpoints on every pod's volume, {copies} copies")
     finally:
         for proc, log in procs.values():
             if proc.poll() is None:
