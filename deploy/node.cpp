@@ -17,6 +17,8 @@
 #include <iomanip>
 #include <pthread.h>
 #include <thread>
+#include <sys/socket.h>
+#include <netdb.h>
 #include <unistd.h>
 
 #include <caf/all.hpp>
@@ -306,6 +308,45 @@ bool install_shutdown_handlers(std::string& why) {
   return true;
 }
 
+// Whether `address` (HOST:PORT, a fixed port) can be listened on now: empty, or why not. The
+// metrics and inspect servers start after the host joined its cluster; a port that is taken
+// must stop the host before it joins, not leave it running without probes.
+std::string listen_problem(const std::string& address) {
+  auto ep = parse_endpoint(address);
+  if (!ep)
+    return "not an address";
+  if (ep->port == 0)
+    return {};
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  auto port = std::to_string(ep->port);
+  if (int rc = ::getaddrinfo(ep->host.c_str(), port.c_str(), &hints, &found); rc != 0)
+    return std::string{"cannot resolve "} + ep->host + ": " + ::gai_strerror(rc);
+  std::string why = "no address to bind";
+  for (auto* a = found; a != nullptr; a = a->ai_next) {
+    int fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) {
+      why = std::strerror(errno);
+      continue;
+    }
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    bool ok = ::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 1) == 0;
+    if (!ok)
+      why = std::strerror(errno);
+    ::close(fd);
+    if (ok) {
+      why.clear();
+      break;
+    }
+  }
+  ::freeaddrinfo(found);
+  return why;
+}
+
 std::optional<caf::actor> connect_upstream(caf::actor_system& sys, const std::string& address,
                                            std::ostream& err) {
   auto ep = parse_endpoint(address);
@@ -370,6 +411,12 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
               << cfg.node.listen << "): peers must be told an address they can dial\n";
     return exit_code::failure;
   }
+  for (auto [key, address] : {std::pair{"node.metrics", &cfg.node.metrics}, std::pair{"node.inspect", &cfg.node.inspect}})
+    if (!address->empty())
+      if (auto why = listen_problem(*address); !why.empty()) {
+        std::cerr << "caf-gwtf: " << key << ": cannot listen on " << *address << ": " << why << "\n";
+        return exit_code::failure;
+      }
   auto spec = make_spec(cfg);
   // make_spec places a stage-less relay from the declared hosts; here only this host is
   // declared: it places itself from its membership view once it has met the cluster.

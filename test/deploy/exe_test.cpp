@@ -6,6 +6,9 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -113,4 +116,31 @@ TEST_CASE("caf-gwtf sim runs a scenario with every router and writes its outputs
   auto missing = run("sim --scenario /definitely/not/here.yaml");
   CHECK(missing.code == 2);
   CHECK(missing.out == "caf-gwtf: cannot read scenario '/definitely/not/here.yaml': no such file\n");
+}
+
+TEST_CASE("caf-gwtf node: a node.metrics port that is taken stops the host before it joins, naming key and address") {
+  namespace fs = std::filesystem;
+  // Hold a port: what another process on the machine would do.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(::listen(fd, 1) == 0);
+  socklen_t len = sizeof a;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  auto taken = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  auto dir = fs::temp_directory_path() / ("gwtf-exe-metrics-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream{dir / "host.yaml"} << "node: {listen: \"127.0.0.1:0\", metrics: \"" << taken << "\"}\n"
+                                   << "hosts:\n  - {name: r1, role: relay, stage: 1}\n"
+                                   << "training: {data_holders: [dh]}\n";
+  auto r = run("--config '" + (dir / "host.yaml").string() + "'");
+  ::close(fd);
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK(r.out.find("caf-gwtf: node.metrics: cannot listen on " + taken + ": ") != std::string::npos);
+  CHECK(r.out.find("listening on") == std::string::npos); // it never started
+  fs::remove_all(dir);
 }
