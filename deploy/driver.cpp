@@ -1,4 +1,6 @@
 #include "deploy/driver.hpp"
+
+#include "deploy/recovery.hpp"
 #include "deploy/checkpoint_cut.hpp"
 #include "deploy/exactly_once.hpp"
 #include "deploy/run_report.hpp"
@@ -576,6 +578,36 @@ embedded_result run_driver(const cluster_config& cfg, std::shared_ptr<const acto
       caf::anon_send(d, timeout_atom::value);
       finished.wait();
     }
+  }
+  return result;
+}
+
+embedded_result restore_lost_stages(embedded_result result, cluster_config& current,
+                                    std::optional<std::uint64_t> until, std::ostream& out, const rerun_fn& rerun) {
+  while (result.lost_stage > 0) {
+    auto fail = [&](const std::string& why) {
+      result.failures.push_back("cannot restore stage " + std::to_string(result.lost_stage) + ": " + why);
+      out << "# " << result.failures.back() << std::endl;
+    };
+    auto plan = plan_recovery(current, result);
+    if (auto* e = std::get_if<std::string>(&plan)) {
+      fail(*e);
+      break;
+    }
+    auto& p = std::get<recovery_plan>(plan);
+    out << "# restoring stage " << result.lost_stage << ": " << p.mover << " moves there from stage " << p.from_stage
+        << "; every stage rolls back to the newest checkpoint every stage has" << std::endl;
+    current = std::move(p.cfg);
+    auto spec = make_spec(current);
+    if (auto err = prepare_resume(*spec, {true, std::nullopt, until}, out); !err.empty()) {
+      fail(err);
+      break;
+    }
+    auto at = *spec->resume_at;
+    auto next = rerun(current, spec, result.recoveries + 1);
+    if (!next)
+      break; // interrupted
+    result = merge_runs(std::move(result), std::move(*next), at);
   }
   return result;
 }

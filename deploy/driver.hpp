@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -79,6 +80,18 @@ std::string prepare_resume(actors::cluster_spec& spec, const run_bounds& request
 embedded_result run_driver(const cluster_config& cfg, std::shared_ptr<const actors::cluster_spec> spec,
                            host_control& control, bool with_network,
                            std::ostream& out, double timeout_s);
+
+/// Starts the run of `cfg` resumed as `spec` says (round N of restores): its result, or
+/// nothing when the run was interrupted meanwhile.
+using rerun_fn = std::function<std::optional<embedded_result>(const cluster_config& cfg,
+                                                              std::shared_ptr<const actors::cluster_spec> spec, int round)>;
+
+/// A whole relay stage lost with checkpoints on (`result.lost_stage`): a relay of the stage
+/// with the most replicas moves there, every host goes back to the newest iteration every
+/// stage has a checkpoint of, and `rerun` trains on; again for every stage lost later
+/// (docs/checkpoints.md, "Loss of a whole stage"). `current` ends as the last run's config.
+embedded_result restore_lost_stages(embedded_result result, cluster_config& current,
+                                    std::optional<std::uint64_t> until, std::ostream& out, const rerun_fn& rerun);
 
 /// The summary lines of a run (and training.loss_out with its plots).
 void print_summary(const cluster_config& cfg, const embedded_result& result, std::ostream& out);

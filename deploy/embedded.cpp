@@ -2,8 +2,6 @@
 // over one emulated link layer. The driver (driver.cpp) does the rest.
 #include "deploy/embedded.hpp"
 
-#include "deploy/recovery.hpp"
-
 #include <map>
 
 #include <caf/all.hpp>
@@ -114,34 +112,14 @@ embedded_result run_embedded(const cluster_config& cfg, std::ostream& out, doubl
     actor_control control{cfg, spec};
     result = run_driver(cfg, spec, control, false, out, timeout_s);
   }
-  // A whole relay stage lost with checkpoints on: a relay of the stage with the most replicas
-  // moves there, every host goes back to the newest iteration every stage has a checkpoint
-  // of, and training goes on (docs/checkpoints.md, "Loss of a whole stage").
   cluster_config current = cfg;
-  while (result.lost_stage > 0) {
-    auto plan = plan_recovery(current, result);
-    if (auto* e = std::get_if<std::string>(&plan)) {
-      result.failures.push_back("cannot restore stage " + std::to_string(result.lost_stage) + ": " + *e);
-      out << "# " << result.failures.back() << std::endl;
-      break;
-    }
-    auto& p = std::get<recovery_plan>(plan);
-    out << "# restoring stage " << result.lost_stage << ": " << p.mover << " moves there from stage " << p.from_stage
-        << "; every stage rolls back to the newest checkpoint every stage has" << std::endl;
-    current = std::move(p.cfg);
-    auto next_spec = make_spec(current);
-    if (auto err = prepare_resume(*next_spec, {true, std::nullopt, resume.until}, out); !err.empty()) {
-      result.failures.push_back("cannot restore stage " + std::to_string(result.lost_stage) + ": " + err);
-      out << "# " << result.failures.back() << std::endl;
-      break;
-    }
-    auto at = *next_spec->resume_at;
-    double left = timeout_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    std::shared_ptr<const cluster_spec> resumed = next_spec;
-    actor_control next_control{current, resumed};
-    result = merge_runs(std::move(result), run_driver(current, resumed, next_control, false, out, std::max(1.0, left)),
-                        at);
-  }
+  result = restore_lost_stages(std::move(result), current, resume.until, out,
+                               [&](const cluster_config& c, std::shared_ptr<const cluster_spec> resumed, int) {
+                                 double left = timeout_s - std::chrono::duration<double>(
+                                                             std::chrono::steady_clock::now() - started).count();
+                                 actor_control next{c, resumed};
+                                 return std::optional{run_driver(c, resumed, next, false, out, std::max(1.0, left))};
+                               });
   print_summary(current, result, out);
   return result;
 }

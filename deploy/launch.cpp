@@ -1,7 +1,5 @@
 #include "deploy/launch.hpp"
 
-#include "deploy/recovery.hpp"
-
 #include <arpa/inet.h>
 #include <csignal>
 #include <fcntl.h>
@@ -452,31 +450,18 @@ embedded_result run_launch(const cluster_config& cfg, const launch_options& opts
   });
   std::vector<std::string> exits;
   result = launch_once(cfg, spec, opts, out, current, exits);
-  // A whole relay stage lost with checkpoints on: restored as in the embedded cluster
-  // (docs/checkpoints.md), each round with fresh processes (logs in DIR/restore-N).
+  // A whole relay stage lost with checkpoints on: restored as in the embedded cluster, each
+  // round with fresh processes (logs in DIR/restore-N).
   cluster_config now = cfg;
-  while (result.lost_stage > 0 && !interrupted) {
-    auto plan = plan_recovery(now, result);
-    if (auto* e = std::get_if<std::string>(&plan)) {
-      result.failures.push_back("cannot restore stage " + std::to_string(result.lost_stage) + ": " + *e);
-      out << "# " << result.failures.back() << std::endl;
-      break;
-    }
-    auto& p = std::get<recovery_plan>(plan);
-    out << "# restoring stage " << result.lost_stage << ": " << p.mover << " moves there from stage " << p.from_stage
-        << "; every stage rolls back to the newest checkpoint every stage has" << std::endl;
-    now = std::move(p.cfg);
-    auto next_spec = make_spec(now);
-    if (auto err = prepare_resume(*next_spec, {true, std::nullopt, opts.resume.until}, out); !err.empty()) {
-      result.failures.push_back("cannot restore stage " + std::to_string(result.lost_stage) + ": " + err);
-      out << "# " << result.failures.back() << std::endl;
-      break;
-    }
-    auto at = *next_spec->resume_at;
-    auto next_opts = opts;
-    next_opts.logs = (std::filesystem::path(opts.logs) / ("restore-" + std::to_string(result.recoveries + 1))).string();
-    result = merge_runs(std::move(result), launch_once(now, next_spec, next_opts, out, current, exits), at);
-  }
+  result = restore_lost_stages(std::move(result), now, opts.resume.until, out,
+                               [&](const cluster_config& c, std::shared_ptr<const cluster_spec> resumed,
+                                   int round) -> std::optional<embedded_result> {
+                                 if (interrupted)
+                                   return std::nullopt;
+                                 auto next = opts;
+                                 next.logs = (std::filesystem::path(opts.logs) / ("restore-" + std::to_string(round))).string();
+                                 return launch_once(c, resumed, next, out, current, exits);
+                               });
   pthread_kill(signal_thread.native_handle(), SIGUSR2);
   signal_thread.join();
   pthread_sigmask(SIG_SETMASK, &before, nullptr);
