@@ -553,6 +553,29 @@ caf::result<std::string> inspect(supervisor_ptr self, const std::string& query) 
     self->delayed_send(self, std::chrono::milliseconds(100), crash_atom::value, std::string{"process"});
     return nlohmann::ordered_json{{"host", st.ctx->host.name}, {"done", "crashing in 100 ms"}}.dump();
   }
+  if (query.rfind("slow-link", 0) == 0) {
+    auto req = parse_slow_link(query);
+    if (auto* e = std::get_if<std::string>(&req))
+      return make_error(ec::bad_query, *e);
+    auto r = std::get<slow_link_request>(req);
+    auto promise = self->make_response_promise<std::string>();
+    auto host = st.ctx->host.name;
+    self->request(st.ctx->link, std::chrono::milliseconds(std::max(1000, st.ctx->spec->faults.heartbeat_interval_ms)),
+                  slow_atom::value, caf::get_atom::value, r.peer, r.factor)
+      .then(
+        [promise, host, r](const std::string& why) mutable {
+          if (!why.empty()) {
+            promise.deliver(make_error(ec::bad_query, "slow-link: " + why));
+            return;
+          }
+          promise.deliver(nlohmann::ordered_json{{"host", host}, {"peer", r.peer}, {"factor", r.factor},
+                                                 {"done", "the emulated link to " + r.peer + " is now " + std::to_string(r.factor)
+                                                            + "x slower than measured for what this host sends"}}
+                            .dump());
+        },
+        [promise](caf::error& e) mutable { promise.deliver(std::move(e)); });
+    return promise;
+  }
   struct gather {
     inspect_parts parts;
     int waiting = 0;

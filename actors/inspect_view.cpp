@@ -1,6 +1,9 @@
 #include "actors/inspect_view.hpp"
 
 #include <cstdio>
+#include <sstream>
+#include <cstdlib>
+#include <cmath>
 
 #include <nlohmann/json.hpp>
 
@@ -27,15 +30,31 @@ const std::vector<std::pair<std::string, std::string>>& control_queries() {
   static const std::vector<std::pair<std::string, std::string>> q{
     {"drain", "lab control: leave gracefully (finish and hand over this iteration's part, then LEAVE)"},
     {"crash", "lab control: the process exits at once, as if it crashed"},
+    {"slow-link", "lab control: slow-link PEER FACTOR: the emulated link to PEER gets FACTOR x its latency "
+                  "and 1/FACTOR its bandwidth for what this host sends (emulation.network hosts only; 1 undoes it)"},
   };
   return q;
 }
 
 bool is_control(const std::string& query) {
+  auto word = query.substr(0, query.find(' '));
   for (auto& [q, help] : control_queries())
-    if (q == query)
+    if (q == word)
       return true;
   return false;
+}
+
+std::variant<slow_link_request, std::string> parse_slow_link(const std::string& query) {
+  std::istringstream words{query};
+  std::string cmd, peer, factor_text, extra;
+  words >> cmd >> peer >> factor_text;
+  if (cmd != "slow-link" || peer.empty() || factor_text.empty() || (words >> extra))
+    return std::string{"slow-link: expected slow-link PEER FACTOR, got '" + query + "'"};
+  char* end = nullptr;
+  double factor = std::strtod(factor_text.c_str(), &end);
+  if (end == factor_text.c_str() || *end != '\0' || !std::isfinite(factor) || factor < 1 || factor > 1000)
+    return std::string{"slow-link: FACTOR: expected a number from 1 to 1000 (1: as measured), got '" + factor_text + "'"};
+  return slow_link_request{peer, factor};
 }
 
 namespace {

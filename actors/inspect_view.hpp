@@ -5,6 +5,7 @@
 
 #include <map>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace gwtf::actors {
@@ -25,6 +26,13 @@ const std::vector<std::pair<std::string, std::string>>& control_queries();
 
 /// Whether `query` is a lab control.
 bool is_control(const std::string& query);
+
+/// `slow-link PEER FACTOR`, checked: FACTOR a number in [1, 1000].
+struct slow_link_request {
+  std::string peer;
+  double factor = 1;
+};
+std::variant<slow_link_request, std::string> parse_slow_link(const std::string& query);
 
 /// The answer to `query`: a JSON document (ok), or an error that names the query and what
 /// is wrong (not ok).

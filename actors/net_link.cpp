@@ -276,6 +276,17 @@ caf::behavior running(self_ptr self) {
       if (self->state.emu)
         self->state.emu->slow_down(a, b, factor);
     },
+    // The shell's lab control (slow-link PEER FACTOR): empty when done, else why not.
+    [self](slow_atom, caf::get_atom, const std::string& peer, double factor) -> std::string {
+      auto& st = self->state;
+      if (!st.emu)
+        return "this host emulates no network (emulation.network is not set): there is no link delay to change";
+      auto known = st.dir->known();
+      if (std::find(known.begin(), known.end(), peer) == known.end())
+        return "no peer named '" + peer + "' is known to this host (see: hosts)";
+      st.emu->slow_down(st.opts.self.name, peer, factor);
+      return {};
+    },
     [self](restart_atom, std::uint64_t) {
       // The host restarted as a new incarnation (e.g. after a hang): introduce it again to
       // every peer, so that one holding a stale connection of ours takes the new one.

@@ -284,12 +284,26 @@ bool run_command(const actors::endpoint& ep, const std::string& target, const st
     out << help_text();
     return true;
   }
-  if (words >> extra) {
+  std::string query = cmd;
+  if (cmd == "slow-link") { // the one command with arguments: checked here, and again by the host
+    std::string rest;
+    std::getline(words, rest);
+    auto req = actors::parse_slow_link(cmd + rest);
+    if (auto* e = std::get_if<std::string>(&req)) {
+      err << "caf-gwtf shell: " << *e << "\n";
+      ++failures;
+      return true;
+    }
+    auto& r = std::get<actors::slow_link_request>(req);
+    std::ostringstream q;
+    q << "slow-link " << r.peer << " " << r.factor;
+    query = q.str();
+  } else if (words >> extra) {
     err << "caf-gwtf shell: " << cmd << " takes no argument (got '" << extra << "')\n";
     ++failures;
     return true;
   }
-  auto r = ask(ep, cmd, opts.timeout_ms, tls);
+  auto r = ask(ep, query, opts.timeout_ms, tls);
   if (!r.ok) {
     err << "caf-gwtf shell: " << target << ": " << r.text << "\n";
     ++failures;

@@ -436,3 +436,66 @@ TEST_CASE("lab controls with node.inspect_control: drain is a graceful leave (ex
     fs::remove_all(dir);
   }
 }
+
+TEST_CASE("lab control slow-link PEER FACTOR: checked arguments, refused without emulation or for a stranger, done for a peer") {
+  auto base = fs::temp_directory_path() / ("gwtf-slow-link-" + std::to_string(::getpid()));
+  fs::remove_all(base);
+  // Checked by the shell before any connection: nothing listens on port 1.
+  for (auto [cmd, says] : {std::pair{"slow-link r2", "expected slow-link PEER FACTOR"},
+                           std::pair{"slow-link r2 0.5", "FACTOR: expected a number from 1 to 1000"},
+                           std::pair{"slow-link r2 4 5", "expected slow-link PEER FACTOR"},
+                           std::pair{"slow-link r2 fast", "FACTOR: expected a number from 1 to 1000"}}) {
+    INFO(cmd);
+    auto r = shell("127.0.0.1:1", cmd, false, 500);
+    CHECK(r.code == 1);
+    CHECK(r.err.find(says) != std::string::npos);
+  }
+  {
+    node_process plain;
+    auto port = start_inspectable(plain, base / "plain", "r1", 1, false, true);
+    REQUIRE(port != 0);
+    auto r = shell("127.0.0.1:" + std::to_string(port), "slow-link r2 4", false);
+    CHECK(r.code == 1);
+    CHECK(r.err.find("slow-link: this host emulates no network (emulation.network is not set)") != std::string::npos);
+  }
+  // Two emulated relays that know each other: r1 slows its link to r2.
+  auto network = std::string{GWTF_SOURCE_DIR} + "/configs/networks/aws-8.yaml";
+  auto write = [&](const fs::path& dir, const std::string& name, int stage, const std::string& region,
+                   const std::string& bootstrap) {
+    fs::create_directories(dir);
+    std::ofstream{dir / "node.yaml"} << "node: {listen: \"127.0.0.1:0\", inspect: \"127.0.0.1:0\", inspect_control: true"
+                                     << (bootstrap.empty() ? "" : ", bootstrap: [\"" + bootstrap + "\"]") << "}\n"
+                                     << "hosts:\n  - {name: " << name << ", role: relay, stage: " << stage
+                                     << ", region: " << region << "}\n"
+                                     << "model: {arch: gpt, layers: 2, hidden: 32, heads: 2, seq_len: 16, stages: 3}\n"
+                                     << "training: {iterations: 5, data_holders: [dh]}\n"
+                                     << "emulation: {network: " << network << ", time_scale: 0.1}\n";
+  };
+  node_process r1, r2;
+  write(base / "r1", "r1", 1, "virginia", "");
+  REQUIRE(r1.start(GWTF_EXE, base / "r1" / "node.yaml", base / "r1" / "node.log"));
+  auto listen_marker = std::string{"listening on 127.0.0.1:"};
+  auto text = r1.wait_for(listen_marker);
+  REQUIRE(text.find(listen_marker) != std::string::npos);
+  auto r1_port = std::stoi(text.substr(text.find(listen_marker) + listen_marker.size()));
+  auto inspect = start_inspectable_port(r1, "inspect: caf-gwtf shell 127.0.0.1:");
+  REQUIRE(inspect != 0);
+  write(base / "r2", "r2", 2, "frankfurt", "127.0.0.1:" + std::to_string(r1_port));
+  REQUIRE(r2.start(GWTF_EXE, base / "r2" / "node.yaml", base / "r2" / "node.log"));
+  INFO(gwtf::test::read_file(base / "r1" / "node.log"));
+  INFO(gwtf::test::read_file(base / "r2" / "node.log"));
+  REQUIRE(r1.wait_for("link: connected to r2").find("link: connected to r2") != std::string::npos);
+  auto target = "127.0.0.1:" + std::to_string(inspect);
+  auto stranger = shell(target, "slow-link r9 4", false);
+  CHECK(stranger.code == 1);
+  CHECK(stranger.err.find("slow-link: no peer named 'r9' is known to this host") != std::string::npos);
+  auto done = shell(target, "slow-link r2 4", true);
+  INFO(done.err);
+  REQUIRE(done.code == 0);
+  auto j = json::parse(done.out);
+  CHECK(j["peer"] == "r2");
+  CHECK(j["factor"] == 4.0);
+  auto undone = shell(target, "slow-link r2 1", true);
+  CHECK(undone.code == 0);
+  fs::remove_all(base);
+}
