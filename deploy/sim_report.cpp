@@ -267,7 +267,7 @@ std::string write_sim_outputs(const fs::path& dir, const loaded_scenario& sc, co
          << ",\"aggregation_s\":" << json_array(r.aggregation_s) << ",\"flows\":" << json_array(r.flows)
          << ",\"crash_times_s\":" << json_array(r.crash_times_s) << ",\"join_times_s\":" << json_array(r.join_times_s)
          << ",\"crashes\":" << r.crashes << ",\"leaves\":" << r.leaves << ",\"joins\":" << r.joins
-         << ",\"degrades\":" << r.degrades << ",\"moves\":" << r.moves << ",\"fallback_hops\":" << r.fallback_hops
+         << ",\"degrades\":" << r.degrades << ",\"moves\":" << r.moves << ",\"fallback_hops\":" << r.fallback_hops << ",\"reroutes\":" << r.reroutes
          << "}";
   }
   json << "]}\n";

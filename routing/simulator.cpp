@@ -255,6 +255,9 @@ public:
     }
     res_.completed = finished_;
     res_.total_s = finished_ ? now_ : res_.total_s;
+    for (auto& b : balancers_)
+      if (b)
+        res_.reroutes += b->moves().reroutes;
     return res_;
   }
 

@@ -105,6 +105,7 @@ struct sim_result {
   int degrades = 0;
   int moves = 0;                       ///< SWARM: peers its rebalancing moved to another stage
   std::int64_t fallback_hops = 0;      ///< GWTF, centralized: hops sent without a route (to a known peer)
+  std::int64_t reroutes = 0;           ///< GWTF: built flows its balancers moved for cost (reroute_gain)
   std::vector<double> bound_iteration_s; ///< per iteration: proven lower bound on its time
   double bound_s = 0;                  ///< their sum: no router can train these iterations faster
 };

@@ -232,6 +232,10 @@ TEST_CASE("sim report: the table, CSV, JSON and SVG hold what the runs measured"
   auto json = slurp(dir / "result.json");
   CHECK(json.find("\"router\":\"gwtf\"") != std::string::npos);
   CHECK(json.find("\"iteration_s\":[") != std::string::npos);
+  CHECK(json.find("\"reroutes\":") != std::string::npos);
+  for (auto& res : results)
+    if (res.router != sim_router::gwtf)
+      CHECK(res.reroutes == 0); // only GWTF's balancers re-route flows
   for (const char* svg : {"throughput.svg", "iteration_times.svg"}) {
     auto text = slurp(dir / svg);
     INFO(svg);
