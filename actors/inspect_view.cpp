@@ -1,5 +1,6 @@
 #include "actors/inspect_view.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 #include <cstdlib>
@@ -21,6 +22,7 @@ const std::vector<std::pair<std::string, std::string>>& inspect_queries() {
     {"stage", "the stage: replicas, iteration, weights hash, stashed microbatches"},
     {"microbatches", "microbatches this host holds: where each is and its attempt"},
     {"actors", "the host's actors: mailbox size; restarts of the host's actors"},
+    {"inspect", "inspect ACTOR: all that one actor (supervisor, membership, probe, balancer, compute) reports"},
     {"metrics", "the same figures in the Prometheus text format (what GET /metrics serves)"},
   };
   return q;
@@ -34,6 +36,11 @@ const std::vector<std::pair<std::string, std::string>>& control_queries() {
                   "and 1/FACTOR its bandwidth for what this host sends (emulation.network hosts only; 1 undoes it)"},
   };
   return q;
+}
+
+const std::vector<std::string>& host_actor_names() {
+  static const std::vector<std::string> names{"supervisor", "membership", "probe", "balancer", "compute"};
+  return names;
 }
 
 bool is_control(const std::string& query) {
@@ -203,7 +210,7 @@ std::string prometheus_text(const inspect_parts& p, const json& compute, const j
         e.sample("gwtf_link_rtt_seconds", {{"peer", peer}}, ms.get<double>() / 1000);
   }
   e.family("gwtf_actor_mailbox", "gauge", "messages waiting in each of the host's actors");
-  for (auto name : {"supervisor", "membership", "probe", "balancer", "compute"}) {
+  for (auto& name : host_actor_names()) {
     auto j = part(p, name);
     if (j.is_object())
       e.sample("gwtf_actor_mailbox", {{"actor", name}}, num(j, "mailbox"));
@@ -307,7 +314,7 @@ static inspect_answer compose(const std::string& query, const inspect_parts& p) 
   }
   if (query == "actors") {
     json actors = json::array();
-    for (auto name : {"supervisor", "membership", "probe", "balancer", "compute"}) {
+    for (auto& name : host_actor_names()) {
       auto j = part(p, name);
       json row{{"actor", name}};
       if (j.is_object()) {
@@ -322,6 +329,20 @@ static inspect_answer compose(const std::string& query, const inspect_parts& p) 
   }
   if (query == "metrics")
     return {true, prometheus_text(p, compute, membership, balancer, probe, supervisor)};
+  if (query.rfind("inspect ", 0) == 0) {
+    auto name = query.substr(8);
+    auto& known = host_actor_names();
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      std::string names;
+      for (auto& n : known)
+        names += (names.empty() ? "" : ", ") + n;
+      return {false, "inspect: no actor named '" + name + "': " + p.host + "'s actors are " + names};
+    }
+    auto j = part(p, name);
+    if (!j.is_object())
+      return need(p, query, name);
+    return {true, json{{"host", p.host}, {"actor", name}, {"report", j}}.dump()};
+  }
   std::string known;
   for (auto& [q, help] : inspect_queries())
     known += (known.empty() ? "" : ", ") + q;

@@ -25,6 +25,9 @@ const std::vector<std::pair<std::string, std::string>>& inspect_queries();
 const std::vector<std::pair<std::string, std::string>>& control_queries();
 
 /// Whether `query` is a lab control.
+/// The host's actors as `actors` and `inspect ACTOR` name them.
+const std::vector<std::string>& host_actor_names();
+
 bool is_control(const std::string& query);
 
 /// `slow-link PEER FACTOR`, checked: FACTOR a number in [1, 1000].

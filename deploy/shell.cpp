@@ -298,6 +298,17 @@ bool run_command(const actors::endpoint& ep, const std::string& target, const st
     std::ostringstream q;
     q << "slow-link " << r.peer << " " << r.factor;
     query = q.str();
+  } else if (cmd == "inspect") {
+    std::string actor;
+    if (!(words >> actor) || (words >> extra)) {
+      std::string names;
+      for (auto& n : actors::host_actor_names())
+        names += (names.empty() ? "" : ", ") + n;
+      err << "caf-gwtf shell: expected inspect ACTOR, ACTOR one of " << names << "\n";
+      ++failures;
+      return true;
+    }
+    query = "inspect " + actor;
   } else if (words >> extra) {
     err << "caf-gwtf shell: " << cmd << " takes no argument (got '" << extra << "')\n";
     ++failures;

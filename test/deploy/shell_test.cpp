@@ -218,6 +218,19 @@ TEST_CASE("inspect views: status combines the actors' reports, each query picks 
   CHECK(answer("microbatches", p)["microbatches"][0]["microbatch"] == "12/0/1");
   CHECK(answer("stage", p)["replicas"][0] == "r1b");
   CHECK(answer("hosts", p)["peers"].size() == 3);
+  // inspect ACTOR: that actor's whole report.
+  auto c = answer("inspect compute", p);
+  CHECK(c["actor"] == "compute");
+  CHECK(c["report"]["iteration"] == 12);
+  CHECK(c["report"]["mailbox"] == 3);
+  auto none = actors::compose_view("inspect scheduler", p);
+  CHECK_FALSE(none.ok);
+  CHECK(none.body == "inspect: no actor named 'scheduler': r1's actors are supervisor, membership, probe, balancer, compute");
+  p.parts.erase("probe");
+  p.missing["probe"] = "busy: no answer within the timeout";
+  auto busy = actors::compose_view("inspect probe", p);
+  CHECK_FALSE(busy.ok);
+  CHECK(busy.body.find("the probe actor of r1 did not answer (busy") != std::string::npos);
 }
 
 TEST_CASE("inspect views: an unknown query or an actor that did not answer is an error naming it") {
@@ -272,6 +285,14 @@ TEST_CASE("shell against a node process: answers, errors, a hostile client, dead
   CHECK(actors.code == 0);
   CHECK(actors.out.find("membership") != std::string::npos);
   CHECK(actors.out.find("running") != std::string::npos);
+  auto membership = shell(target, "inspect membership", true);
+  INFO(membership.err);
+  CHECK(membership.code == 0);
+  CHECK(json::parse(membership.out)["actor"] == "membership");
+  CHECK(json::parse(membership.out)["report"].is_object());
+  auto no_actor = shell(target, "inspect", false);
+  CHECK(no_actor.code == 1);
+  CHECK(no_actor.err.find("expected inspect ACTOR, ACTOR one of supervisor, membership") != std::string::npos);
 
   // Metrics over HTTP: parsed by the reference parser; health, readiness, errors.
   auto mport = start_inspectable_port(node, "metrics: http://127.0.0.1:");
