@@ -285,7 +285,7 @@ bool run_command(const actors::endpoint& ep, const std::string& target, const st
     return true;
   }
   std::string query = cmd;
-  if (cmd == "slow-link") { // the one command with arguments: checked here, and again by the host
+  if (cmd == "slow-link") { // slow-link and inspect take arguments: checked here, and again by the host
     std::string rest;
     std::getline(words, rest);
     auto req = actors::parse_slow_link(cmd + rest);
