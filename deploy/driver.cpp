@@ -288,9 +288,11 @@ void host_gone(driver_ptr self, const std::string& name, bool crashed) {
     int stage = stage_of(st, name);
     bool checkpoints = !st.spec->data_dir.empty() && st.spec->training.checkpoint_every > 0;
     if (checkpoints && stage > 0 && !st.result.completed) {
+      // A joiner still downloading does not count: no replica is left to serve it; the
+      // restore gives it the stage's checkpoint instead.
       bool left = false;
       for (auto& h : st.hosts)
-        left = left || stage_of(st, h) == stage;
+        left = left || (stage_of(st, h) == stage && st.joined_at.count(h) == 0);
       if (!left) {
         *st.out << "# every replica of stage " << stage << " is gone (" << name
                 << " was the last): no ring can close; stopping to restore it from the checkpoints" << std::endl;
@@ -595,7 +597,9 @@ embedded_result restore_lost_stages(embedded_result result, cluster_config& curr
       break;
     }
     auto& p = std::get<recovery_plan>(plan);
-    out << "# restoring stage " << result.lost_stage << ": " << p.mover << " moves there from stage " << p.from_stage
+    out << "# restoring stage " << result.lost_stage << ": " << p.mover
+        << (p.from_stage == result.lost_stage ? " (joining it) loads its checkpoint"
+                                              : " moves there from stage " + std::to_string(p.from_stage))
         << "; every stage rolls back to the newest checkpoint every stage has" << std::endl;
     current = std::move(p.cfg);
     auto spec = make_spec(current);

@@ -33,8 +33,15 @@ std::variant<recovery_plan, std::string> plan_recovery(const cluster_config& cfg
   for (auto& h : placed)
     if (h.role == actors::host_role::relay && !joins_later(h.name))
       by_stage[h.stage].push_back(h.name);
-  if (!by_stage[lost].empty())
-    return std::string{"stage " + std::to_string(lost) + " has a live relay"};
+  if (!by_stage[lost].empty()) {
+    // A joiner of the lost stage was still downloading when its last replica went: it
+    // restores the stage from the checkpoints itself; nobody moves.
+    auto names = by_stage[lost];
+    std::sort(names.begin(), names.end());
+    plan.mover = names.front();
+    plan.from_stage = lost;
+    return plan;
+  }
   int from = 0;
   std::size_t most = 1;
   for (auto& [stage, names] : by_stage)

@@ -22,8 +22,9 @@ struct recovery_plan {
 /// that crashed or left are dropped, the scripted faults that already happened too (they
 /// would strike again in the replayed iterations), and a relay of the stage with the most
 /// live replicas (at least two; ties: the lower stage, then the first name) moves to the lost
-/// stage. A host whose scripted join has not come yet is no candidate. An error says why no
-/// relay can be spared.
+/// stage. A host whose scripted join has not come yet is no candidate. A joiner of the lost
+/// stage that was still downloading (in `run`, not gone) restores it itself: it is the
+/// `mover`, with `from_stage` the lost stage. An error says why no relay can be spared.
 std::variant<recovery_plan, std::string> plan_recovery(const cluster_config& cfg, const embedded_result& run);
 
 /// The result of a run that stopped for a recovery and of the run that resumed at iteration

@@ -77,7 +77,7 @@ TEST_CASE("recovery plan: the gone hosts and the faults that happened are droppe
   CHECK(std::get<recovery_plan>(later).from_stage == 2);
 }
 
-TEST_CASE("recovery plan: refused with a reason when no stage can spare a relay or nothing was lost") {
+TEST_CASE("recovery plan: a joiner of the lost stage restores it; refused with a reason when no relay can be spared or nothing was lost") {
   auto cfg = four_stages();
   embedded_result run;
   run.lost_stage = 3;
@@ -86,10 +86,16 @@ TEST_CASE("recovery plan: refused with a reason when no stage can spare a relay 
   auto plan = plan_recovery(cfg, run);
   REQUIRE(std::holds_alternative<std::string>(plan));
   CHECK(std::get<std::string>(plan).find("no stage has a relay to spare") != std::string::npos);
+  // c2 is left at stage 3 (a joiner that was still downloading when c1 went): it restores
+  // the stage itself, nobody moves.
   run.gone = {"c1"};
-  plan = plan_recovery(cfg, run);
-  REQUIRE(std::holds_alternative<std::string>(plan));
-  CHECK(std::get<std::string>(plan) == "stage 3 has a live relay");
+  auto joiner = plan_recovery(cfg, run);
+  REQUIRE(std::holds_alternative<recovery_plan>(joiner));
+  CHECK(std::get<recovery_plan>(joiner).mover == "c2");
+  CHECK(std::get<recovery_plan>(joiner).from_stage == 3);
+  for (auto& h : std::get<recovery_plan>(joiner).cfg.hosts)
+    if (h.name == "a1")
+      CHECK(h.stage == 1);
   run.lost_stage = 0;
   CHECK(std::holds_alternative<std::string>(plan_recovery(cfg, run)));
 }
