@@ -77,7 +77,7 @@ TEST_CASE("recovery plan: the gone hosts and the faults that happened are droppe
   CHECK(std::get<recovery_plan>(later).from_stage == 2);
 }
 
-TEST_CASE("recovery plan: a joiner of the lost stage restores it; refused with a reason when no relay can be spared or nothing was lost") {
+TEST_CASE("recovery plan: a joiner of the lost stage restores it, and a reason when no relay can be spared or nothing was lost") {
   auto cfg = four_stages();
   embedded_result run;
   run.lost_stage = 3;
