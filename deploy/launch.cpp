@@ -390,10 +390,26 @@ private:
 
 namespace {
 
+// The control of the run in progress, for the signal thread (null between runs).
+struct current_run {
+  std::mutex mtx;
+  process_control* control = nullptr;
+
+  void set(process_control* c) {
+    std::lock_guard<std::mutex> guard{mtx};
+    control = c;
+  }
+  void interrupt() {
+    std::lock_guard<std::mutex> guard{mtx}; // held: the control is not destroyed meanwhile
+    if (control)
+      if (auto d = control->driver())
+        caf::anon_send(d, timeout_atom::value);
+  }
+};
+
 // One run of the processes of `cfg` with the driver; every process is gone on return.
-// `current` lets the signal thread reach the control of the run in progress.
 embedded_result launch_once(const cluster_config& cfg, std::shared_ptr<const cluster_spec> spec,
-                            const launch_options& opts, std::ostream& out, std::atomic<process_control*>& current,
+                            const launch_options& opts, std::ostream& out, current_run& current,
                             std::vector<std::string>& exits) {
   embedded_result result;
   process_control control{cfg, spec, opts, out};
@@ -403,9 +419,9 @@ embedded_result launch_once(const cluster_config& cfg, std::shared_ptr<const clu
   }
   out << "launch: " << cfg.hosts.size() << " hosts as processes on 127.0.0.1; configs and logs in " << opts.logs
       << std::endl;
-  current = &control;
+  current.set(&control);
   result = run_driver(cfg, spec, control, true, out, opts.timeout_s);
-  current = nullptr;
+  current.set(nullptr);
   for (auto& e : control.exits())
     exits.push_back(e);
   return result;
@@ -434,7 +450,7 @@ embedded_result run_launch(const cluster_config& cfg, const launch_options& opts
   sigaddset(&signals, SIGUSR2); // internal: stops the signal thread
   sigset_t before;
   pthread_sigmask(SIG_BLOCK, &signals, &before);
-  std::atomic<process_control*> current{nullptr};
+  current_run current;
   std::atomic<bool> interrupted{false};
   std::thread signal_thread([&signals, &current, &interrupted, &out] {
     for (;;) {
@@ -443,9 +459,7 @@ embedded_result run_launch(const cluster_config& cfg, const launch_options& opts
         return;
       out << "# interrupted (signal " << sig << "): stopping the hosts" << std::endl;
       interrupted = true;
-      if (auto* c = current.load())
-        if (auto d = c->driver())
-          caf::anon_send(d, timeout_atom::value);
+      current.interrupt();
     }
   });
   std::vector<std::string> exits;
