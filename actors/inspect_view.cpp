@@ -43,6 +43,13 @@ const std::vector<std::string>& host_actor_names() {
   return names;
 }
 
+std::string host_actor_list() {
+  std::string out;
+  for (auto& n : host_actor_names())
+    out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
 bool is_control(const std::string& query) {
   auto word = query.substr(0, query.find(' '));
   for (auto& [q, help] : control_queries())
@@ -332,12 +339,8 @@ static inspect_answer compose(const std::string& query, const inspect_parts& p) 
   if (query.rfind("inspect ", 0) == 0) {
     auto name = query.substr(8);
     auto& known = host_actor_names();
-    if (std::find(known.begin(), known.end(), name) == known.end()) {
-      std::string names;
-      for (auto& n : known)
-        names += (names.empty() ? "" : ", ") + n;
-      return {false, "inspect: no actor named '" + name + "': " + p.host + "'s actors are " + names};
-    }
+    if (std::find(known.begin(), known.end(), name) == known.end())
+      return {false, "inspect: no actor named '" + name + "': " + p.host + "'s actors are " + host_actor_list()};
     auto j = part(p, name);
     if (!j.is_object())
       return need(p, query, name);

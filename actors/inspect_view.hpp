@@ -27,6 +27,8 @@ const std::vector<std::pair<std::string, std::string>>& control_queries();
 /// Whether `query` is a lab control.
 /// The host's actors as `actors` and `inspect ACTOR` name them.
 const std::vector<std::string>& host_actor_names();
+/// The same, comma-separated, for messages.
+std::string host_actor_list();
 
 bool is_control(const std::string& query);
 

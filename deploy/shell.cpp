@@ -301,10 +301,7 @@ bool run_command(const actors::endpoint& ep, const std::string& target, const st
   } else if (cmd == "inspect") {
     std::string actor;
     if (!(words >> actor) || (words >> extra)) {
-      std::string names;
-      for (auto& n : actors::host_actor_names())
-        names += (names.empty() ? "" : ", ") + n;
-      err << "caf-gwtf shell: expected inspect ACTOR, ACTOR one of " << names << "\n";
+      err << "caf-gwtf shell: expected inspect ACTOR, ACTOR one of " << actors::host_actor_list() << "\n";
       ++failures;
       return true;
     }

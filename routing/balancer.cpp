@@ -118,14 +118,23 @@ std::optional<double> flow_balancer::cost_to(const std::string& target) const {
 
 std::optional<std::pair<std::string, double>>
 flow_balancer::best_next(const std::string& target, const std::set<std::string>& exclude, bool loaded) const {
-  std::optional<std::pair<std::string, double>> best;
-  // Link load (docs/routing.md, "Link load"): the flows this node already sends to each next
-  // hop queue ahead of one more on that link.
+  return pick_next(target, exclude, loaded && cfg_.link_load ? flows_by_next() : std::map<std::string, int>{});
+}
+
+// Link load (docs/routing.md, "Link load"): the flows this node already sends to each next
+// hop, which queue ahead of one more on that link.
+std::map<std::string, int> flow_balancer::flows_by_next() const {
   std::map<std::string, int> on_link;
-  if (loaded && cfg_.link_load)
-    for (auto& [fid, f] : flows_)
-      if (!f.next.empty())
-        ++on_link[f.next];
+  for (auto& [fid, f] : flows_)
+    if (!f.next.empty())
+      ++on_link[f.next];
+  return on_link;
+}
+
+std::optional<std::pair<std::string, double>>
+flow_balancer::pick_next(const std::string& target, const std::set<std::string>& exclude,
+                         const std::map<std::string, int>& on_link) const {
+  std::optional<std::pair<std::string, double>> best;
   for (auto& [id, p] : peers_) {
     if (p.stage != next_stage() || exclude.count(id) > 0)
       continue;
@@ -159,9 +168,10 @@ std::vector<wire::target_cost> flow_balancer::advert() const {
     for (auto& [t, c] : p.costs)
       targets.insert(t);
   }
+  auto on_link = cfg_.link_load ? flows_by_next() : std::map<std::string, int>{}; // once, not per target
   for (auto& t : targets)
-    if (auto c = cost_to(t))
-      out.push_back(wire::target_cost{t, *c, -spare()});
+    if (auto best = pick_next(t, {}, on_link))
+      out.push_back(wire::target_cost{t, best->second, -spare()});
   return out;
 }
 
@@ -267,10 +277,8 @@ std::vector<outgoing> flow_balancer::tick(std::int64_t now) {
 void flow_balancer::reroute_tick(std::int64_t now, std::vector<outgoing>& out) {
   if (next_stage() == 0)
     return; // the ring closes at its own data holder: nothing to choose
-  std::map<std::string, int> on_link;
-  for (auto& [fid, f] : flows_)
-    if (!f.next.empty())
-      ++on_link[f.next];
+  auto on_link = flows_by_next();
+  auto priced = cfg_.link_load ? on_link : std::map<std::string, int>{};
   held_flow* best = nullptr;
   std::string to;
   double best_gain = 0;
@@ -282,7 +290,7 @@ void flow_balancer::reroute_tick(std::int64_t now, std::vector<outgoing>& out) {
       continue;
     double others = cfg_.link_load ? (on_link[f.next] - 1) * p->second.link_s : 0.0;
     double stay = p->second.edge + f.tail + others;
-    auto alt = best_next(f.target, {f.next});
+    auto alt = pick_next(f.target, {f.next}, priced);
     if (!alt)
       continue;
     double gain = stay - alt->second;

@@ -185,6 +185,11 @@ private:
   std::optional<std::pair<std::string, double>> best_next(const std::string& target,
                                                          const std::set<std::string>& exclude,
                                                          bool loaded = true) const;
+  /// The same, with the flows per next hop given (empty: the bare path cost).
+  std::optional<std::pair<std::string, double>> pick_next(const std::string& target,
+                                                         const std::set<std::string>& exclude,
+                                                         const std::map<std::string, int>& on_link) const;
+  std::map<std::string, int> flows_by_next() const;
   std::vector<wire::target_cost> advert() const;
   void forward_request(held_flow& f, std::vector<outgoing>& out);
   void release(std::uint64_t id, std::vector<outgoing>& out, wire::reject_reason why);
