@@ -102,7 +102,7 @@ struct compute_state {
   std::optional<std::uint64_t> last_checkpoint; // the newest iteration its writer wrote
 };
 
-using self_ptr = compute_actor::stateful_pointer<compute_state>;
+using self_ptr = metered_ptr<compute_actor, compute_state>;
 
 inline bool is_holder(const compute_state& st) { return st.ctx->stage == 0; }
 inline int stages(const compute_state& st) { return st.ctx->spec->model.stages; }

@@ -28,4 +28,12 @@ caf::error make_error(ec code, std::string context) {
                     caf::make_message(std::move(context))};
 }
 
+std::string shell_text(const caf::error& e) {
+  if (e == caf::sec::request_timeout)
+    return "the host did not answer in time";
+  if (e.category() == error_category && e.context().match_elements<std::string>())
+    return e.context().get_as<std::string>(0);
+  return caf::to_string(e);
+}
+
 } // namespace gwtf::actors

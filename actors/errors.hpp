@@ -7,6 +7,7 @@
 
 #include <caf/atom.hpp>
 #include <caf/error.hpp>
+#include <caf/sec.hpp>
 
 namespace gwtf::actors {
 
@@ -34,5 +35,9 @@ caf::error make_error(ec code);
 
 /// Same, with a human-readable context message.
 caf::error make_error(ec code, std::string context);
+
+/// The sentence for an error a shell sees: the context of a gwtf error, "the host did not
+/// answer in time" for a timeout, else CAF's rendering.
+std::string shell_text(const caf::error& e);
 
 } // namespace gwtf::actors

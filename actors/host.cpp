@@ -44,8 +44,9 @@ struct membership_state {
   bool frozen = false;
 };
 
-membership_actor::behavior_type membership(membership_actor::stateful_pointer<membership_state> self, ctx_ptr ctx,
+membership_actor::behavior_type membership(metered_ptr<membership_actor, membership_state> self, ctx_ptr ctx,
                                            supervisor_actor supervisor) {
+  ctx->meter(self, "membership");
   auto& st = self->state;
   st.view = std::make_unique<membership_view>(ctx->host.name, ctx->spec->faults.connection_timeout_ms);
   st.me.peer_id = ctx->host.name;
@@ -209,7 +210,8 @@ struct probe_state {
 
 constexpr std::size_t bulk_probe_bytes = 64 * 1024;
 
-probe_actor::behavior_type probe(probe_actor::stateful_pointer<probe_state> self, ctx_ptr ctx, balancer_actor balancer) {
+probe_actor::behavior_type probe(metered_ptr<probe_actor, probe_state> self, ctx_ptr ctx, balancer_actor balancer) {
+  ctx->meter(self, "probe");
   self->state.balancer = std::move(balancer);
   self->send(self, tick_atom::value);
   return {
@@ -272,8 +274,9 @@ struct balancer_state {
   std::vector<std::string> last_targets, last_prevs, last_nexts;
 };
 
-balancer_actor::behavior_type balancer(balancer_actor::stateful_pointer<balancer_state> self, ctx_ptr ctx,
+balancer_actor::behavior_type balancer(metered_ptr<balancer_actor, balancer_state> self, ctx_ptr ctx,
                                        compute_actor compute) {
+  ctx->meter(self, "balancer");
   auto& st = self->state;
   st.compute = std::move(compute);
   int stages = ctx->spec->model.stages;
@@ -408,9 +411,25 @@ struct supervisor_state {
   // A relay without a declared stage: membership polls until its view settles.
   int place_polls = 0;
   std::size_t place_seen = 0;
+  // The shell: traces running (by serial), queries relayed to peers (by request id), and
+  // how many peers' queries this host is answering now.
+  struct trace_run {
+    caf::typed_response_promise<std::string> promise;
+    trace_request request;
+    std::shared_ptr<actor_meter> meter;
+    std::uint64_t handled_before = 0;
+  };
+  struct relayed {
+    caf::typed_response_promise<std::string> promise;
+    std::string host;
+  };
+  std::map<std::uint64_t, trace_run> traces;
+  std::map<std::uint64_t, relayed> relays;
+  std::uint64_t next_serial = 0;
+  int answering = 0;
 };
 
-using supervisor_ptr = supervisor_actor::stateful_pointer<supervisor_state>;
+using supervisor_ptr = metered_ptr<supervisor_actor, supervisor_state>;
 
 // The host's actors, as untyped handles (for links and exits).
 std::vector<caf::actor> children(const supervisor_state& st) {
@@ -541,8 +560,61 @@ void restart_children(supervisor_ptr self, const std::string& why,
 // The shell's query: every actor of the host reports its state (each request bounded by the
 // heartbeat interval, so a busy or restarting actor shows as such instead of stalling the
 // answer), then inspect_view composes the answer.
+// A plain query's budget: what the inspection server waits (deploy/node.cpp sets the same).
+int answer_budget_ms(const host_context& ctx) {
+  return std::max(1000, 2 * ctx.spec->faults.heartbeat_interval_ms);
+}
+
+// The peers' queries a host answers at once; more are refused (a peer must not make it
+// gather its actors' state without bound).
+constexpr int max_answering = 8;
+constexpr std::size_t max_peer_query = 4096;
+
+caf::result<std::string> relay_query(supervisor_ptr self, const hop_request& hop) {
+  auto& st = self->state;
+  if (is_control(hop.query))
+    return make_error(ec::bad_query, hop.query.substr(0, hop.query.find(' '))
+                                       + ": lab controls are not relayed: connect to " + hop.host
+                                       + "'s own inspect port");
+  auto id = ++st.next_serial;
+  auto promise = self->make_response_promise<std::string>();
+  st.relays[id] = {promise, hop.host};
+  st.ctx->send(self, hop.host, service::inspect, wire::inspect_request{id, hop.query});
+  self->delayed_send(self, std::chrono::milliseconds(answer_budget_ms(*st.ctx) + extra_answer_ms(hop.query)),
+                     timeout_atom::value, id);
+  return promise;
+}
+
+caf::result<std::string> start_trace(supervisor_ptr self, const std::string& query) {
+  auto& st = self->state;
+  auto t = parse_trace(query);
+  if (auto* e = std::get_if<std::string>(&t))
+    return make_error(ec::bad_query, *e);
+  auto req = std::get<trace_request>(t);
+  auto meter = st.ctx->meters ? st.ctx->meters->of(req.actor) : nullptr;
+  if (!meter)
+    return make_error(ec::bad_query, "trace: this host does not meter its actors");
+  if (!meter->start_trace())
+    return make_error(ec::bad_query, "trace: a trace of " + req.actor + " is already running on " + st.ctx->host.name);
+  auto serial = ++st.next_serial;
+  auto promise = self->make_response_promise<std::string>();
+  st.traces[serial] = {promise, req, meter, meter->handled()};
+  self->delayed_send(self, std::chrono::seconds(req.seconds), trace_atom::value, serial);
+  return promise;
+}
+
 caf::result<std::string> inspect(supervisor_ptr self, const std::string& query) {
   auto& st = self->state;
+  if (auto hop = parse_hop(query)) {
+    if (auto* e = std::get_if<std::string>(&*hop))
+      return make_error(ec::bad_query, *e);
+    auto& h = std::get<hop_request>(*hop);
+    if (h.host == st.ctx->host.name)
+      return inspect(self, h.query);
+    return relay_query(self, h);
+  }
+  if (query == "trace" || query.rfind("trace ", 0) == 0)
+    return start_trace(self, query);
   // Lab controls: the inspection server lets them through only with node.inspect_control.
   if (query == "drain") {
     self->send(self, stop_atom::value);
@@ -586,10 +658,15 @@ caf::result<std::string> inspect(supervisor_ptr self, const std::string& query) 
   g->parts.host = st.ctx->host.name;
   g->query = query;
   g->promise = self->make_response_promise<std::string>();
+  nlohmann::ordered_json handled = nlohmann::ordered_json::object();
+  if (st.ctx->meters)
+    for (auto& name : host_actor_names())
+      handled[name] = st.ctx->meters->of(name)->handled();
   g->parts.parts["supervisor"] = nlohmann::ordered_json{{"mailbox", self->mailbox().size()},
                                                 {"stage", st.ctx->stage},
                                                 {"restarts", st.generation},
-                                                {"leaving", st.leaving}}
+                                                {"leaving", st.leaving},
+                                                {"handled", handled}}
                                    .dump();
   auto done = [g] {
     if (--g->waiting > 0)
@@ -627,7 +704,57 @@ caf::result<std::string> inspect(supervisor_ptr self, const std::string& query) 
   return g->promise;
 }
 
+// A peer's INSPECT_REQUEST (its shell's `use`) or the answer to one this host relayed.
+void on_inspect_frame(supervisor_ptr self, const std::string& from, wire_frame&& frame) {
+  auto& st = self->state;
+  auto msg = st.ctx->open(self, from, std::move(frame));
+  if (!msg)
+    return;
+  if (auto* rep = std::get_if<wire::inspect_reply>(&*msg)) {
+    auto it = st.relays.find(rep->request_id);
+    if (it == st.relays.end() || it->second.host != from)
+      return; // late, or not an answer to us
+    if (rep->ok)
+      it->second.promise.deliver(std::move(rep->body));
+    else
+      it->second.promise.deliver(make_error(ec::bad_query, from + ": " + rep->body));
+    st.relays.erase(it);
+    return;
+  }
+  auto* req = std::get_if<wire::inspect_request>(&*msg);
+  if (req == nullptr) {
+    tell(self, st.ctx->reporter, failure_atom::value, st.ctx->host.name,
+         "inspect: " + std::string{wire::kind_name(*msg)} + " from " + from + " is no INSPECT message: dropped");
+    return;
+  }
+  auto id = req->request_id;
+  auto refuse = [&](const std::string& why) {
+    st.ctx->send(self, from, service::inspect, wire::inspect_reply{id, false, why});
+  };
+  if (req->query.size() > max_peer_query)
+    return refuse("a query of " + std::to_string(req->query.size()) + " bytes (at most " + std::to_string(max_peer_query) + ")");
+  if (is_control(req->query) || parse_hop(req->query))
+    return refuse(req->query.substr(0, req->query.find(' ')) + ": " + st.ctx->host.name
+                  + " answers only read-only queries from its peers");
+  if (st.answering >= max_answering)
+    return refuse(st.ctx->host.name + " is answering " + std::to_string(max_answering) + " queries already: ask again");
+  ++st.answering;
+  auto ctx = st.ctx;
+  auto timeout = std::chrono::milliseconds(answer_budget_ms(*ctx) + extra_answer_ms(req->query));
+  self->request(supervisor_actor{self}, timeout, inspect_atom::value, req->query)
+    .then(
+      [self, ctx, from, id](std::string& body) {
+        --self->state.answering;
+        ctx->send(self, from, service::inspect, wire::inspect_reply{id, true, std::move(body)});
+      },
+      [self, ctx, from, id](caf::error& e) {
+        --self->state.answering;
+        ctx->send(self, from, service::inspect, wire::inspect_reply{id, false, shell_text(e)});
+      });
+}
+
 supervisor_actor::behavior_type supervisor(supervisor_ptr self, ctx_ptr ctx) {
+  ctx->meter(self, "supervisor");
   self->state.ctx = ctx;
   self->set_exit_handler([self](caf::exit_msg& m) {
     auto& st = self->state;
@@ -657,6 +784,7 @@ supervisor_actor::behavior_type supervisor(supervisor_ptr self, ctx_ptr ctx) {
     restart_children(self, self->system().render(m.reason), m.source);
   });
   start_children(self, ctx->joining);
+  register_service(self, service::inspect, caf::actor_cast<caf::actor>(self));
   return {
     [self](crash_atom, const std::string& phase) {
       if (phase == "process") // the shell's lab control (node mode): die like a crashed host
@@ -732,6 +860,30 @@ supervisor_actor::behavior_type supervisor(supervisor_ptr self, ctx_ptr ctx) {
     [self](inspect_atom, const std::string& query) -> caf::result<std::string> {
       return inspect(self, query);
     },
+    [self](deliver_atom, const std::string& from, wire_frame& frame) { on_inspect_frame(self, from, std::move(frame)); },
+    [self](trace_atom, std::uint64_t serial) {
+      auto& st = self->state;
+      auto it = st.traces.find(serial);
+      if (it == st.traces.end())
+        return;
+      auto run = std::move(it->second);
+      st.traces.erase(it);
+      std::uint64_t dropped = 0;
+      auto handled = run.meter->handled() - run.handled_before;
+      std::vector<traced_message> messages;
+      for (auto& e : run.meter->stop_trace(dropped))
+        messages.push_back({e.at_us, std::move(e.from), std::move(e.what)});
+      run.promise.deliver(compose_trace(st.ctx->host.name, run.request, handled, messages, dropped));
+    },
+    [self](timeout_atom, std::uint64_t id) {
+      auto& st = self->state;
+      auto it = st.relays.find(id);
+      if (it == st.relays.end())
+        return;
+      it->second.promise.deliver(make_error(
+        ec::bad_query, it->second.host + " did not answer through the cluster in time (is it a live host? see: hosts)"));
+      st.relays.erase(it);
+    },
   };
 }
 
@@ -749,6 +901,10 @@ caf::actor spawn_host(caf::actor_system& sys, std::shared_ptr<const cluster_spec
   ctx->joining = joining;
   ctx->incarnation = static_cast<std::uint64_t>(now_ms());
   ctx->watch = std::move(watch);
+  std::map<std::uint64_t, std::string> others{{ctx->link.id(), "link"}};
+  if (ctx->reporter)
+    others[ctx->reporter.id()] = "reporter";
+  ctx->meters = std::make_shared<host_meters>(std::move(others));
   return caf::actor_cast<caf::actor>(sys.spawn(supervisor, ctx));
 }
 

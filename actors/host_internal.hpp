@@ -8,6 +8,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/send.hpp>
 
+#include "actors/actor_meter.hpp"
 #include "actors/freeze_watch.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/wire_frame.hpp"
@@ -39,6 +40,15 @@ struct host_context {
   /// the connection timeout the host neither sends nor opens a frame: its peers declared it
   /// dead, and its supervisor is about to start it again as a new replica.
   std::shared_ptr<freeze_watch> watch;
+  /// What the shell's `actors`, `top` and `trace` read: messages each actor handled.
+  std::shared_ptr<const host_meters> meters;
+
+  /// Meters `self` as the host's actor `name` (first thing in its behavior function).
+  template <class Self>
+  void meter(Self* self, const std::string& name) const {
+    if (meters)
+      self->meter(meters->of(name), meters);
+  }
 
   bool frozen() const { return watch && watch->frozen(steady_ms()); }
 
@@ -68,6 +78,10 @@ struct host_context {
     return std::move(*msg);
   }
 };
+
+/// The self pointer of a host's actor of interface `Handle` with state `State`: metered.
+template <class Handle, class State>
+using metered_ptr = caf::stateful_actor<State, metered<typename Handle::base>>*;
 
 /// The stage (relay) or data-holder actor of a host (actors/stage_actor.cpp, LibTorch).
 /// The host's compute actor, linked to `parent` (its supervisor).

@@ -93,18 +93,13 @@ void on_frame(server_ptr self, caf::io::connection_handle hdl, const std::vector
     return;
   }
   auto sup = caf::actor_cast<supervisor_actor>(st.opts.supervisor);
-  self->request(sup, std::chrono::milliseconds(st.opts.timeout_ms), inspect_atom::value, req->query)
+  // A query for another host (@HOST) waits for that host's answer through the cluster: the
+  // supervisor bounds it by one timeout, this by two; a trace runs for its seconds first.
+  auto hop = parse_hop(req->query).has_value();
+  auto timeout = std::chrono::milliseconds(st.opts.timeout_ms * (hop ? 2 : 1) + extra_answer_ms(req->query));
+  self->request(sup, timeout, inspect_atom::value, req->query)
     .then([self, hdl, id](std::string& body) { reply(self, hdl, wire::inspect_reply{id, true, std::move(body)}); },
-          [self, hdl, id](caf::error& e) {
-            std::string why;
-            if (e == caf::sec::request_timeout)
-              why = "the host did not answer in time";
-            else if (e.category() == error_category && e.context().match_elements<std::string>())
-              why = e.context().get_as<std::string>(0);
-            else
-              why = caf::to_string(e);
-            reply(self, hdl, wire::inspect_reply{id, false, why});
-          });
+          [self, hdl, id](caf::error& e) { reply(self, hdl, wire::inspect_reply{id, false, shell_text(e)}); });
 }
 
 caf::behavior inspect_server(server_ptr self, inspect_server_options opts) {

@@ -21,8 +21,9 @@ const std::vector<std::pair<std::string, std::string>>& inspect_queries() {
     {"links", "measured links to the neighbouring stages: latency, bandwidth, round trip"},
     {"stage", "the stage: replicas, iteration, weights hash, stashed microbatches"},
     {"microbatches", "microbatches this host holds: where each is and its attempt"},
-    {"actors", "the host's actors: mailbox size; restarts of the host's actors"},
+    {"actors", "actors [name|mailbox|handled]: the host's actors: kind, mailbox, messages handled, restarts"},
     {"inspect", "inspect ACTOR: all that one actor (supervisor, membership, probe, balancer, compute) reports"},
+    {"trace", "trace ACTOR [SECONDS]: the messages one actor handles for SECONDS (default 5, at most 60)"},
     {"metrics", "the same figures in the Prometheus text format (what GET /metrics serves)"},
   };
   return q;
@@ -69,6 +70,70 @@ std::variant<slow_link_request, std::string> parse_slow_link(const std::string& 
   if (end == factor_text.c_str() || *end != '\0' || !std::isfinite(factor) || factor < 1 || factor > 1000)
     return std::string{"slow-link: FACTOR: expected a number from 1 to 1000 (1: as measured), got '" + factor_text + "'"};
   return slow_link_request{peer, factor};
+}
+
+std::variant<trace_request, std::string> parse_trace(const std::string& query) {
+  std::istringstream words{query};
+  std::string cmd, actor, seconds_text, extra;
+  words >> cmd >> actor;
+  auto usage = "trace: expected trace ACTOR [SECONDS], ACTOR one of " + host_actor_list() + ", got '" + query + "'";
+  if (cmd != "trace" || actor.empty())
+    return usage;
+  auto& known = host_actor_names();
+  if (std::find(known.begin(), known.end(), actor) == known.end())
+    return "trace: no actor named '" + actor + "': the host's actors are " + host_actor_list();
+  trace_request t{actor, 5};
+  if (words >> seconds_text) {
+    if (words >> extra)
+      return usage;
+    char* end = nullptr;
+    long v = std::strtol(seconds_text.c_str(), &end, 10);
+    if (end == seconds_text.c_str() || *end != '\0' || v < 1 || v > max_trace_seconds)
+      return "trace: SECONDS: expected a whole number from 1 to " + std::to_string(max_trace_seconds) + ", got '"
+             + seconds_text + "'";
+    t.seconds = static_cast<int>(v);
+  }
+  return t;
+}
+
+std::optional<std::variant<hop_request, std::string>> parse_hop(const std::string& query) {
+  if (query.empty() || query[0] != '@')
+    return std::nullopt;
+  auto space = query.find(' ');
+  auto host = query.substr(1, space == std::string::npos ? std::string::npos : space - 1);
+  std::string rest;
+  if (auto start = space == std::string::npos ? space : query.find_first_not_of(' ', space); start != std::string::npos)
+    rest = query.substr(start);
+  if (host.empty() || rest.empty())
+    return std::variant<hop_request, std::string>{std::string{"expected @HOST QUERY, got '" + query + "'"}};
+  if (rest[0] == '@')
+    return std::variant<hop_request, std::string>{std::string{"a query hops once: '" + query + "'"}};
+  return std::variant<hop_request, std::string>{hop_request{host, rest}};
+}
+
+int extra_answer_ms(const std::string& query) {
+  auto q = query;
+  if (auto h = parse_hop(query); h && std::holds_alternative<hop_request>(*h))
+    q = std::get<hop_request>(*h).query;
+  if (q.rfind("trace ", 0) != 0)
+    return 0;
+  auto t = parse_trace(q);
+  return std::holds_alternative<trace_request>(t) ? std::get<trace_request>(t).seconds * 1000 : 0;
+}
+
+std::string compose_trace(const std::string& host, const trace_request& t, std::uint64_t handled,
+                          const std::vector<traced_message>& messages, std::uint64_t dropped) {
+  json list = json::array();
+  for (auto& m : messages)
+    list.push_back({{"t_ms", static_cast<double>(m.at_us) / 1000.0}, {"from", m.from}, {"message", m.what}});
+  return json{{"host", host},
+              {"actor", t.actor},
+              {"seconds", t.seconds},
+              {"handled", handled},
+              {"per_second", static_cast<double>(handled) / t.seconds},
+              {"not_recorded", dropped},
+              {"messages", list}}
+    .dump();
 }
 
 namespace {
@@ -222,6 +287,11 @@ std::string prometheus_text(const inspect_parts& p, const json& compute, const j
     if (j.is_object())
       e.sample("gwtf_actor_mailbox", {{"actor", name}}, num(j, "mailbox"));
   }
+  e.family("gwtf_actor_messages_handled_total", "counter", "messages each of the host's actors handled since the host started");
+  auto handled = value_or_null(supervisor, "handled");
+  for (auto& name : host_actor_names())
+    if (handled.is_object() && handled.contains(name) && handled[name].is_number())
+      e.sample("gwtf_actor_messages_handled_total", {{"actor", name}}, handled[name].get<double>());
   e.family("gwtf_actor_restarts_total", "counter", "restarts of the host's actors by its supervisor");
   e.sample("gwtf_actor_restarts_total", {}, num(supervisor, "restarts"));
   return e.text;
@@ -319,20 +389,43 @@ static inspect_answer compose(const std::string& query, const inspect_parts& p) 
                        {"microbatches", value_or_null(compute, "microbatches")}}
                     .dump()};
   }
-  if (query == "actors") {
+  if (query == "actors" || query.rfind("actors ", 0) == 0) {
+    auto by = query == "actors" ? std::string{} : query.substr(7);
+    if (!by.empty() && by != "name" && by != "mailbox" && by != "handled")
+      return {false, "actors: sort by name, mailbox or handled, got '" + by + "'"};
+    auto handled = value_or_null(supervisor, "handled");
+    auto restarts = value_or_null(supervisor, "restarts");
     json actors = json::array();
     for (auto& name : host_actor_names()) {
       auto j = part(p, name);
-      json row{{"actor", name}};
+      std::string kind = name == "supervisor"   ? "supervisor"
+                         : name == "membership" ? "membership"
+                         : name == "probe"      ? "link probe"
+                         : name == "balancer"   ? "flow balancer"
+                                                : "stage";
+      if (name == "compute" && j.is_object())
+        kind = j.value("role", std::string{"relay"}) == "data holder" ? "data holder" : "relay stage";
+      json row{{"actor", name}, {"kind", kind}};
       if (j.is_object()) {
         row["state"] = "running";
         row["mailbox"] = value_or_null(j, "mailbox");
       } else {
         row["state"] = p.missing.count(name) > 0 ? p.missing.at(name) : std::string{"no answer"};
+        row["mailbox"] = nullptr;
       }
+      row["handled"] = value_or_null(handled, name.c_str());
+      // The supervisor restarts its children together; it is never restarted itself.
+      row["restarts"] = name == "supervisor" ? json(0) : restarts;
       actors.push_back(std::move(row));
     }
-    return {true, json{{"host", p.host}, {"actors", actors}, {"restarts", value_or_null(supervisor, "restarts")}}.dump()};
+    if (by == "mailbox" || by == "handled")
+      std::stable_sort(actors.begin(), actors.end(), [&](const json& a, const json& b) {
+        return num(a, by.c_str(), -1) > num(b, by.c_str(), -1); // most first; no answer last
+      });
+    else if (by == "name")
+      std::stable_sort(actors.begin(), actors.end(),
+                       [](const json& a, const json& b) { return a.value("actor", "") < b.value("actor", ""); });
+    return {true, json{{"host", p.host}, {"actors", actors}, {"restarts", restarts}}.dump()};
   }
   if (query == "metrics")
     return {true, prometheus_text(p, compute, membership, balancer, probe, supervisor)};

@@ -3,7 +3,9 @@
 // answer. No CAF, no sockets: testable on its own.
 #pragma once
 
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -38,6 +40,35 @@ struct slow_link_request {
   double factor = 1;
 };
 std::variant<slow_link_request, std::string> parse_slow_link(const std::string& query);
+
+/// `trace ACTOR [SECONDS]`: the messages one of the host's actors handles for SECONDS
+/// (default 5, at most max_trace_seconds).
+struct trace_request {
+  std::string actor;
+  int seconds = 5;
+};
+constexpr int max_trace_seconds = 60;
+std::variant<trace_request, std::string> parse_trace(const std::string& query);
+
+/// `@HOST QUERY`: a query for another host of the cluster, asked over the cluster's links by
+/// the host the shell is attached to (the shell's `use HOST`).
+struct hop_request {
+  std::string host;
+  std::string query;
+};
+/// Not a hop: nullopt. A hop without a host or query, or a hop of a hop: the error.
+std::optional<std::variant<hop_request, std::string>> parse_hop(const std::string& query);
+
+/// How much longer than a plain query `query` may take to answer, in ms (a trace's seconds).
+int extra_answer_ms(const std::string& query);
+
+/// The answer to a trace: what the actor handled while traced.
+struct traced_message {
+  std::int64_t at_us = 0;
+  std::string from, what;
+};
+std::string compose_trace(const std::string& host, const trace_request& t, std::uint64_t handled,
+                          const std::vector<traced_message>& messages, std::uint64_t dropped);
 
 /// The answer to `query`: a JSON document (ok), or an error that names the query and what
 /// is wrong (not ok).

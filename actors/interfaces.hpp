@@ -57,6 +57,7 @@ using drained_atom = caf::atom_constant<caf::atom("drained")>;
 using known_atom = caf::atom_constant<caf::atom("known")>;
 using place_atom = caf::atom_constant<caf::atom("place")>;
 using inspect_atom = caf::atom_constant<caf::atom("inspect")>;
+using trace_atom = caf::atom_constant<caf::atom("trace")>;
 // reporter events
 using iteration_atom = caf::atom_constant<caf::atom("iteration")>;
 using applied_atom = caf::atom_constant<caf::atom("applied")>;
@@ -74,7 +75,7 @@ using replica_atom = caf::atom_constant<caf::atom("replica")>;
 
 /// Where a frame goes inside its destination host.
 /// `link` is the links' own traffic in node mode (GOSSIP: who is where).
-enum class service : std::int32_t { membership = 0, probe = 1, balancer = 2, stage = 3, link = 4 };
+enum class service : std::int32_t { membership = 0, probe = 1, balancer = 2, stage = 3, link = 4, inspect = 5 };
 
 /// Everything every host of a run knows before it starts (from cluster.yaml). Immutable,
 /// shared by the hosts of one process.
@@ -238,6 +239,13 @@ using supervisor_actor = caf::typed_actor<
     /// the inspection shell: answers a query (status, hosts, flows, ...) with a JSON document
     /// gathered from the host's actors, or an error naming what is wrong (docs/shell.md)
     caf::replies_to<inspect_atom, std::string>::with<std::string>,
+    /// INSPECT frames from peers: a shell attached to a peer asks this host (`use HOST`), or
+    /// this host's answer from a peer comes back
+    caf::reacts_to<deliver_atom, std::string, wire_frame>,
+    /// internal: the trace with this serial ends
+    caf::reacts_to<trace_atom, std::uint64_t>,
+    /// internal: the query relayed to a peer with this id is past its time
+    caf::reacts_to<timeout_atom, std::uint64_t>,
     /// internal: LEAVE went out, quit
     caf::reacts_to<done_atom>>;
 

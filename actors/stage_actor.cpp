@@ -204,6 +204,7 @@ void catch_up(self_ptr self, const std::string& id, std::int32_t stage) {
 // --- the behaviour ---------------------------------------------------------------
 
 compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_actor supervisor) {
+  ctx->meter(self, "compute");
   auto& st = self->state;
   st.ctx = ctx;
   st.supervisor = std::move(supervisor);

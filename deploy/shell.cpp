@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <iomanip>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -261,18 +262,115 @@ outcome ask(const actors::endpoint& ep, const std::string& query, int timeout_ms
 
 std::string help_text() {
   std::ostringstream out;
+  auto line = [&](const std::string& q, const std::string& h) {
+    out << "  " << q << std::string(q.size() < 14 ? 14 - q.size() : 1, ' ') << h << "\n";
+  };
   for (auto& [q, h] : actors::inspect_queries())
-    out << "  " << q << std::string(q.size() < 14 ? 14 - q.size() : 1, ' ') << h << "\n";
+    line(q, h);
+  line("top", "top [N]: the host's actors refreshed every second, busiest first (N refreshes; "
+              "interactive: until Enter)");
+  line("use", "use HOST: ask HOST (a peer of this host) from now on, through the cluster; use: back");
   for (auto& [q, h] : actors::control_queries())
-    out << "  " << q << std::string(q.size() < 14 ? 14 - q.size() : 1, ' ') << h << "\n";
-  out << "  help          this list\n  quit          leave the shell (also: exit, Ctrl-D)\n";
+    line(q, h);
+  line("help", "this list");
+  line("quit", "leave the shell (also: exit, Ctrl-D)");
   return out.str();
 }
 
+// What a shell session knows between commands.
+struct session {
+  actors::endpoint ep;
+  std::string target; // HOST:PORT as given
+  std::string via;    // `use HOST`: the peer asked through the attached host; empty: itself
+  const cli_options& opts;
+  std::shared_ptr<const actors::tls_context> tls;
+  std::ostream& out;
+  std::ostream& err;
+  bool interactive = false;
+  int failures = 0;
+
+  // Asks `query` of the host in use: the attached one, or through it the one of `use`.
+  outcome ask_host(const std::string& query, const std::string& host) {
+    auto q = host.empty() ? query : "@" + host + " " + query;
+    // A relayed query waits for the peer's answer, bounded by the attached host.
+    auto timeout = opts.timeout_ms * (host.empty() ? 1 : 2) + actors::extra_answer_ms(q);
+    return ask(ep, q, timeout, tls);
+  }
+
+  std::string where() const { return via.empty() ? target : target + " (" + via + ")"; }
+
+  void fail(const std::string& why) {
+    err << "caf-gwtf shell: " << why << "\n";
+    ++failures;
+  }
+};
+
+// `top [N]`: the host's actors every second, with messages handled per second, busiest
+// first; N refreshes, or (interactive) until Enter is pressed.
+void run_top(session& s, long refreshes) {
+  std::map<std::string, double> before;
+  auto sampled = std::chrono::steady_clock::now();
+  auto first = s.ask_host("actors", s.via);
+  if (!first.ok)
+    return s.fail(s.where() + ": " + first.text);
+  auto read = [](const std::string& text, std::map<std::string, double>& handled) {
+    auto j = json::parse(text, nullptr, false);
+    if (!j.is_object() || !j.contains("actors") || !j["actors"].is_array())
+      return json();
+    for (auto& a : j["actors"])
+      if (a.is_object() && a.contains("handled") && a["handled"].is_number())
+        handled[a.value("actor", "?")] = a["handled"].get<double>();
+    return j;
+  };
+  read(first.text, before);
+  for (long n = 0; refreshes <= 0 || n < refreshes; ++n) {
+    if (s.interactive) { // Enter stops; otherwise wait a second
+      pollfd p{STDIN_FILENO, POLLIN, 0};
+      if (::poll(&p, 1, 1000) == 1) {
+        std::string ignored;
+        std::getline(std::cin, ignored);
+        return;
+      }
+    } else {
+      ::poll(nullptr, 0, 1000);
+    }
+    auto r = s.ask_host("actors", s.via);
+    auto now = std::chrono::steady_clock::now();
+    if (!r.ok)
+      return s.fail(s.where() + ": " + r.text);
+    std::map<std::string, double> after;
+    auto j = read(r.text, after);
+    if (j.is_null())
+      return s.fail(s.where() + ": top: the host's answer to actors has no actor list");
+    auto secs = std::chrono::duration<double>(now - sampled).count();
+    sampled = now;
+    for (auto& a : j["actors"]) {
+      auto name = a.value("actor", "?");
+      if (after.count(name) > 0 && before.count(name) > 0 && secs > 0)
+        a["per_s"] = (after[name] - before[name]) / secs;
+      else
+        a["per_s"] = nullptr;
+    }
+    std::stable_sort(j["actors"].begin(), j["actors"].end(), [](const json& a, const json& b) {
+      auto rate = [](const json& x) { return x["per_s"].is_number() ? x["per_s"].get<double>() : -1.0; };
+      return rate(a) > rate(b);
+    });
+    before = std::move(after);
+    if (s.opts.json) {
+      s.out << j.dump() << std::endl;
+      continue;
+    }
+    if (s.interactive)
+      s.out << "\033[H\033[2J"; // clear the screen, like top
+    s.out << "top: " << j.value("host", std::string{"?"}) << " (" << s.where() << "), messages handled per second over "
+          << std::fixed << std::setprecision(1) << secs << " s" << std::defaultfloat
+          << (s.interactive ? "; Enter stops" : "") << "\n"
+          << table(j["actors"]) << std::flush;
+  }
+}
+
 // One command line; false when the shell should end.
-bool run_command(const actors::endpoint& ep, const std::string& target, const std::string& line,
-                 const cli_options& opts, const std::shared_ptr<const actors::tls_context>& tls, std::ostream& out,
-                 std::ostream& err, int& failures) {
+bool run_command(session& s, const std::string& line) {
   std::istringstream words{line};
   std::string cmd, extra;
   words >> cmd;
@@ -281,49 +379,103 @@ bool run_command(const actors::endpoint& ep, const std::string& target, const st
   if (cmd == "quit" || cmd == "exit")
     return false;
   if (cmd == "help") {
-    out << help_text();
+    s.out << help_text();
     return true;
   }
+  std::string rest;
+  std::getline(words, rest);
+  std::istringstream args{rest};
   std::string query = cmd;
-  if (cmd == "slow-link") { // slow-link and inspect take arguments: checked here, and again by the host
-    std::string rest;
-    std::getline(words, rest);
+  if (cmd == "use") {
+    std::string host;
+    args >> host;
+    if (args >> extra) {
+      s.fail("expected use HOST (or use alone: back to " + s.target + ")");
+      return true;
+    }
+    if (host.empty() || host == "-") {
+      s.via.clear();
+      if (s.interactive)
+        s.out << "asking " << s.target << " again\n";
+      return true;
+    }
+    auto r = s.ask_host("status", host); // is it there?
+    if (!r.ok) {
+      s.fail(s.target + ": use " + host + ": " + r.text);
+      return true;
+    }
+    s.via = host;
+    if (s.interactive)
+      s.out << "asking " << host << " through " << s.target << " (use alone: back)\n";
+    return true;
+  }
+  if (cmd == "top") {
+    long n = s.interactive ? 0 : 1;
+    if (args >> extra) {
+      char* end = nullptr;
+      n = std::strtol(extra.c_str(), &end, 10);
+      std::string more;
+      if (end == extra.c_str() || *end != '\0' || n < 1 || n > 86400 || (args >> more)) {
+        s.fail("expected top [N], N refreshes (1 to 86400), got 'top" + rest + "'");
+        return true;
+      }
+    }
+    run_top(s, n);
+    return true;
+  }
+  // Commands with arguments are checked here, and again by the host.
+  if (cmd == "slow-link") {
     auto req = actors::parse_slow_link(cmd + rest);
     if (auto* e = std::get_if<std::string>(&req)) {
-      err << "caf-gwtf shell: " << *e << "\n";
-      ++failures;
+      s.fail(*e);
       return true;
     }
     auto& r = std::get<actors::slow_link_request>(req);
     std::ostringstream q;
     q << "slow-link " << r.peer << " " << r.factor;
     query = q.str();
+  } else if (cmd == "trace") {
+    auto req = actors::parse_trace(cmd + rest);
+    if (auto* e = std::get_if<std::string>(&req)) {
+      s.fail(*e);
+      return true;
+    }
+    auto& t = std::get<actors::trace_request>(req);
+    query = "trace " + t.actor + " " + std::to_string(t.seconds);
+    if (s.interactive)
+      s.out << "tracing " << t.actor << " of " << s.where() << " for " << t.seconds << " s ..." << std::endl;
   } else if (cmd == "inspect") {
     std::string actor;
-    if (!(words >> actor) || (words >> extra)) {
-      err << "caf-gwtf shell: expected inspect ACTOR, ACTOR one of " << actors::host_actor_list() << "\n";
-      ++failures;
+    if (!(args >> actor) || (args >> extra)) {
+      s.fail("expected inspect ACTOR, ACTOR one of " + actors::host_actor_list());
       return true;
     }
     query = "inspect " + actor;
-  } else if (words >> extra) {
-    err << "caf-gwtf shell: " << cmd << " takes no argument (got '" << extra << "')\n";
-    ++failures;
+  } else if (cmd == "actors") {
+    if (args >> extra) {
+      std::string more;
+      if ((extra != "name" && extra != "mailbox" && extra != "handled") || (args >> more)) {
+        s.fail("expected actors [name|mailbox|handled] (the sort order), got 'actors" + rest + "'");
+        return true;
+      }
+      query = "actors " + extra;
+    }
+  } else if (args >> extra) {
+    s.fail(cmd + " takes no argument (got '" + extra + "')");
     return true;
   }
-  auto r = ask(ep, query, opts.timeout_ms, tls);
+  auto r = s.ask_host(query, s.via);
   if (!r.ok) {
-    err << "caf-gwtf shell: " << target << ": " << r.text << "\n";
-    ++failures;
+    s.fail(s.where() + ": " + r.text);
     return true;
   }
-  out << (opts.json ? r.text + "\n" : render_answer(cmd, r.text));
+  s.out << (s.opts.json ? r.text + "\n" : render_answer(cmd, r.text));
   return true;
 }
 
 const std::vector<std::string>& completions() {
   static std::vector<std::string> all = [] {
-    std::vector<std::string> v{"help", "quit", "exit"};
+    std::vector<std::string> v{"help", "quit", "exit", "top", "use"};
     for (auto& [q, h] : actors::inspect_queries())
       v.push_back(q);
     for (auto& [q, h] : actors::control_queries())
@@ -334,13 +486,17 @@ const std::vector<std::string>& completions() {
   return all;
 }
 
+// The words Tab completes now: commands at the start of a line, an actor after inspect and
+// trace, a sort order after actors.
+const std::vector<std::string>* candidates = &completions();
+
 char* complete_next(const char* text, int state) {
   static std::size_t i = 0;
   if (state == 0)
     i = 0;
   std::string prefix{text};
-  while (i < completions().size()) {
-    auto& c = completions()[i++];
+  while (i < candidates->size()) {
+    auto& c = (*candidates)[i++];
     if (c.rfind(prefix, 0) == 0)
       return ::strdup(c.c_str());
   }
@@ -348,7 +504,22 @@ char* complete_next(const char* text, int state) {
 }
 
 char** complete(const char* text, int start, int) {
-  if (start != 0) // commands take no arguments
+  static const std::vector<std::string> sort_orders{"handled", "mailbox", "name"};
+  rl_attempted_completion_over = 1; // no file names
+  if (start == 0) {
+    candidates = &completions();
+    return rl_completion_matches(text, complete_next);
+  }
+  std::istringstream line{std::string{rl_line_buffer, static_cast<std::size_t>(start)}};
+  std::string cmd, arg;
+  line >> cmd;
+  if (line >> arg) // only the first argument is completed
+    return nullptr;
+  if (cmd == "inspect" || cmd == "trace")
+    candidates = &actors::host_actor_names();
+  else if (cmd == "actors")
+    candidates = &sort_orders;
+  else
     return nullptr;
   return rl_completion_matches(text, complete_next);
 }
@@ -411,16 +582,22 @@ int run_shell(const cli_options& opts, std::ostream& out, std::ostream& err) {
       return exit_code::usage;
     }
   }
-  int failures = 0;
+  session s{*ep, opts.target, {}, opts, tls, out, err};
   if (!opts.command.empty()) {
-    run_command(*ep, opts.target, opts.command, opts, tls, out, err, failures);
-    return failures == 0 ? exit_code::ok : exit_code::failure;
+    // Several commands separated by ';' (e.g. "use r2-oregon; flows"); stops at the first
+    // that fails.
+    std::istringstream commands{opts.command};
+    for (std::string one; std::getline(commands, one, ';');)
+      if (!run_command(s, one) || s.failures > 0)
+        break;
+    return s.failures == 0 ? exit_code::ok : exit_code::failure;
   }
+  s.interactive = true;
   rl_attempted_completion_function = complete;
   using_history();
   out << "caf-gwtf shell on " << opts.target << ": type help for the commands, quit to leave" << std::endl;
-  auto prompt = opts.target + "> ";
   for (;;) {
+    auto prompt = (s.via.empty() ? opts.target : opts.target + "/" + s.via) + "> ";
     char* raw = readline(prompt.c_str());
     if (raw == nullptr) { // Ctrl-D
       out << "\n";
@@ -430,7 +607,7 @@ int run_shell(const cli_options& opts, std::ostream& out, std::ostream& err) {
     std::free(raw);
     if (line.find_first_not_of(" \t") != std::string::npos)
       add_history(line.c_str());
-    if (!run_command(*ep, opts.target, line, opts, tls, out, err, failures))
+    if (!run_command(s, line))
       break;
     out.flush();
   }

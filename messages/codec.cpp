@@ -819,6 +819,25 @@ std::variant<message, wire_failure> decode_impl(const std::uint8_t* data, std::s
 
 } // namespace
 
+std::string peek_kind(const std::uint8_t* data, std::size_t size) {
+  if (data == nullptr || size < sizeof(capnp::word) || size % sizeof(capnp::word) != 0)
+    return "not a wire message";
+  aligned_words words{data, size};
+  try {
+    if (capnp::expectedSizeInWordsFromPrefix(words.view) > words.view.size())
+      return "not a wire message";
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = 64; // the envelope's root struct only
+    capnp::FlatArrayMessageReader reader{words.view, options};
+    auto env = reader.getRoot<schema::Envelope>();
+    if (env.getMagic() != schema::ENVELOPE_MAGIC)
+      return "not a wire message";
+    return kind_name_at(static_cast<std::size_t>(env.getBody().which()));
+  } catch (const kj::Exception&) {
+    return "not a wire message";
+  }
+}
+
 std::variant<message, wire_failure> decode(const std::uint8_t* data, std::size_t size,
                                            const decode_limits& limits) {
   return decode_impl(data, size, limits, nullptr);

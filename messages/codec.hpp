@@ -60,6 +60,10 @@ std::variant<message, wire_failure> decode(const std::uint8_t* data, std::size_t
 std::variant<message, wire_failure> decode(std::shared_ptr<const std::vector<std::uint8_t>> frame,
                                            const decode_limits& limits = {});
 
+/// The kind of message an envelope holds ("activation", ...) without decoding its body:
+/// for logs and traces. "not a wire message" for bytes that are no valid envelope.
+std::string peek_kind(const std::uint8_t* data, std::size_t size);
+
 /// Decodes an envelope that must hold a `T`; another valid kind is `wrong_kind`.
 template <class T>
 std::variant<T, wire_failure> decode_as(const std::uint8_t* data, std::size_t size,

@@ -24,15 +24,22 @@ tensor_payload tensor_payload::copy_of(dtype t, std::vector<std::int64_t> shape,
   return tensor_payload{t, std::move(shape), std::move(owner), n};
 }
 
-const char* kind_name(const message& m) {
-  static constexpr const char* names[] = {
+namespace {
+constexpr const char* kind_names[] = {
     "hello", "leave", "gossip", "join_request", "join_reply", "activation", "introduction",
     "cost_advert", "flow_request", "flow_response", "flow_listing", "move_proposal",
     "move_response", "flow_sync", "ping", "pong", "bandwidth_sample", "gradient_chunk",
     "norm_share", "state_request", "state_chunk", "inspect_request", "inspect_reply",
     "hop_progress", "iteration_done", "replica_hash"};
-  static_assert(sizeof names / sizeof names[0] == std::variant_size_v<message>);
-  return names[m.index()];
+static_assert(sizeof kind_names / sizeof kind_names[0] == std::variant_size_v<message>);
+} // namespace
+
+const char* kind_name(const message& m) {
+  return kind_names[m.index()];
+}
+
+const char* kind_name_at(std::size_t index) {
+  return index < std::variant_size_v<message> ? kind_names[index] : "unknown";
 }
 
 bool operator==(const tensor_payload& a, const tensor_payload& b) {

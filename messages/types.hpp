@@ -297,6 +297,9 @@ using message = std::variant<hello, leave, gossip, join_request, join_reply, act
 
 /// Name of the message kind held, e.g. "flow_request".
 const char* kind_name(const message& m);
+/// The name of the message kind with this variant index (= the envelope's union member);
+/// "unknown" outside the range.
+const char* kind_name_at(std::size_t index);
 
 // Field-by-field equality (tensor payloads compare their bytes).
 bool operator==(const tensor_payload& a, const tensor_payload& b);

@@ -34,7 +34,8 @@ namespace {
 actors::inspect_parts sample_parts() {
   actors::inspect_parts p;
   p.host = "r1";
-  p.parts["supervisor"] = R"({"mailbox":0,"stage":1,"restarts":2,"leaving":false})";
+  p.parts["supervisor"] = R"({"mailbox":0,"stage":1,"restarts":2,"leaving":false,
+    "handled":{"supervisor":4,"membership":90,"probe":75,"balancer":310,"compute":120}})";
   p.parts["membership"] = R"({"mailbox":1,"self":{"name":"r1","address":"10.0.0.1:4242"},
     "peers":[{"name":"dh","stage":0,"state":"alive"},{"name":"r2","stage":2,"state":"down"},
              {"name":"r2b","stage":2,"state":"alive"}]})";
@@ -233,6 +234,77 @@ TEST_CASE("inspect views: status combines the actors' reports, each query picks 
   CHECK(busy.body.find("the probe actor of r1 did not answer (busy") != std::string::npos);
 }
 
+TEST_CASE("inspect views: actors with kind, messages handled and restarts, sorted on request") {
+  auto p = sample_parts();
+  auto plain = answer("actors", p)["actors"];
+  REQUIRE(plain.size() == 5);
+  CHECK(plain[0]["actor"] == "supervisor"); // the host's order
+  CHECK(plain[0]["restarts"] == 0);          // the supervisor is never restarted
+  CHECK(plain[4]["kind"] == "relay stage");
+  CHECK(plain[4]["handled"] == 120);
+  CHECK(plain[4]["restarts"] == 2);
+  auto busiest = answer("actors handled", p)["actors"];
+  std::vector<std::string> order;
+  for (auto& a : busiest)
+    order.push_back(a["actor"]);
+  CHECK(order == std::vector<std::string>{"balancer", "compute", "membership", "probe", "supervisor"});
+  CHECK(answer("actors mailbox", p)["actors"][0]["actor"] == "compute"); // 3 waiting
+  CHECK(answer("actors name", p)["actors"][0]["actor"] == "balancer");
+  auto bad = actors::compose_view("actors size", p);
+  CHECK_FALSE(bad.ok);
+  CHECK(bad.body == "actors: sort by name, mailbox or handled, got 'size'");
+  // An actor that did not answer sorts last by mailbox, and still shows what it handled.
+  p.parts.erase("compute");
+  p.missing["compute"] = "busy: no answer within the timeout";
+  auto by_mailbox = answer("actors mailbox", p)["actors"];
+  CHECK(by_mailbox[4]["actor"] == "compute");
+  CHECK(by_mailbox[4]["handled"] == 120);
+  auto text = actors::compose_view("metrics", sample_parts()).body;
+  CHECK(text.find("gwtf_actor_messages_handled_total{actor=\"balancer\"} 310\n") != std::string::npos);
+}
+
+TEST_CASE("inspect queries: trace and @HOST parse strictly, and say how long they may take") {
+  auto t = actors::parse_trace("trace balancer 3");
+  REQUIRE(std::holds_alternative<actors::trace_request>(t));
+  CHECK(std::get<actors::trace_request>(t).actor == "balancer");
+  CHECK(std::get<actors::trace_request>(t).seconds == 3);
+  CHECK(std::get<actors::trace_request>(actors::parse_trace("trace probe")).seconds == 5);
+  for (auto [q, says] : {std::pair{"trace", "expected trace ACTOR [SECONDS]"},
+                         std::pair{"trace sched", "no actor named 'sched'"},
+                         std::pair{"trace probe 0", "SECONDS: expected a whole number from 1 to 60"},
+                         std::pair{"trace probe 61", "from 1 to 60"},
+                         std::pair{"trace probe 2s", "from 1 to 60"},
+                         std::pair{"trace probe 2 3", "expected trace ACTOR [SECONDS]"}}) {
+    INFO(q);
+    auto r = actors::parse_trace(q);
+    REQUIRE(std::holds_alternative<std::string>(r));
+    CHECK(std::get<std::string>(r).find(says) != std::string::npos);
+  }
+  CHECK_FALSE(actors::parse_hop("status").has_value());
+  auto h = actors::parse_hop("@r2-oregon   flows");
+  REQUIRE(h.has_value());
+  REQUIRE(std::holds_alternative<actors::hop_request>(*h));
+  CHECK(std::get<actors::hop_request>(*h).host == "r2-oregon");
+  CHECK(std::get<actors::hop_request>(*h).query == "flows");
+  for (auto q : {"@", "@r2", "@r2 ", "@ flows", "@r2 @r3 flows"}) {
+    INFO(q);
+    auto r = actors::parse_hop(q);
+    REQUIRE(r.has_value());
+    CHECK(std::holds_alternative<std::string>(*r));
+  }
+  CHECK(actors::extra_answer_ms("trace compute 7") == 7000);
+  CHECK(actors::extra_answer_ms("@r2 trace compute 2") == 2000);
+  CHECK(actors::extra_answer_ms("@r2 flows") == 0);
+  CHECK(actors::extra_answer_ms("trace compute 99") == 0); // refused at once
+  auto j = json::parse(actors::compose_trace("r1", {"probe", 2}, 9, {{1500, "link", "deliver \"r2\" pong (40 B)"}}, 3));
+  CHECK(j["host"] == "r1");
+  CHECK(j["handled"] == 9);
+  CHECK(j["per_second"] == 4.5);
+  CHECK(j["not_recorded"] == 3);
+  CHECK(j["messages"][0]["t_ms"] == 1.5);
+  CHECK(j["messages"][0]["from"] == "link");
+}
+
 TEST_CASE("inspect views: an unknown query or an actor that did not answer is an error naming it") {
   auto p = sample_parts();
   auto bad = actors::compose_view("flow", p);
@@ -425,6 +497,17 @@ TEST_CASE("interactive shell in a terminal: tab completion, answers, history, er
   keys("Up Up Enter"); // history: status again
   pane = pane_until(session, "role: relay", std::chrono::seconds(10), 2);
   CHECK(occurrences(pane, "role: relay") == 2);
+  keys("'trace memb' Tab '1' Enter"); // an actor name completes after trace
+  pane = pane_until(session, "actor: membership", std::chrono::seconds(10));
+  CHECK(pane.find("> trace membership") != std::string::npos);
+  CHECK(pane.find("per_second:") != std::string::npos);
+  keys("'top' Enter"); // refreshes until Enter
+  pane = pane_until(session, "Enter stops", std::chrono::seconds(10));
+  CHECK(pane.find("top: r7") != std::string::npos);
+  keys("Enter");
+  keys("'stage' Enter"); // the prompt is back
+  pane = pane_until(session, "replicas", std::chrono::seconds(10));
+  CHECK(pane.find("replicas") != std::string::npos);
   keys("'quit' Enter");
   pane = pane_until(session, "shell exited 0", std::chrono::seconds(10));
   CHECK(pane.find("shell exited 0") != std::string::npos);
@@ -518,5 +601,57 @@ TEST_CASE("lab control slow-link PEER FACTOR: checked arguments, refused without
   CHECK(j["factor"] == 4.0);
   auto undone = shell(target, "slow-link r2 1", true);
   CHECK(undone.code == 0);
+
+  // use HOST: r1 asks r2 over the cluster's link; lab controls are not relayed.
+  auto via = shell(target, "use r2; status", true);
+  INFO(via.err);
+  REQUIRE(via.code == 0);
+  auto vs = json::parse(via.out); // only the answer: `use` says nothing in -c mode
+  CHECK(vs["host"] == "r2");
+  CHECK(vs["stage"] == 2);
+  auto relayed = shell(target, "use r2; drain", false);
+  CHECK(relayed.code == 1);
+  CHECK(relayed.err.find("drain: lab controls are not relayed: connect to r2's own inspect port") != std::string::npos);
+  auto nobody = shell(target, "use r9; status", false);
+  CHECK(nobody.code == 1);
+  CHECK(nobody.err.find("use r9: r9 did not answer through the cluster in time") != std::string::npos);
+  CHECK(nobody.out.empty()); // stopped at the failed use
+
+  // trace ACTOR: r2's membership handles r1's heartbeats while traced (through r1).
+  auto traced = shell(target, "use r2; trace membership 1", true);
+  INFO(traced.err);
+  REQUIRE(traced.code == 0);
+  auto tj = json::parse(traced.out);
+  CHECK(tj["host"] == "r2");
+  CHECK(tj["handled"].get<int>() > 0);
+  CHECK(tj["handled"].get<std::size_t>() >= tj["messages"].size());
+  bool heartbeat = false;
+  for (auto& m : tj["messages"])
+    heartbeat = heartbeat || m["message"].get<std::string>().rfind("deliver \"r1\" hello (", 0) == 0;
+  CHECK(heartbeat);
+
+  // top N: N refreshes a second apart with messages handled per second; actors sorted.
+  auto top = shell(target, "top 2", true);
+  INFO(top.err);
+  REQUIRE(top.code == 0);
+  std::istringstream lines{top.out};
+  int refreshes = 0;
+  for (std::string line; std::getline(lines, line); ++refreshes) {
+    auto r = json::parse(line);
+    REQUIRE(r["actors"].size() == 5);
+    double last = 1e18;
+    for (auto& a : r["actors"]) { // busiest first
+      REQUIRE(a["per_s"].is_number());
+      CHECK(a["per_s"].get<double>() <= last);
+      last = a["per_s"].get<double>();
+    }
+    CHECK(r["actors"][0]["per_s"].get<double>() > 0); // heartbeats and probes at least
+  }
+  CHECK(refreshes == 2);
+  auto sorted = shell(target, "actors handled", true);
+  REQUIRE(sorted.code == 0);
+  auto rows = json::parse(sorted.out)["actors"];
+  for (std::size_t i = 1; i < rows.size(); ++i)
+    CHECK(rows[i - 1]["handled"].get<double>() >= rows[i]["handled"].get<double>());
   fs::remove_all(base);
 }

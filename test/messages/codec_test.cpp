@@ -416,3 +416,17 @@ TEST_CASE("codec: the fuzzers' seed corpus decodes (test/fuzz/corpus stays in sy
   }
   CHECK(seeds == static_cast<int>(std::variant_size_v<message>));
 }
+
+TEST_CASE("codec: peek_kind names every kind without decoding, and garbage as such") {
+  for (auto& m : gwtf::test::all_samples()) {
+    auto bytes = encode(m);
+    CHECK(peek_kind(bytes.data(), bytes.size()) == std::string{kind_name(m)});
+  }
+  auto bytes = encode(gwtf::test::all_samples()[5]);
+  bytes[bytes.size() / 2] ^= 0xff; // a body byte: the kind is still readable
+  CHECK(peek_kind(bytes.data(), bytes.size()) == "activation");
+  std::vector<std::uint8_t> junk(64, 0xab);
+  CHECK(peek_kind(junk.data(), junk.size()) == "not a wire message");
+  CHECK(peek_kind(junk.data(), 7) == "not a wire message");
+  CHECK(peek_kind(nullptr, 0) == "not a wire message");
+}
