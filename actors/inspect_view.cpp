@@ -342,7 +342,8 @@ static inspect_answer compose(const std::string& query, const inspect_parts& p) 
       return need(p, query, "balancer");
     auto flows = value_or_null(balancer, "flows");
     if (query == "flows")
-      return {true, json{{"host", p.host}, {"spare", value_or_null(balancer, "spare")}, {"flows", flows},
+      return {true, json{{"host", p.host}, {"stage", value_or_null(supervisor, "stage")},
+                         {"spare", value_or_null(balancer, "spare")}, {"flows", flows},
                          {"moves", value_or_null(balancer, "moves")}}
                       .dump()};
     std::string dot = "digraph flows {\n  rankdir=LR;\n  " + dot_id(p.host) + " [shape=box];\n";

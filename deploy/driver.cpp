@@ -259,10 +259,36 @@ void finish(driver_ptr self) {
   for (auto& [host, by_iteration] : st.compute_by_host)
     for (auto& [i, secs] : by_iteration)
       st.result.live_compute[i] += secs;
-  st.control->stop_all(self);
-  *st.result_out = st.result;
-  st.finished->set_value();
-  self->quit();
+  auto stop = [self] {
+    auto& st = self->state;
+    st.control->stop_all(self);
+    *st.result_out = st.result;
+    st.finished->set_value();
+    self->quit();
+  };
+  // The run report's final flow graph: every live host's flows, each asked with a bound.
+  std::map<std::string, caf::actor> asked;
+  if (!st.cfg->training.loss_out.empty())
+    for (auto& [name, sup] : st.control->supervisors())
+      if (st.hosts.count(name) > 0 && sup)
+        asked[name] = sup;
+  if (asked.empty()) {
+    stop();
+    return;
+  }
+  auto waiting = std::make_shared<std::size_t>(asked.size());
+  for (auto& [name, sup] : asked)
+    self->request(sup, std::chrono::seconds(2), inspect_atom::value, std::string{"flows"})
+      .then(
+        [self, stop, waiting, name = name](std::string& answer) {
+          self->state.result.final_flows[name] = std::move(answer);
+          if (--*waiting == 0)
+            stop();
+        },
+        [stop, waiting](caf::error&) {
+          if (--*waiting == 0)
+            stop();
+        });
 }
 
 // A host is gone: crashed (everything it computed since its last applied iteration is
@@ -482,6 +508,9 @@ void write_loss(const cluster_config& cfg, const embedded_result& r, std::ostrea
   }
   if (!written.empty())
     out << "# plots: " << written << "\n";
+  if (!r.final_flows.empty())
+    for (auto& line : write_flow_graph(flows_dot(r.final_flows, "final flows: " + title), stem + "-flows"))
+      out << "# " << line << "\n";
 }
 
 } // namespace

@@ -56,6 +56,8 @@ public:
   virtual void stop_all(caf::event_based_actor* driver) = 0;
   /// A monitored actor went down: the host it stood for, and whether it crashed.
   virtual std::optional<std::pair<std::string, bool>> on_down(const caf::down_msg&) { return std::nullopt; }
+  /// The supervisors of the hosts started so far (the run report asks them for their flows).
+  virtual std::map<std::string, caf::actor> supervisors() { return {}; }
   /// A launched host attached itself: its supervisor and link (launch only).
   virtual void attached(caf::event_based_actor*, const std::string&, caf::actor, caf::actor) {}
 };

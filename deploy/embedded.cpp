@@ -54,6 +54,8 @@ public:
     driver->send_exit(link_, caf::exit_reason::kill);
   }
 
+  std::map<std::string, caf::actor> supervisors() override { return hosts_; }
+
   std::optional<std::pair<std::string, bool>> on_down(const caf::down_msg& m) override {
     for (auto it = hosts_.begin(); it != hosts_.end(); ++it)
       if (it->second.address() == m.source) {

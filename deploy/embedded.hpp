@@ -64,6 +64,9 @@ struct embedded_result {
   /// Whole-stage loss (docs/checkpoints.md): the relay stage whose last replica went (0: none)
   /// when checkpoints are on; the run stopped there to be resumed from the cut.
   int lost_stage = 0;
+  /// host -> its answer to the shell's `flows` at the end of the run (with training.loss_out):
+  /// the final flow graph of the run report.
+  std::map<std::string, std::string> final_flows;
   std::set<std::string> gone;          ///< hosts that crashed or left
   std::uint64_t faults_through = 0;    ///< the scripted faults of iterations <= this one happened
   /// iteration -> compute seconds of the hosts still alive at the end (rolled back on recovery)

@@ -313,6 +313,15 @@ public:
         driver->send(it->second.link, slow_atom::value, host, peer, factor);
   }
 
+  std::map<std::string, caf::actor> supervisors() override {
+    std::lock_guard<std::mutex> guard{mtx_};
+    std::map<std::string, caf::actor> out;
+    for (auto& [name, child] : children_)
+      if (child.supervisor && !child.exited)
+        out[name] = child.supervisor;
+    return out;
+  }
+
   void attached(caf::event_based_actor* driver, const std::string& host, caf::actor supervisor,
                 caf::actor link) override {
     std::lock_guard<std::mutex> guard{mtx_};
