@@ -154,6 +154,18 @@ TEST_CASE("launch: 5 processes over mutual TLS without churn train exactly like 
   check_band(l, 1e-4);
   for (auto host : {"dh-a", "dh-b", "r1", "r2", "r3"})
     CHECK_MESSAGE(has(l.r.out, std::string{"# exited: "} + host + ": exit code 0"), host);
+  // The run report's final flow graph: every host's flows, asked of each process at the end;
+  // in a 5-host chain every ring runs dh -> r1 -> r2 -> r3 -> the same dh.
+  CHECK(has(l.r.out, "# flow graph: " + (dir / "launch-loss-flows.dot").string()));
+  auto dot = gwtf::test::read_file(dir / "launch-loss-flows.dot");
+  INFO(dot);
+  for (auto holder : {"dh-a", "dh-b"}) {
+    auto x = std::string{"[label=\""} + holder + " x";
+    CHECK(has(dot, std::string{"\""} + holder + "\" -> \"r1\" " + x));
+    CHECK(has(dot, "\"r1\" -> \"r2\" " + x));
+    CHECK(has(dot, "\"r2\" -> \"r3\" " + x));
+    CHECK(has(dot, std::string{"\"r3\" -> \""} + holder + "\" " + x));
+  }
   fs::remove_all(dir);
 }
 
