@@ -97,6 +97,7 @@ boundary try_share(self_ptr self, std::uint64_t i) {
       || !st.barrier->holders_done(i, live_holders(st), st.gone))
     return boundary::none;
   send_share(self, i);
+  st.shared_ms.emplace(i, steady_ms());
   maybe_drained(self);
   return try_average(self, i);
 }
@@ -180,7 +181,12 @@ boundary try_apply(self_ptr self, std::uint64_t i) {
     return boundary::none;
   // Stashes never used by a backward (a re-routed stream) were wasted compute.
   double wasted = 0;
+  auto now = steady_ms();
+  auto shared = st.shared_ms.find(i);
+  st.last_aggregation = compute_state::aggregation{i, now, shared == st.shared_ms.end() ? 0 : now - shared->second};
+  st.shared_ms.erase(st.shared_ms.begin(), st.shared_ms.upper_bound(i));
   for (auto k : st.ledger->finish(i)) {
+    st.arrived_ms.erase(k);
     if (st.model->drop(k))
       wasted += st.fwd_seconds.count(k) ? st.fwd_seconds[k] : 0.0;
     st.fwd_out.erase(k);
@@ -292,6 +298,8 @@ boundary on_state_chunk(self_ptr self, const std::string& from, const wire::stat
   // import_state discarded the gradients and stashes computed with the replaced weights; the
   // hops they belong to go too. They are of an iteration the peers applied (behind), or the
   // peers re-sent them when this replica withdrew (diverged).
+  st.arrived_ms.clear();
+  st.shared_ms.clear();
   for (auto k : st.ledger->finish(std::numeric_limits<std::uint64_t>::max())) {
     st.fwd_out.erase(k);
     st.grad_out.erase(k);

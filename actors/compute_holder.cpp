@@ -143,6 +143,7 @@ void start_iteration(self_ptr self) {
     if (crash_now(self, "forward"))
       return;
     auto& o = st.origins[key];
+    o.started_ms = steady_ms();
     o.output = *out;
     o.targets = targets;
     o.first_hop = mine[static_cast<std::size_t>(j) % mine.size()].next;

@@ -48,6 +48,7 @@ struct origin {
   std::uint32_t attempt = 0;
   carrier_actor carrier;
   bool done = false;
+  std::int64_t started_ms = 0; ///< when its forward began here (the shell's age)
 };
 
 struct share_data {
@@ -100,6 +101,16 @@ struct compute_state {
   // checkpoints (compute_checkpoint.cpp)
   caf::actor checkpoint_writer; // detached: files are written off the compute thread
   std::optional<std::uint64_t> last_checkpoint; // the newest iteration its writer wrote
+  // the shell (`microbatches`, `stage`): when each held microbatch first arrived (relays), when
+  // this iteration's gradients went to the replicas, and the last optimizer step's boundary
+  std::map<std::uint64_t, std::int64_t> arrived_ms;
+  std::map<std::uint64_t, std::int64_t> shared_ms;
+  struct aggregation {
+    std::uint64_t iteration = 0;
+    std::int64_t applied_ms = 0; // steady clock
+    std::int64_t took_ms = 0;    // from sending its share to the optimizer step
+  };
+  std::optional<aggregation> last_aggregation;
 };
 
 using self_ptr = metered_ptr<compute_actor, compute_state>;

@@ -78,6 +78,8 @@ void handle_forward(self_ptr self, const std::string& from, wire::activation a) 
   auto action = st.ledger->on_forward(from, a);
   if (action == forward_action::ignore)
     return;
+  if (action == forward_action::compute)
+    st.arrived_ms.emplace(key, steady_ms());
 
   auto* r = st.ledger->find(key);
   if (action == forward_action::rebind) {

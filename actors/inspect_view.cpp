@@ -111,6 +111,29 @@ std::optional<std::variant<hop_request, std::string>> parse_hop(const std::strin
   return std::variant<hop_request, std::string>{hop_request{host, rest}};
 }
 
+std::variant<front_route, std::string> route_front(const std::string& query, const std::string& attached,
+                                                   const std::vector<std::string>& live, bool control) {
+  front_route r{attached, query};
+  if (auto hop = parse_hop(query)) {
+    if (auto* e = std::get_if<std::string>(&*hop))
+      return *e;
+    r = front_route{std::get<hop_request>(*hop).host, std::get<hop_request>(*hop).query};
+  } else if (std::find(live.begin(), live.end(), attached) == live.end()) {
+    if (live.empty())
+      return std::string{"no host of the embedded cluster is running"};
+    r.host = live.front(); // the attached host is gone: the next one answers
+  }
+  if (std::find(live.begin(), live.end(), r.host) == live.end()) {
+    std::string names;
+    for (auto& h : live)
+      names += (names.empty() ? "" : ", ") + h;
+    return "no running host named '" + r.host + "' in this embedded cluster (running: " + names + ")";
+  }
+  if (is_control(r.query) && !control)
+    return r.query.substr(0, r.query.find(' ')) + ": refused: this cluster runs with node.inspect_control: false (read-only shell)";
+  return r;
+}
+
 int extra_answer_ms(const std::string& query) {
   auto q = query;
   if (auto h = parse_hop(query); h && std::holds_alternative<hop_request>(*h))
@@ -377,8 +400,8 @@ static inspect_answer compose(const std::string& query, const inspect_parts& p) 
     if (compute.is_null())
       return need(p, query, "compute");
     json out{{"host", p.host}};
-    for (auto key : {"stage", "role", "ready", "iteration", "applied_iteration", "weights_hash", "checkpoint_iteration",
-                     "replicas", "stashed", "flows", "draining"})
+    for (auto key : {"stage", "role", "ready", "iteration", "applied_iteration", "weights_hash", "optimizer_steps",
+                     "last_aggregation", "checkpoint_iteration", "replicas", "stashed", "flows", "draining"})
       if (compute.contains(key))
         out[key] = compute.at(key);
     return {true, out.dump()};
@@ -438,7 +461,8 @@ static inspect_answer compose(const std::string& query, const inspect_parts& p) 
     auto j = part(p, name);
     if (!j.is_object())
       return need(p, query, name);
-    return {true, json{{"host", p.host}, {"actor", name}, {"report", j}}.dump()};
+    auto handled = value_or_null(value_or_null(supervisor, "handled"), name.c_str());
+    return {true, json{{"host", p.host}, {"actor", name}, {"handled", handled}, {"report", j}}.dump()};
   }
   std::string known;
   for (auto& [q, help] : inspect_queries())

@@ -59,6 +59,18 @@ struct hop_request {
 /// Not a hop: nullopt. A hop without a host or query, or a hop of a hop: the error.
 std::optional<std::variant<hop_request, std::string>> parse_hop(const std::string& query);
 
+/// The embedded cluster's shell (several hosts in one process, one inspect port): which of
+/// its hosts answers `query` and what it is asked. A plain query goes to `attached` (or, when
+/// that host is gone, the first of `live`), `@HOST QUERY` to HOST. Lab controls act on the
+/// host they name and need `control`; `crash` becomes that host's crash alone ("crash any":
+/// the process holds the others too).
+struct front_route {
+  std::string host;
+  std::string query;
+};
+std::variant<front_route, std::string> route_front(const std::string& query, const std::string& attached,
+                                                   const std::vector<std::string>& live, bool control);
+
 /// How much longer than a plain query `query` may take to answer, in ms (a trace's seconds).
 int extra_answer_ms(const std::string& query);
 

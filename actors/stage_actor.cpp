@@ -74,19 +74,24 @@ std::string inspect_json(self_ptr self) {
   auto name = [](std::uint64_t key) {
     return std::to_string(key >> 24) + "/" + std::to_string((key >> 12) & 0xfff) + "/" + std::to_string(key & 0xfff);
   };
+  auto now = steady_ms();
   if (is_holder(st)) {
     for (auto& [key, o] : st.origins)
       mbs.push_back({{"microbatch", name(key)},
                      {"state", o.done ? "done" : "in flight"},
                      {"first_hop", o.first_hop},
-                     {"attempt", o.attempt}});
+                     {"attempt", o.attempt},
+                     {"age_ms", o.started_ms > 0 ? nlohmann::ordered_json(now - o.started_ms) : nullptr}});
   } else if (st.ledger) {
-    for (auto& [key, r] : st.ledger->records())
+    for (auto& [key, r] : st.ledger->records()) {
+      auto seen = st.arrived_ms.find(key);
       mbs.push_back({{"microbatch", name(key)},
                      {"state", r.backward_done ? "backward done" : r.forwarded ? "forwarded" : "forward"},
                      {"prev", r.prev},
                      {"next", r.next},
-                     {"attempt", r.attempt}});
+                     {"attempt", r.attempt},
+                     {"age_ms", seen != st.arrived_ms.end() ? nlohmann::ordered_json(now - seen->second) : nullptr}});
+    }
   }
   nlohmann::ordered_json out{{"mailbox", self->mailbox().size()},
                      {"stage", st.ctx->stage},
@@ -101,6 +106,12 @@ std::string inspect_json(self_ptr self) {
                      {"microbatches", mbs}};
   if (st.last_checkpoint)
     out["checkpoint_iteration"] = *st.last_checkpoint;
+  if (st.model)
+    out["optimizer_steps"] = st.model->steps();
+  if (st.last_aggregation)
+    out["last_aggregation"] = {{"iteration", st.last_aggregation->iteration},
+                               {"ms_ago", now - st.last_aggregation->applied_ms},
+                               {"share_to_step_ms", st.last_aggregation->took_ms}};
   if (st.last_hash) {
     out["applied_iteration"] = st.last_hash->iteration;
     char hex[17];

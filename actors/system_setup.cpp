@@ -12,7 +12,7 @@
 namespace gwtf::actors {
 
 system_config::system_config(const node_config& node, const fault_config& faults,
-                             bool with_network) {
+                             bool with_network, bool serve) {
   using std::chrono::milliseconds;
   // Torch-heavy handlers: the default 4-thread pool doubled round trips on 2 cores.
   set("scheduler.max-threads", static_cast<size_t>(node.scheduler_threads));
@@ -41,6 +41,8 @@ system_config::system_config(const node_config& node, const fault_config& faults
   // Everything that crosses hosts is a wire_frame of Cap'n Proto bytes (docs/wire.md).
   add_message_type<wire_frame>("gwtf::wire_frame");
   add_message_type<std::vector<std::uint64_t>>("std::vector<std::uint64_t>");
+  if (serve && !with_network)
+    load<caf::io::middleman>();
   if (with_network) {
     load<caf::io::middleman>();
     if (node.tls) {

@@ -10,8 +10,10 @@ namespace gwtf::actors {
 /// An actor_system_config for one process of caf-gwtf.
 class system_config : public caf::actor_system_config {
 public:
-  /// Applies `node` and `faults`; loads the middleman when `with_network` is set.
-  system_config(const node_config& node, const fault_config& faults, bool with_network);
+  /// Applies `node` and `faults`; loads the middleman when `with_network` is set (peers over
+  /// TCP, CAF's openssl module with node.tls) or `serve` is (a server of this process only:
+  /// the embedded cluster's shell).
+  system_config(const node_config& node, const fault_config& faults, bool with_network, bool serve = false);
 };
 
 } // namespace gwtf::actors

@@ -598,7 +598,8 @@ embedded_result run_driver(const cluster_config& cfg, std::shared_ptr<const acto
                            host_control& control, bool with_network,
                            std::ostream& out, double timeout_s) {
   embedded_result result;
-  actors::system_config sc{cfg.node, cfg.faults, with_network};
+  // The embedded cluster serves its shell on node.inspect through the middleman too.
+  actors::system_config sc{cfg.node, cfg.faults, with_network, !cfg.node.inspect.empty()};
   std::promise<void> done;
   auto finished = done.get_future();
   {

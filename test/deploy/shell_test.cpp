@@ -45,7 +45,8 @@ actors::inspect_parts sample_parts() {
     "links":[{"peer":"r2b","stage":2,"latency_ms":10.0,"bandwidth_mbps":100.0}]})";
   p.parts["probe"] = R"({"mailbox":0,"rtt_ms":{"r2b":21.5}})";
   p.parts["compute"] = R"({"mailbox":3,"stage":1,"role":"relay","ready":true,"iteration":12,"iterations":50,
-    "draining":false,"replicas":["r1b"],"flows":1,"stashed":2,"checkpoint_iteration":10,
+    "draining":false,"replicas":["r1b"],"flows":1,"stashed":2,"checkpoint_iteration":10,"optimizer_steps":12,
+    "last_aggregation":{"iteration":11,"ms_ago":40,"share_to_step_ms":15},
     "microbatches":[{"microbatch":"12/0/1","state":"forwarded","prev":"dh","next":"r2b","attempt":0}]})";
   return p;
 }
@@ -218,12 +219,15 @@ TEST_CASE("inspect views: status combines the actors' reports, each query picks 
   CHECK(actors[4]["mailbox"] == 3);
   CHECK(answer("microbatches", p)["microbatches"][0]["microbatch"] == "12/0/1");
   CHECK(answer("stage", p)["replicas"][0] == "r1b");
+  CHECK(answer("stage", p)["optimizer_steps"] == 12);
+  CHECK(answer("stage", p)["last_aggregation"]["share_to_step_ms"] == 15);
   CHECK(answer("hosts", p)["peers"].size() == 3);
   // inspect ACTOR: that actor's whole report.
   auto c = answer("inspect compute", p);
   CHECK(c["actor"] == "compute");
   CHECK(c["report"]["iteration"] == 12);
   CHECK(c["report"]["mailbox"] == 3);
+  CHECK(c["handled"] == 120); // from the host's meters
   auto none = actors::compose_view("inspect scheduler", p);
   CHECK_FALSE(none.ok);
   CHECK(none.body == "inspect: no actor named 'scheduler': r1's actors are supervisor, membership, probe, balancer, compute");
@@ -303,6 +307,35 @@ TEST_CASE("inspect queries: trace and @HOST parse strictly, and say how long the
   CHECK(j["not_recorded"] == 3);
   CHECK(j["messages"][0]["t_ms"] == 1.5);
   CHECK(j["messages"][0]["from"] == "link");
+}
+
+TEST_CASE("embedded shell routing: the attached host, @HOST, a gone host, controls only when allowed") {
+  std::vector<std::string> live{"dh-a", "r1", "r2"};
+  auto route = [&](const std::string& q, const std::string& attached, bool control) {
+    return actors::route_front(q, attached, live, control);
+  };
+  auto plain = route("flows", "dh-a", false);
+  REQUIRE(std::holds_alternative<actors::front_route>(plain));
+  CHECK(std::get<actors::front_route>(plain).host == "dh-a");
+  CHECK(std::get<actors::front_route>(plain).query == "flows");
+  auto hop = route("@r2 trace compute 2", "dh-a", false);
+  REQUIRE(std::holds_alternative<actors::front_route>(hop));
+  CHECK(std::get<actors::front_route>(hop).host == "r2");
+  CHECK(std::get<actors::front_route>(hop).query == "trace compute 2");
+  auto gone = route("status", "dh-b", false); // the attached host crashed: the next answers
+  REQUIRE(std::holds_alternative<actors::front_route>(gone));
+  CHECK(std::get<actors::front_route>(gone).host == "dh-a");
+  auto stranger = route("@r9 status", "dh-a", false);
+  REQUIRE(std::holds_alternative<std::string>(stranger));
+  CHECK(std::get<std::string>(stranger) == "no running host named 'r9' in this embedded cluster (running: dh-a, r1, r2)");
+  auto refused = route("@r1 crash", "dh-a", false);
+  REQUIRE(std::holds_alternative<std::string>(refused));
+  CHECK(std::get<std::string>(refused).rfind("crash: refused: this cluster runs with node.inspect_control: false", 0) == 0);
+  auto allowed = route("@r1 slow-link r2 4", "dh-a", true);
+  REQUIRE(std::holds_alternative<actors::front_route>(allowed));
+  CHECK(std::get<actors::front_route>(allowed).host == "r1");
+  CHECK(std::holds_alternative<std::string>(actors::route_front("status", "dh-a", {}, true)));
+  CHECK(std::holds_alternative<std::string>(route("@r1 @r2 status", "dh-a", true)));
 }
 
 TEST_CASE("inspect views: an unknown query or an actor that did not answer is an error naming it") {
@@ -654,4 +687,55 @@ TEST_CASE("lab control slow-link PEER FACTOR: checked arguments, refused without
   for (std::size_t i = 1; i < rows.size(); ++i)
     CHECK(rows[i - 1]["handled"].get<double>() >= rows[i]["handled"].get<double>());
   fs::remove_all(base);
+}
+
+TEST_CASE("the embedded cluster serves one shell: use HOST reaches every host, crash kills one host only") {
+  auto dir = fs::temp_directory_path() / ("gwtf-embedded-shell-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto network = std::string{GWTF_SOURCE_DIR} + "/configs/networks/aws-8.yaml";
+  std::ofstream{dir / "cluster.yaml"}
+    << "node: {inspect: \"127.0.0.1:0\", inspect_control: true}\n"
+    << "hosts:\n"
+       "  - {name: dh-a, region: virginia, role: data_holder, capacity: 4}\n"
+       "  - {name: r1, region: ohio, role: relay, stage: 1, capacity: 4}\n"
+       "  - {name: r1b, region: london, role: relay, stage: 1, capacity: 4}\n"
+       "  - {name: r2, region: oregon, role: relay, stage: 2, capacity: 4}\n"
+    << "model: {arch: gpt, layers: 3, hidden: 32, heads: 2, seq_len: 16, vocab: 256, stages: 3}\n"
+    << "data: {format: text, path: " << GWTF_SOURCE_DIR << "/test/deploy/good_configs/corpus.txt}\n"
+    << "training: {iterations: 100000, microbatch_size: 2, microbatches_per_holder: 2}\n"
+    << "emulation: {network: " << network << ", time_scale: 0.2}\n";
+  node_process cluster;
+  REQUIRE(cluster.start(GWTF_EXE, dir / "cluster.yaml", dir / "cluster.log"));
+  auto port = start_inspectable_port(cluster, "inspect: caf-gwtf shell 127.0.0.1:");
+  INFO(gwtf::test::read_file(dir / "cluster.log"));
+  REQUIRE(port != 0);
+  auto target = "127.0.0.1:" + std::to_string(port);
+  auto first = shell(target, "status", true);
+  INFO(first.err);
+  REQUIRE(first.code == 0);
+  CHECK(json::parse(first.out)["host"] == "dh-a"); // the first data holder answers
+  for (auto host : {"r1", "r1b", "r2"}) {
+    auto r = shell(target, std::string{"use "} + host + "; stage", true);
+    INFO(host << ": " << r.err);
+    REQUIRE(r.code == 0);
+    CHECK(json::parse(r.out)["host"] == host);
+  }
+  auto stranger = shell(target, "use r9", false);
+  CHECK(stranger.code == 1);
+  CHECK(stranger.err.find("no running host named 'r9' in this embedded cluster") != std::string::npos);
+  // crash: r1b's actors die, the process (and every other host) goes on.
+  auto crash = shell(target, "use r1b; crash", true);
+  INFO(crash.err);
+  REQUIRE(crash.code == 0);
+  CHECK(json::parse(crash.out)["host"] == "r1b");
+  auto gone = shell(target, "use r1b; status", false);
+  CHECK(gone.code == 1);
+  CHECK(gone.err.find("no running host named 'r1b'") != std::string::npos);
+  auto still = shell(target, "use r2; status", true);
+  REQUIRE(still.code == 0);
+  CHECK(json::parse(still.out)["host"] == "r2");
+  CHECK(::kill(cluster.pid, 0) == 0); // the process lives
+  cluster.stop();
+  fs::remove_all(dir);
 }
