@@ -2,10 +2,12 @@
 
 #include <cmath>
 #include <map>
+#include <random>
 #include <set>
 
 #include "common/seeded.hpp"
 #include "deploy/yaml_fields.hpp"
+#include "routing/placement.hpp"
 
 namespace gwtf::deploy {
 
@@ -106,6 +108,88 @@ void sim_churn_config::validate(const issue_sink& report) const {
   check_real(report, "detect_s", detect_s, 0, bound::closed, 3600, bound::closed, "seconds");
 }
 
+namespace {
+
+// DT-FM's view of the scenario's initial hosts.
+routing::dtfm_problem dtfm_view(const routing::sim_scenario& s, const std::vector<std::size_t>& relays) {
+  routing::dtfm_problem p;
+  p.net = &s.net;
+  p.relay_stages = s.stages - 1;
+  p.activation_bytes = s.activation_bytes;
+  p.gradient_bytes = s.stage_gradient_bytes;
+  for (auto& h : s.hosts)
+    if (h.stage == 0)
+      p.holders.push_back(h.region);
+  for (auto i : relays)
+    p.relays.push_back(s.hosts[i].region);
+  return p;
+}
+
+// Places the relays without a declared stage (`undeclared`, dealt round-robin so far).
+std::string place_relays(routing::sim_scenario& s, const std::vector<std::size_t>& undeclared,
+                         sim_placement_policy policy, std::uint64_t seed) {
+  int relay_stages = s.stages - 1;
+  switch (policy) {
+    case sim_placement_policy::deal:
+      return {};
+    case sim_placement_policy::random: {
+      auto order = undeclared;
+      std::mt19937_64 rng{seed ^ 0x706c6163656dULL};
+      std::shuffle(order.begin(), order.end(), rng);
+      for (std::size_t k = 0; k < order.size(); ++k)
+        s.hosts[order[k]].stage = 1 + static_cast<int>(k % static_cast<std::size_t>(relay_stages));
+      return {};
+    }
+    case sim_placement_policy::gwtf: {
+      // As stage-less hosts place themselves at start, one after another in host order:
+      // each sees the data holders, the declared relays and those placed before it.
+      std::vector<routing::flow_node> known;
+      std::set<std::size_t> pending(undeclared.begin(), undeclared.end());
+      for (std::size_t i = 0; i < s.hosts.size(); ++i)
+        if (pending.count(i) == 0)
+          known.push_back({s.hosts[i].stage, s.hosts[i].capacity});
+      for (auto i : undeclared) {
+        int stage = routing::place_unstaged(known, s.stages, s.hosts[i].capacity);
+        if (stage < 1)
+          return "gwtf: no relay stage for " + s.hosts[i].name;
+        s.hosts[i].stage = stage;
+        known.push_back({stage, s.hosts[i].capacity});
+      }
+      return {};
+    }
+    case sim_placement_policy::dtfm: {
+      if (undeclared.size() < static_cast<std::size_t>(relay_stages))
+        return "dtfm needs at least one relay without a declared stage per relay stage ("
+               + std::to_string(relay_stages) + "), got " + std::to_string(undeclared.size());
+      routing::dtfm_options o;
+      o.seed = seed;
+      auto found = routing::dtfm_place(dtfm_view(s, undeclared), o);
+      for (std::size_t k = 0; k < undeclared.size(); ++k)
+        s.hosts[undeclared[k]].stage = found.best.stage[k];
+      return {};
+    }
+  }
+  return {};
+}
+
+// The initial relays' placement by DT-FM's model, when every relay stage has one.
+std::optional<routing::dtfm_placement> dtfm_cost_of(const routing::sim_scenario& s) {
+  std::vector<std::size_t> relays;
+  std::vector<int> stage;
+  std::set<int> stages;
+  for (std::size_t i = 0; i < s.hosts.size(); ++i)
+    if (s.hosts[i].stage > 0) {
+      relays.push_back(i);
+      stage.push_back(s.hosts[i].stage);
+      stages.insert(s.hosts[i].stage);
+    }
+  if (static_cast<int>(stages.size()) != s.stages - 1)
+    return std::nullopt;
+  return routing::dtfm_cost(dtfm_view(s, relays), stage);
+}
+
+} // namespace
+
 scenario_result parse_scenario(const std::string& text, const std::string& file, const fs::path& base_dir,
                                std::optional<std::uint64_t> seed) {
   scenario_result out;
@@ -196,6 +280,7 @@ scenario_result parse_scenario(const std::string& text, const std::string& file,
   std::map<std::string, std::size_t> names;
   std::size_t relays = 0, holders = 0;
   std::uint64_t drawn = 0;
+  std::vector<std::size_t> undeclared; // relays without a stage: placed by placement.policy
   for (std::size_t g = 0; g < cfg.hosts.size(); ++g) {
     auto& grp = cfg.hosts[g];
     std::string at = "hosts[" + std::to_string(g) + "]";
@@ -238,6 +323,8 @@ scenario_result parse_scenario(const std::string& text, const std::string& file,
         } else {
           host.stage = grp.stage > 0 ? grp.stage : 1 + static_cast<int>(relays % static_cast<std::size_t>(relay_stages));
           host.compute_s = relay_s(tflops);
+          if (grp.stage == 0)
+            undeclared.push_back(s.hosts.size());
           ++relays;
         }
         names[host.name] = s.hosts.size();
@@ -246,6 +333,10 @@ scenario_result parse_scenario(const std::string& text, const std::string& file,
   }
   if (holders == 0)
     r.error_for("hosts", "expected at least one group with role: data_holder");
+  s.stage_gradient_bytes = stage_params * m.bytes_per_value;
+  if (relay_stages >= 1 && holders > 0)
+    if (auto why = place_relays(s, undeclared, cfg.placement.policy, cfg.seed); !why.empty())
+      r.error_for("placement.policy", why);
   std::vector<int> per_stage(static_cast<std::size_t>(m.stages), 0);
   for (auto& host : s.hosts)
     if (host.stage > 0 && host.stage < m.stages)
@@ -254,7 +345,6 @@ scenario_result parse_scenario(const std::string& text, const std::string& file,
     if (per_stage[static_cast<std::size_t>(st)] == 0)
       r.error_for("hosts", "expected at least one relay of stage " + std::to_string(st) + " (model.stages = "
                              + std::to_string(m.stages) + ")");
-  s.stage_gradient_bytes = stage_params * m.bytes_per_value;
   s.holder_gradient_bytes = 2 * holder_params * m.bytes_per_value;
 
   for (std::size_t i = 0; i < cfg.churn.script.size(); ++i) {
@@ -319,7 +409,8 @@ scenario_result parse_scenario(const std::string& text, const std::string& file,
   }
   if (!out.errors.empty())
     return out;
-  out.scenario = loaded_scenario{std::move(cfg), std::move(s)};
+  auto dtfm = dtfm_cost_of(s);
+  out.scenario = loaded_scenario{std::move(cfg), std::move(s), std::move(dtfm)};
   return out;
 }
 

@@ -15,6 +15,7 @@
 
 #include "deploy/cluster_config.hpp"
 #include "routing/routing_config.hpp"
+#include "routing/dtfm.hpp"
 #include "routing/simulator.hpp"
 
 namespace gwtf::deploy {
@@ -92,6 +93,30 @@ struct sim_churn_config {
   void validate(const issue_sink& report) const;
 };
 
+/// Where relays without a declared stage go (docs/simulator.md, "placement").
+enum class sim_placement_policy { deal, gwtf, dtfm, random };
+
+constexpr std::array<std::pair<sim_placement_policy, const char*>, 4> enum_names(sim_placement_policy) {
+  return {{{sim_placement_policy::deal, "deal"},
+           {sim_placement_policy::gwtf, "gwtf"},
+           {sim_placement_policy::dtfm, "dtfm"},
+           {sim_placement_policy::random, "random"}}};
+}
+
+inline const char* to_string(sim_placement_policy p) {
+  for (auto& [v, name] : enum_names(p))
+    if (v == p)
+      return name;
+  return "?";
+}
+
+struct sim_placement_config {
+  /// deal: round-robin over stages 1..S-1 in host order; gwtf: one by one to the bottleneck
+  /// stage (routing::place_unstaged, what a stage-less host does at start); dtfm: DT-FM's
+  /// cost model and evolutionary search (routing/dtfm.hpp); random: a seeded shuffle, dealt.
+  sim_placement_policy policy = sim_placement_policy::deal;
+};
+
 /// The routers' constants.
 struct sim_routing_config {
   int gwtf_view = 16;          ///< GWTF: live peers a host knows per neighbouring stage (0: all)
@@ -109,6 +134,7 @@ struct sim_scenario_config {
   sim_model_config model;
   std::vector<sim_host_group> hosts;
   sim_churn_config churn;
+  sim_placement_config placement;
   sim_routing_config routing;
 };
 
@@ -160,6 +186,11 @@ void visit_fields(F& f, sim_churn_config& x) {
 }
 
 template <class F>
+void visit_fields(F& f, sim_placement_config& x) {
+  f("policy", x.policy);
+}
+
+template <class F>
 void visit_fields(F& f, sim_routing_config& x) {
   f("gwtf_view", x.gwtf_view);
   f("gwtf", x.gwtf);
@@ -176,6 +207,7 @@ void visit_fields(F& f, sim_scenario_config& x) {
   f("model", x.model);
   f("hosts", x.hosts);
   f("churn", x.churn);
+  f("placement", x.placement);
   f("routing", x.routing);
 }
 
@@ -183,6 +215,9 @@ void visit_fields(F& f, sim_scenario_config& x) {
 struct loaded_scenario {
   sim_scenario_config config;
   routing::sim_scenario sim;
+  /// The initial relays' placement by DT-FM's cost model (whatever the policy placed them
+  /// by), when every relay stage has a relay: to compare placements.
+  std::optional<routing::dtfm_placement> dtfm;
 };
 
 /// The scenario, or every error found (file:line:column: key: message), never both.

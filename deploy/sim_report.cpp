@@ -248,7 +248,9 @@ std::string write_sim_outputs(const fs::path& dir, const loaded_scenario& sc, co
   json << "{\"scenario\":" << json_string(sc.config.name) << ",\"seed\":" << sc.config.seed
        << ",\"network\":" << json_string(sc.sim.net.name) << ",\"hosts\":" << sc.sim.hosts.size()
        << ",\"stages\":" << sc.sim.stages << ",\"iterations\":" << sc.sim.iterations
-       << ",\"tokens_per_microbatch\":" << fmt("%.6g", sc.sim.tokens_per_microbatch) << ",\"routers\":[";
+       << ",\"tokens_per_microbatch\":" << fmt("%.6g", sc.sim.tokens_per_microbatch)
+       << ",\"placement\":" << json_string(to_string(sc.config.placement.policy))
+       << ",\"dtfm_cost_s\":" << (sc.dtfm ? fmt("%.6g", sc.dtfm->cost) : std::string{"null"}) << ",\"routers\":[";
   for (std::size_t k = 0; k < results.size(); ++k) {
     auto& r = results[k];
     auto& x = rows[k];

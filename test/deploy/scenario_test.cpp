@@ -258,3 +258,51 @@ TEST_CASE("sim report: the table, CSV, JSON and SVG hold what the runs measured"
   // An unwritable place is an error message, not a crash.
   CHECK(write_sim_outputs("/proc/gwtf-cannot-write-here", *r.scenario, results).find("cannot") == 0);
 }
+
+TEST_CASE("scenario: placement.policy places the relays without a stage: dealt, gwtf, DT-FM, random") {
+  auto stages_of = [](const gwtf::routing::sim_scenario& s) {
+    std::vector<int> out;
+    for (auto& h : s.hosts)
+      if (h.stage > 0)
+        out.push_back(h.stage);
+    return out;
+  };
+  auto load = [&](const std::string& policy, std::optional<std::uint64_t> seed = {}) {
+    auto r = parse(base() + "placement: {policy: " + policy + "}\n", seed);
+    INFO(policy);
+    REQUIRE(r.scenario.has_value());
+    return *r.scenario;
+  };
+  auto deal = load("deal");
+  CHECK(stages_of(deal.sim) == std::vector<int>{1, 2, 3, 1, 2, 3}); // round-robin in host order
+  REQUIRE(deal.dtfm.has_value());
+  CHECK(deal.dtfm->cost > 0);
+  CHECK(deal.config.placement.policy == sim_placement_policy::deal);
+  // DT-FM: its own model rates its placement at most as costly as dealing, every stage used.
+  auto dtfm = load("dtfm");
+  REQUIRE(dtfm.dtfm.has_value());
+  CHECK(dtfm.dtfm->cost <= deal.dtfm->cost + 1e-12);
+  auto placed = stages_of(dtfm.sim);
+  for (int st = 1; st <= 3; ++st)
+    CHECK(std::count(placed.begin(), placed.end(), st) == 2); // balanced: 6 relays, 3 stages
+  CHECK(stages_of(load("dtfm").sim) == placed);                // deterministic for the seed
+  // gwtf: one by one into the stage with the least capacity, so every stage gets one first.
+  auto g = stages_of(load("gwtf").sim);
+  CHECK(std::set<int>(g.begin(), g.begin() + 3) == std::set<int>{1, 2, 3});
+  // random: a seeded shuffle, dealt: balanced, reproducible, other seeds differ somewhere.
+  auto r1 = stages_of(load("random", 1).sim);
+  CHECK(r1 == stages_of(load("random", 1).sim));
+  bool differs = false;
+  for (std::uint64_t seed = 2; seed < 8 && !differs; ++seed)
+    differs = stages_of(load("random", seed).sim) != r1;
+  CHECK(differs);
+  for (int st = 1; st <= 3; ++st)
+    CHECK(std::count(r1.begin(), r1.end(), st) == 2);
+  // Declared stages stay; DT-FM needs a relay per stage to place.
+  auto few = base() + "placement: {policy: dtfm}\n";
+  few.replace(few.find("  - {role: relay, regions: [oregon, tokyo, london], count: 2"), 60,
+              "  - {role: relay, regions: [oregon], stage: 2}\n  - {role: relay, regions: [oregon, tokyo], count: 1");
+  CHECK(error_of(few).find("placement.policy: dtfm needs at least one relay without a declared stage per relay stage (3), got 2")
+        != std::string::npos);
+  CHECK(error_of(base() + "placement: {policy: swarm}\n").find("placement.policy") != std::string::npos);
+}
