@@ -135,18 +135,21 @@ membership_actor::behavior_type membership(metered_ptr<membership_actor, members
       // For a host placing itself: the placed live peers as (stage, capacity) pairs, and
       // the relays without a stage, which may be placing themselves at the same time.
       std::vector<std::int32_t> placed, unplaced_capacity;
-      std::vector<std::string> unplaced;
+      std::vector<std::string> unplaced, placed_names, placed_regions, unplaced_regions;
       for (auto& id : self->state.view->live()) {
         auto& h = self->state.view->peers().at(id).hello;
         if (h.stage < 0 && h.role == wire::peer_role::relay) {
           unplaced.push_back(id);
           unplaced_capacity.push_back(static_cast<std::int32_t>(h.capacity));
+          unplaced_regions.push_back(h.region);
         } else {
           placed.push_back(h.stage);
           placed.push_back(static_cast<std::int32_t>(h.capacity));
+          placed_names.push_back(id);
+          placed_regions.push_back(h.region);
         }
       }
-      return caf::make_result(placed, unplaced, unplaced_capacity);
+      return caf::make_result(placed, unplaced, unplaced_capacity, placed_names, placed_regions, unplaced_regions);
     },
     [self, ctx, frozen](known_atom, const std::string& name) {
       if (frozen())
@@ -478,8 +481,40 @@ void start_children(supervisor_ptr self, bool joining) {
 // A relay without a declared stage places itself once its membership view has settled
 // (the same live peers at three heartbeats in a row, a data holder among them, or a
 // connection timeout after it first saw a holder), at the stage routing/placement chooses.
+// What DT-FM reads of the membership view besides stages and capacities.
+struct region_view {
+  std::vector<std::string> placed_names, placed_regions, unplaced_regions;
+};
+
+// placement.policy dtfm: the stage DT-FM gives this host among every relay it sees, placed
+// already or not (with dtfm no founding relay declares a stage, so each one computes the
+// same partition from the same view: in name order), next to the data holders it sees; -1
+// when DT-FM cannot place (a region outside the matrix, fewer relays than stages).
+int dtfm_stage_of(const host_context& ctx, const std::vector<std::int32_t>& flat,
+                  const std::vector<std::string>& unplaced, const region_view& regions) {
+  auto req = *ctx.spec->dtfm;
+  std::vector<std::pair<std::string, std::string>> relays{{ctx.host.name, ctx.host.region}};
+  for (std::size_t i = 0; 2 * i < flat.size() && i < regions.placed_regions.size() && i < regions.placed_names.size(); ++i) {
+    if (flat[2 * i] == 0)
+      req.holder_regions.push_back(regions.placed_regions[i]);
+    else
+      relays.emplace_back(regions.placed_names[i], regions.placed_regions[i]);
+  }
+  for (std::size_t i = 0; i < unplaced.size() && i < regions.unplaced_regions.size(); ++i)
+    relays.emplace_back(unplaced[i], regions.unplaced_regions[i]);
+  std::sort(relays.begin(), relays.end());
+  for (auto& r : relays)
+    req.relay_regions.push_back(r.second);
+  auto stages = routing::dtfm_stages(*ctx.spec->dtfm_network, req);
+  for (std::size_t i = 0; i < stages.size(); ++i)
+    if (relays[i].first == ctx.host.name)
+      return stages[i];
+  return -1;
+}
+
 void on_placement_view(supervisor_ptr self, const std::vector<std::int32_t>& flat,
-                       const std::vector<std::string>& unplaced, const std::vector<std::int32_t>& unplaced_capacity) {
+                       const std::vector<std::string>& unplaced, const std::vector<std::int32_t>& unplaced_capacity,
+                       const region_view& regions) {
   auto& st = self->state;
   if (st.ctx->stage >= 0 || st.leaving)
     return;
@@ -506,7 +541,19 @@ void on_placement_view(supervisor_ptr self, const std::vector<std::int32_t>& fla
   std::vector<routing::unplaced_relay> among{{st.ctx->host.name, st.ctx->host.capacity}};
   for (std::size_t i = 0; i < unplaced.size() && i < unplaced_capacity.size(); ++i)
     among.push_back({unplaced[i], unplaced_capacity[i]});
-  int stage = routing::place_unstaged_among(known, among, st.ctx->host.name, spec.model.stages);
+  int stage = -1;
+  std::string policy = "the bottleneck rule";
+  if (spec.dtfm && spec.dtfm_network && !st.ctx->joining) { // founding relays; joiners: the bottleneck
+    stage = dtfm_stage_of(*st.ctx, flat, unplaced, regions);
+    if (stage < 1)
+      tell(self, st.ctx->reporter, failure_atom::value, st.ctx->host.name,
+           std::string{"placement.policy dtfm cannot place this view (a region outside the matrix, or fewer "
+                       "relays than stages): the bottleneck rule places it"});
+    else
+      policy = "DT-FM";
+  }
+  if (stage < 1)
+    stage = routing::place_unstaged_among(known, among, st.ctx->host.name, spec.model.stages);
   if (stage < 1) {
     tell(self, st.ctx->reporter, failure_atom::value, st.ctx->host.name,
          std::string{"no relay stage to join (the model has one stage)"});
@@ -515,7 +562,7 @@ void on_placement_view(supervisor_ptr self, const std::vector<std::int32_t>& fla
   std::map<int, int> capacity;
   for (auto& n : known)
     capacity[n.stage] += n.capacity;
-  std::string why = "from " + std::to_string(known.size()) + " live peers; relay capacity per stage:";
+  std::string why = "by " + policy + " from " + std::to_string(known.size()) + " live peers; relay capacity per stage:";
   for (int s = 1; s < spec.model.stages; ++s)
     why += " " + std::to_string(capacity[s]);
   auto ctx = std::make_shared<host_context>(*st.ctx);
@@ -844,7 +891,10 @@ supervisor_actor::behavior_type supervisor(supervisor_ptr self, ctx_ptr ctx) {
       auto timeout = std::chrono::milliseconds(st.ctx->spec->faults.connection_timeout_ms);
       self->request(st.membership, timeout, place_atom::value)
         .then([self](const std::vector<std::int32_t>& flat, const std::vector<std::string>& unplaced,
-                     const std::vector<std::int32_t>& capacity) { on_placement_view(self, flat, unplaced, capacity); },
+                     const std::vector<std::int32_t>& capacity, const std::vector<std::string>& placed_names,
+                     const std::vector<std::string>& placed_regions, const std::vector<std::string>& unplaced_regions) {
+                on_placement_view(self, flat, unplaced, capacity, {placed_names, placed_regions, unplaced_regions});
+              },
               [self](caf::error&) {
                 // Membership restarting: ask again.
                 self->delayed_send(self, std::chrono::milliseconds(self->state.ctx->spec->faults.heartbeat_interval_ms),

@@ -28,6 +28,7 @@
 #include "actors/wire_frame.hpp"
 #include "model/model_config.hpp"
 #include "routing/network.hpp"
+#include "routing/dtfm.hpp"
 #include "routing/routing_config.hpp"
 
 namespace gwtf::actors {
@@ -100,6 +101,10 @@ struct cluster_spec {
   std::optional<std::uint64_t> resume_at;
   /// --until N: stop after N iterations applied; the schedule stays training.iterations'.
   std::optional<std::uint64_t> until;
+  /// placement.policy dtfm: what DT-FM reads (hosts' regions come from the membership view)
+  /// and its region matrix; unset: the bottleneck rule.
+  std::optional<routing::dtfm_request> dtfm;
+  std::shared_ptr<const routing::network_matrix> dtfm_network;
   /// Iterations this run applies before it ends: training.iterations, or --until's N.
   std::uint64_t end_iteration() const {
     auto planned = static_cast<std::uint64_t>(training.iterations);
@@ -253,9 +258,11 @@ using supervisor_actor = caf::typed_actor<
 using membership_actor = caf::typed_actor<
     /// MEMBERSHIP frames from the link: HELLO, LEAVE
     caf::reacts_to<deliver_atom, std::string, wire_frame>,
-    /// for a relay placing itself: the live placed peers as flat (stage, capacity) pairs, and
-    /// the live relays without a stage (names, capacities)
-    caf::replies_to<place_atom>::with<std::vector<std::int32_t>, std::vector<std::string>, std::vector<std::int32_t>>,
+    /// for a relay placing itself: the live placed peers as flat (stage, capacity) pairs, the
+    /// live relays without a stage (names, capacities), and for DT-FM the placed peers' names
+    /// and regions and the stage-less relays' regions
+    caf::replies_to<place_atom>::with<std::vector<std::int32_t>, std::vector<std::string>, std::vector<std::int32_t>,
+                                      std::vector<std::string>, std::vector<std::string>, std::vector<std::string>>,
     /// node mode: the link found a peer by this name (introduce ourselves to it)
     caf::reacts_to<known_atom, std::string>,
     /// tell this actor of every peer up/down/left from now on (and the live ones now)

@@ -44,8 +44,17 @@ std::string derived_report(const cluster_config& cfg) {
   int unplaced = 0;
   for (auto& h : cfg.hosts)
     unplaced += h.stage < 0 ? 1 : 0;
-  if (unplaced > 0)
+  if (unplaced > 0 && cfg.placement.policy == placement_policy::dtfm) {
+    // What the founding stage-less relays compute from a full view (placed_hosts).
+    out << "#   " << unplaced << " relay(s) without a stage, placed by DT-FM (late joiners: the bottleneck stage):";
+    auto placed = placed_hosts(cfg);
+    for (std::size_t i = 0; i < cfg.hosts.size(); ++i)
+      if (cfg.hosts[i].stage < 0)
+        out << " " << placed[i].name << "=" << placed[i].stage;
+    out << "\n";
+  } else if (unplaced > 0) {
     out << "#   " << unplaced << " relay(s) without a stage join the bottleneck stage\n";
+  }
   auto act = model::activation_bytes(cfg.model, cfg.training.microbatch_size);
   out << "# activation per microbatch: " << act << " bytes (fp32 " << cfg.training.microbatch_size
       << " x " << cfg.model.seq_len << " x " << cfg.model.hidden << ")\n";

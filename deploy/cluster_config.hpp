@@ -1,6 +1,7 @@
 // The whole configuration of one caf-gwtf process (cluster.yaml), and its loader.
 #pragma once
 
+#include <array>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -9,10 +10,34 @@
 
 #include "actors/node_config.hpp"
 #include "model/model_config.hpp"
+#include "routing/dtfm.hpp"
 #include "routing/network.hpp"
 #include "routing/routing_config.hpp"
 
 namespace gwtf::deploy {
+
+/// Where relays declared without a stage go at cluster start (docs/config.md, placement).
+enum class placement_policy { gwtf, dtfm };
+
+constexpr std::array<std::pair<placement_policy, const char*>, 2> enum_names(placement_policy) {
+  return {{{placement_policy::gwtf, "gwtf"}, {placement_policy::dtfm, "dtfm"}}};
+}
+
+struct placement_config {
+  /// gwtf: each to the bottleneck stage (routing::place_unstaged); dtfm: DT-FM's cost model
+  /// and evolutionary search over the founding stage-less relays (routing/dtfm.hpp). Joiners
+  /// go to the bottleneck stage either way.
+  placement_policy policy = placement_policy::gwtf;
+  /// dtfm: the region matrix (configs/networks format) its cost model reads; empty: the
+  /// emulation.network matrix.
+  std::string network;
+};
+
+template <class F>
+void visit_fields(F& f, placement_config& x) {
+  f("policy", x.policy);
+  f("network", x.network);
+}
 
 /// Every section of cluster.yaml. Sections other than `hosts` may be left out.
 struct cluster_config {
@@ -24,9 +49,12 @@ struct cluster_config {
   routing::routing_config routing;              ///< router and its constants
   actors::fault_config faults;                  ///< failure detection, supervision, churn
   std::optional<actors::emulation_config> emulation; ///< emulated geo network, if any
+  placement_config placement;                   ///< stage placement of stage-less relays
 
   /// The network matrix named by `emulation.network`, loaded with the config.
   std::optional<routing::network_matrix> network;
+  /// placement.policy dtfm: the matrix its cost model reads (placement.network, else `network`).
+  std::optional<routing::network_matrix> placement_network;
 };
 
 template <class F>
@@ -39,6 +67,7 @@ void visit_fields(F& f, cluster_config& x) {
   f("routing", x.routing);
   f("faults", x.faults);
   f("emulation", x.emulation);
+  f("placement", x.placement);
 }
 
 /// One rejected value: where it is and what was expected.
@@ -108,9 +137,15 @@ std::uint64_t cluster_hash(const cluster_config& cfg);
 /// number of iterations, loss_out or the checkpoint settings.
 std::uint64_t checkpoint_hash(const cluster_config& cfg);
 
-/// `cfg.hosts` with relays declared without a stage placed one by one, in declaration order,
-/// by the rule a node-mode host applies to its membership view (routing::place_unstaged).
+/// `cfg.hosts` with relays declared without a stage placed as node-mode hosts place
+/// themselves from their membership view: with placement.policy gwtf one by one, in
+/// declaration order (routing::place_unstaged); with dtfm the founding ones (not joining by
+/// the fault script) together by DT-FM (routing::dtfm_stages), the late joiners then by the gwtf rule.
 std::vector<actors::host_config> placed_hosts(const cluster_config& cfg);
+
+/// DT-FM's request for this config without its hosts: relay stages, an activation's and a
+/// relay stage's gradient bytes (fp32, 12 hidden^2 parameters per block), training.seed.
+routing::dtfm_request dtfm_request_for(const cluster_config& cfg);
 
 /// Every key path the config accepts, e.g. "training.lr", "hosts[].stage".
 std::vector<std::string> config_key_paths();

@@ -12,6 +12,7 @@
 #include "deploy/cluster_config.hpp"
 #include "deploy/yaml_fields.hpp"
 #include "model/hash.hpp"
+#include "model/partition.hpp"
 #include "routing/placement.hpp"
 
 namespace gwtf::deploy {
@@ -402,11 +403,16 @@ void validate_cluster(cluster_config& cfg, reader& r, const fs::path& base_dir,
       if (ev.action == actors::fault_action::join)
         late.insert(ev.host);
     std::vector<int> live(static_cast<std::size_t>(std::max(cfg.model.stages, 0)), 0);
-    for (auto& h : cfg.hosts)
+    int dtfm_placed = 0; // founding relays without a stage: DT-FM gives every relay stage some
+    for (auto& h : cfg.hosts) {
       if (h.stage >= 0 && h.stage < cfg.model.stages && late.count(h.name) == 0)
         ++live[static_cast<std::size_t>(h.stage)];
+      if (h.role == actors::host_role::relay && h.stage < 0 && late.count(h.name) == 0)
+        ++dtfm_placed;
+    }
+    bool dtfm_covers = cfg.placement.policy == placement_policy::dtfm && dtfm_placed >= cfg.model.stages - 1;
     for (std::size_t s = 0; s < live.size(); ++s)
-      if (live[s] == 0)
+      if (live[s] == 0 && !(dtfm_covers && s > 0))
         r.error_for("hosts", "expected at least one host of stage " + std::to_string(s)
                                + " online from the start (node.bootstrap is empty, so this "
                                  "process must hold the whole pipeline: a data_holder for "
@@ -436,6 +442,50 @@ void validate_cluster(cluster_config& cfg, reader& r, const fs::path& base_dir,
                         "expected a region of network '" + cfg.network->name + "' (" + regions
                           + "), got '" + cfg.hosts[i].region + "'");
       }
+    }
+  }
+
+  // DT-FM's cost model reads a region matrix: placement.network, else emulation.network.
+  if (!cfg.placement.network.empty()) {
+    auto p = resolve(base_dir, cfg.placement.network);
+    cfg.placement.network = p.string();
+    auto net = load_network_matrix(p);
+    if (!net.errors.empty()) {
+      r.error_for("placement.network", "expected a valid network matrix, '" + p.string() + "' has "
+                                         + std::to_string(net.errors.size()) + " error(s), listed below");
+      errors.insert(errors.end(), net.errors.begin(), net.errors.end());
+    } else {
+      cfg.placement_network = std::move(net.network);
+    }
+  } else if (cfg.placement.policy == placement_policy::dtfm && cfg.network) {
+    cfg.placement_network = cfg.network;
+  }
+  if (cfg.placement.policy == placement_policy::dtfm) {
+    // Each founding relay computes DT-FM's partition of every relay it sees: a declared stage
+    // would not be in it.
+    for (std::size_t i = 0; i < cfg.hosts.size(); ++i) {
+      auto& h = cfg.hosts[i];
+      bool late = std::any_of(cfg.faults.script.begin(), cfg.faults.script.end(), [&](auto& f) {
+        return f.action == actors::fault_action::join && f.host == h.name && f.at_iteration > 0;
+      });
+      if (h.role == actors::host_role::relay && h.stage >= 1 && !late)
+        r.error_for("hosts[" + std::to_string(i) + "].stage",
+                    "no stage with placement.policy dtfm: DT-FM places every relay at cluster start (a relay "
+                    "joining later by the fault script may declare one), got " + std::to_string(h.stage));
+    }
+    if (!cfg.placement_network && cfg.placement.network.empty())
+      r.error_for("placement.policy", "dtfm needs every region pair's latency and bandwidth before anything is "
+                                      "measured: set placement.network (a matrix as in configs/networks/) or "
+                                      "emulation.network");
+    if (cfg.placement_network) {
+      std::string regions;
+      for (auto& reg : cfg.placement_network->regions)
+        regions += (regions.empty() ? "" : ", ") + reg;
+      for (std::size_t i = 0; i < cfg.hosts.size(); ++i)
+        if (!cfg.placement_network->region_index(cfg.hosts[i].region))
+          r.error_for("hosts[" + std::to_string(i) + "].region",
+                      "expected a region of placement network '" + cfg.placement_network->name + "' (" + regions
+                        + ") for placement.policy dtfm, got '" + cfg.hosts[i].region + "'");
     }
   }
 }
@@ -682,6 +732,17 @@ std::vector<std::string> config_key_paths() {
   return out;
 }
 
+routing::dtfm_request dtfm_request_for(const cluster_config& cfg) {
+  routing::dtfm_request r;
+  r.relay_stages = cfg.model.stages - 1;
+  r.activation_bytes = static_cast<double>(model::activation_bytes(cfg.model, cfg.training.microbatch_size));
+  // A relay stage's gradients in fp32: 12 hidden^2 parameters per block.
+  double blocks = r.relay_stages > 0 ? static_cast<double>(cfg.model.layers) / r.relay_stages : 0;
+  r.gradient_bytes = 12.0 * cfg.model.hidden * cfg.model.hidden * blocks * 4;
+  r.seed = static_cast<std::uint64_t>(cfg.training.seed);
+  return r;
+}
+
 std::uint64_t cluster_hash(const cluster_config& cfg) {
   // What every host must share: model, training (but where it writes its loss), the data
   // format and the roster. Not the data path (each holder's own file), not the per-process
@@ -696,6 +757,7 @@ std::uint64_t cluster_hash(const cluster_config& cfg) {
         shared.training.data_holders.push_back(h.name);
   shared.data.format = cfg.data.format;
   shared.routing = cfg.routing;
+  shared.placement.policy = cfg.placement.policy; // every host must place alike; not its file
   auto text = to_yaml(shared);
   std::uint64_t h = 1469598103934665603ull; // FNV-1a
   for (unsigned char c : text) {
@@ -707,6 +769,30 @@ std::uint64_t cluster_hash(const cluster_config& cfg) {
 
 std::vector<actors::host_config> placed_hosts(const cluster_config& cfg) {
   auto hosts = cfg.hosts;
+  if (cfg.placement.policy == placement_policy::dtfm && cfg.placement_network) {
+    // The founding stage-less relays together, as each of them computes it from the same view.
+    auto late = [&](const std::string& name) {
+      for (auto& f : cfg.faults.script)
+        if (f.action == actors::fault_action::join && f.host == name && f.at_iteration > 0)
+          return true;
+      return false;
+    };
+    auto req = dtfm_request_for(cfg);
+    std::vector<std::size_t> founding;
+    for (std::size_t i = 0; i < hosts.size(); ++i) {
+      if (hosts[i].role == actors::host_role::data_holder)
+        req.holder_regions.push_back(hosts[i].region);
+      else if (hosts[i].stage < 1 && !late(hosts[i].name))
+        founding.push_back(i);
+    }
+    std::sort(founding.begin(), founding.end(),
+              [&](std::size_t a, std::size_t b) { return hosts[a].name < hosts[b].name; }); // as hosts agree
+    for (auto i : founding)
+      req.relay_regions.push_back(hosts[i].region);
+    auto stages = routing::dtfm_stages(*cfg.placement_network, req);
+    for (std::size_t k = 0; k < stages.size(); ++k)
+      hosts[founding[k]].stage = stages[k];
+  }
   for (auto& h : hosts) {
     if (h.role == actors::host_role::relay && h.stage < 1) {
       std::vector<routing::flow_node> known;

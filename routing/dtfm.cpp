@@ -324,6 +324,26 @@ dtfm_search dtfm_place(const dtfm_problem& p, const dtfm_options& opts) {
   return out;
 }
 
+std::vector<int> dtfm_stages(const network_matrix& net, const dtfm_request& r) {
+  dtfm_problem p;
+  p.net = &net;
+  p.relay_stages = r.relay_stages;
+  p.activation_bytes = r.activation_bytes;
+  p.gradient_bytes = r.gradient_bytes;
+  for (auto* names : {&r.holder_regions, &r.relay_regions})
+    for (auto& name : *names) {
+      auto idx = net.region_index(name);
+      if (!idx)
+        return {};
+      (names == &r.holder_regions ? p.holders : p.relays).push_back(*idx);
+    }
+  if (r.relay_stages < 1 || p.relays.size() < static_cast<std::size_t>(r.relay_stages))
+    return {};
+  dtfm_options o;
+  o.seed = r.seed;
+  return dtfm_place(p, o).best.stage;
+}
+
 dtfm_placement dtfm_exhaustive(const dtfm_problem& p) {
   auto n = p.relays.size();
   auto k = p.relay_stages;

@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "routing/network.hpp"
@@ -66,6 +67,19 @@ struct dtfm_search {
 /// DT-FM's evolutionary search. Never returns a placement costlier than the greedy start.
 /// Needs relays.size() >= relay_stages >= 1.
 dtfm_search dtfm_place(const dtfm_problem& p, const dtfm_options& opts);
+
+/// What a host placing relays by DT-FM needs to say, by region names.
+struct dtfm_request {
+  std::vector<std::string> holder_regions;
+  std::vector<std::string> relay_regions; ///< the relays to place, in a order every host agrees on
+  int relay_stages = 1;
+  double activation_bytes = 0;
+  double gradient_bytes = 0;
+  std::uint64_t seed = 1;
+};
+/// The stage (1..relay_stages) of each relay of `r` by dtfm_place; empty when a region is not
+/// in `net`, or there are fewer relays than relay stages.
+std::vector<int> dtfm_stages(const network_matrix& net, const dtfm_request& r);
 
 /// Every balanced placement, for small instances (tests): the cheapest by the same model.
 dtfm_placement dtfm_exhaustive(const dtfm_problem& p);

@@ -297,3 +297,51 @@ TEST_CASE("errors from the environment name the file's line, errors from --set n
     CHECK(r.errors[0].message.find(text) != std::string::npos);
   }
 }
+
+TEST_CASE("placement.policy dtfm: the founding relays as DT-FM places them, late joiners by the bottleneck rule") {
+  std::string text = "hosts:\n"
+                     "  - {name: dh-a, region: virginia, role: data_holder}\n"
+                     "  - {name: dh-b, region: frankfurt, role: data_holder}\n"
+                     "  - {name: r4, region: virginia, role: relay}\n"
+                     "  - {name: r1, region: ohio, role: relay}\n"
+                     "  - {name: r3, region: frankfurt, role: relay}\n"
+                     "  - {name: r2, region: oregon, role: relay}\n"
+                     "  - {name: r5, region: tokyo, role: relay}\n"
+                     "  - {name: r6, region: london, role: relay}\n"
+                     "  - {name: j1, region: seoul, role: relay}\n"
+                     "placement: {policy: dtfm}\n"
+                     "model: {arch: gpt, layers: 6, hidden: 128, heads: 4, seq_len: 64, stages: 4}\n"
+                     "data: {path: ../good_configs/corpus.txt}\n"
+                     "training: {seed: 42, iterations: 8}\n"
+                     "faults: {script: [{at_iteration: 3, action: join, host: j1}]}\n"
+                     "emulation: {network: ../../../configs/networks/aws-8.yaml}\n";
+  auto loaded = parse_cluster_config(text, "dtfm.yaml", test_dir / "bad_configs");
+  INFO(all_errors(loaded.errors));
+  REQUIRE(loaded.config.has_value());
+  auto& cfg = *loaded.config;
+  REQUIRE(cfg.placement_network.has_value()); // emulation.network's matrix
+  auto placed = placed_hosts(cfg);
+  // What every founding relay computes from the full view: the relays in name order.
+  auto req = dtfm_request_for(cfg);
+  req.holder_regions = {"virginia", "frankfurt"};
+  req.relay_regions = {"ohio", "oregon", "frankfurt", "virginia", "tokyo", "london"}; // r1..r6
+  auto expected = gwtf::routing::dtfm_stages(*cfg.placement_network, req);
+  REQUIRE(expected.size() == 6);
+  std::map<std::string, int> stage;
+  for (auto& h : placed)
+    stage[h.name] = h.stage;
+  for (int i = 0; i < 6; ++i)
+    CHECK_MESSAGE(stage["r" + std::to_string(i + 1)] == expected[static_cast<std::size_t>(i)], "r" << i + 1);
+  for (int s = 1; s <= 3; ++s) // balanced: two per relay stage
+    CHECK(std::count(expected.begin(), expected.end(), s) == 2);
+  CHECK(stage["j1"] >= 1); // the joiner: the bottleneck rule
+  CHECK(stage["dh-a"] == 0);
+  CHECK(req.gradient_bytes == doctest::Approx(12.0 * 128 * 128 * 2 * 4)); // two blocks per relay stage, fp32
+  // The policy is part of the cluster hash (every host must place alike), its file is not.
+  auto other = cfg;
+  other.placement.policy = placement_policy::gwtf;
+  CHECK(cluster_hash(other) != cluster_hash(cfg));
+  auto moved = cfg;
+  moved.placement.network = "/elsewhere/aws-8.yaml";
+  CHECK(cluster_hash(moved) == cluster_hash(cfg));
+}

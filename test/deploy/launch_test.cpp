@@ -255,6 +255,38 @@ TEST_CASE("launch: joiners without a declared stage place themselves: the bottle
   fs::remove_all(dir);
 }
 
+TEST_CASE("launch: with placement.policy dtfm every founding relay takes the stage DT-FM gives it") {
+  auto dir = workdir("dtfm");
+  auto hosts = std::string{"  - {name: dh-a, region: virginia, role: data_holder, capacity: 6}\n"
+                           "  - {name: dh-b, region: frankfurt, role: data_holder, capacity: 6}\n"};
+  for (auto [name, region] : {std::pair{"r1", "ohio"}, {"r2", "oregon"}, {"r3", "frankfurt"}, {"r4", "virginia"},
+                              {"r5", "tokyo"}, {"r6", "london"}})
+    hosts += std::string{"  - {name: "} + name + ", region: " + region + ", role: relay, capacity: 4}\n";
+  hosts += "placement: {policy: dtfm}\n"; // a top-level key after the list
+  auto l = launch_and_reference(dir, hosts, 8, "");
+  INFO(findings(l.r.out) << l.r.out << l.logs);
+  REQUIRE(l.r.code == 0);
+  // What the whole config says (placed_hosts, as --check prints it) ...
+  auto check = gwtf::test::run_command("'" + std::string{GWTF_EXE} + "' --config '" + (dir / "cluster.yaml").string() + "' --check");
+  REQUIRE(check.code == 0);
+  auto marker = std::string{"placed by DT-FM (late joiners: the bottleneck stage):"};
+  auto at = check.out.find(marker);
+  REQUIRE(at != std::string::npos);
+  std::istringstream predicted{check.out.substr(at + marker.size(), check.out.find('\n', at) - at - marker.size())};
+  int relays = 0;
+  for (std::string pair; predicted >> pair; ++relays) {
+    // ... each process found by itself, from its membership view.
+    auto name = pair.substr(0, pair.find('='));
+    auto stage = pair.substr(pair.find('=') + 1);
+    CHECK_MESSAGE(has(l.r.out, "# " + name + " placed itself at stage " + stage + " (by DT-FM"), pair);
+  }
+  CHECK(relays == 6);
+  CHECK(has(l.r.out, "exactly-once violations 0; replica disagreements 0"));
+  REQUIRE(l.loss.size() == 8);
+  check_band(l, 1e-3);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("launch: SIGTERM makes a relay drain and leave: exit code 0, zero wasted compute, nothing lost") {
   auto dir = workdir("leave");
   auto l = launch_and_reference(dir, replicated, 12, "{at_iteration: 6, action: leave, host: r1b}");
