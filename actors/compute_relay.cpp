@@ -20,7 +20,11 @@ void send_activation(self_ptr self, const std::string& to, const hop_record& r, 
   a.microbatch = r.mb;
   a.dir = dir;
   a.path = r.path;
-  a.tensor = to_payload(t);
+  switch (self->state.ctx->spec->activation_wire_type) { // compression.mode
+    case wire::dtype::float16: a.tensor = to_payload(t.to(torch::kHalf)); break;
+    case wire::dtype::bfloat16: a.tensor = to_payload(t.to(torch::kBFloat16)); break;
+    default: a.tensor = to_payload(t);
+  }
   a.attempt = r.attempt;
   a.continue_to = continue_to;
   self->state.ctx->send(self, to, service::stage, a);
@@ -50,8 +54,39 @@ std::string next_for(self_ptr self, const hop_record& r, const std::string& hint
 
 // --- forward / backward at a relay or at the head ------------------------------------
 
+// Whether an activation or its gradient from a peer is one this stage can take: a float type
+// and the shape [microbatch_size, seq_len, hidden]. Anything else is reported and dropped (a
+// peer's bytes must never reach LibTorch unchecked: a wrong shape would throw there).
+bool acceptable(self_ptr self, const std::string& from, const wire::activation& a) {
+  auto& spec = *self->state.ctx->spec;
+  auto& t = a.tensor;
+  auto what = std::string{a.dir == wire::direction::forward ? "activation" : "gradient"} + " from " + from;
+  if (t.type != wire::dtype::float32 && t.type != wire::dtype::float16 && t.type != wire::dtype::bfloat16) {
+    report_failure(self, what + ": not a float tensor: dropped");
+    return false;
+  }
+  std::vector<std::int64_t> want{spec.training.microbatch_size, spec.model.seq_len, spec.model.hidden};
+  if (t.shape != want) {
+    std::string got;
+    for (auto d : t.shape)
+      got += (got.empty() ? "" : ", ") + std::to_string(d);
+    report_failure(self, what + ": shape [" + got + "], expected [" + std::to_string(want[0]) + ", "
+                           + std::to_string(want[1]) + ", " + std::to_string(want[2]) + "]: dropped");
+    return false;
+  }
+  return true;
+}
+
+// An acceptable tensor as fp32 (compression.mode sends 16-bit floats).
+torch::Tensor as_fp32(const wire::tensor_payload& t) {
+  auto x = to_torch(t);
+  return t.type == wire::dtype::float32 ? x : x.to(torch::kFloat);
+}
+
 void handle_forward(self_ptr self, const std::string& from, wire::activation a) {
   auto& st = self->state;
+  if (!acceptable(self, from, a))
+    return;
   if (!st.ready || a.microbatch.iteration > st.current) {
     st.pending.emplace_back(from, std::move(a));
     return;
@@ -102,7 +137,7 @@ void handle_forward(self_ptr self, const std::string& from, wire::activation a) 
     return;
   }
   auto t0 = clock::now();
-  auto input = to_torch(a.tensor);
+  auto input = as_fp32(a.tensor);
   if (head) {
     auto res = st.model->head(key, input, st.origins[key].targets);
     auto* h = value_or_report(self, res, "head of microbatch from " + from);
@@ -167,6 +202,8 @@ void resume_stalled(self_ptr self) {
 void finish_origin(self_ptr self, std::uint64_t key);
 
 void handle_backward(self_ptr self, const std::string& from, const wire::activation& a) {
+  if (!acceptable(self, from, a))
+    return;
   auto& st = self->state;
   if (!st.ready || a.microbatch.iteration != st.current)
     return;
@@ -176,7 +213,7 @@ void handle_backward(self_ptr self, const std::string& from, const wire::activat
     auto it = st.origins.find(key);
     if (it == st.origins.end() || it->second.done || a.microbatch.origin != st.run_origin)
       return; // unknown, finished, or of this holder's previous run
-    auto res = st.model->embed_backward(key, to_torch(a.tensor));
+    auto res = st.model->embed_backward(key, as_fp32(a.tensor));
     auto* ok = value_or_report(self, res, "embedding backward of microbatch from " + from);
     report_compute(self, a.microbatch.iteration, since(t0), 0);
     if (!ok || crash_now(self, "backward"))
@@ -188,7 +225,7 @@ void handle_backward(self_ptr self, const std::string& from, const wire::activat
     return; // the gradient of another run of its holder than the forward held here
   if (!st.ledger->on_backward(key))
     return;
-  auto res = st.model->backward(key, to_torch(a.tensor));
+  auto res = st.model->backward(key, as_fp32(a.tensor));
   auto* g = value_or_report(self, res, "backward of microbatch from " + from);
   report_compute(self, a.microbatch.iteration, since(t0), 0);
   if (!g)

@@ -103,6 +103,9 @@ struct cluster_spec {
   std::optional<std::uint64_t> until;
   /// placement.policy dtfm: what DT-FM reads (hosts' regions come from the membership view)
   /// and its region matrix; unset: the bottleneck rule.
+  /// compression.mode: the type activations and their gradients travel in (float32: as
+  /// computed; float16 / bfloat16: rounded for the wire, fp32 again at the receiver).
+  wire::dtype activation_wire_type = wire::dtype::float32;
   std::optional<routing::dtfm_request> dtfm;
   std::shared_ptr<const routing::network_matrix> dtfm_network;
   /// Iterations this run applies before it ends: training.iterations, or --until's N.

@@ -39,6 +39,24 @@ void visit_fields(F& f, placement_config& x) {
   f("network", x.network);
 }
 
+/// How activations and their gradients travel between stages (docs/config.md, compression).
+enum class compression_mode { off, fp16, bf16 };
+
+constexpr std::array<std::pair<compression_mode, const char*>, 3> enum_names(compression_mode) {
+  return {{{compression_mode::off, "off"}, {compression_mode::fp16, "fp16"}, {compression_mode::bf16, "bf16"}}};
+}
+
+struct compression_config {
+  /// off: fp32 as computed; fp16 / bf16: rounded to 16 bits for the wire (half the bytes),
+  /// back to fp32 at the receiver. Gradient shares between replicas stay fp32.
+  compression_mode mode = compression_mode::off;
+};
+
+template <class F>
+void visit_fields(F& f, compression_config& x) {
+  f("mode", x.mode);
+}
+
 /// Every section of cluster.yaml. Sections other than `hosts` may be left out.
 struct cluster_config {
   actors::node_config node;                     ///< network identity of this process
@@ -50,6 +68,7 @@ struct cluster_config {
   actors::fault_config faults;                  ///< failure detection, supervision, churn
   std::optional<actors::emulation_config> emulation; ///< emulated geo network, if any
   placement_config placement;                   ///< stage placement of stage-less relays
+  compression_config compression;               ///< activations on the wire
 
   /// The network matrix named by `emulation.network`, loaded with the config.
   std::optional<routing::network_matrix> network;
@@ -68,6 +87,7 @@ void visit_fields(F& f, cluster_config& x) {
   f("faults", x.faults);
   f("emulation", x.emulation);
   f("placement", x.placement);
+  f("compression", x.compression);
 }
 
 /// One rejected value: where it is and what was expected.

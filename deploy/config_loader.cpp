@@ -758,6 +758,7 @@ std::uint64_t cluster_hash(const cluster_config& cfg) {
   shared.data.format = cfg.data.format;
   shared.routing = cfg.routing;
   shared.placement.policy = cfg.placement.policy; // every host must place alike; not its file
+  shared.compression = cfg.compression;           // the loss depends on it
   auto text = to_yaml(shared);
   std::uint64_t h = 1469598103934665603ull; // FNV-1a
   for (unsigned char c : text) {

@@ -530,6 +530,9 @@ std::shared_ptr<actors::cluster_spec> make_spec(const cluster_config& cfg) {
   spec->activation_bytes = static_cast<double>(model::activation_bytes(cfg.model, cfg.training.microbatch_size));
   spec->data_dir = cfg.node.data_dir;
   spec->checkpoint_hash = checkpoint_hash(cfg);
+  spec->activation_wire_type = cfg.compression.mode == compression_mode::fp16   ? wire::dtype::float16
+                               : cfg.compression.mode == compression_mode::bf16 ? wire::dtype::bfloat16
+                                                                                : wire::dtype::float32;
   if (cfg.placement.policy == placement_policy::dtfm && cfg.placement_network) {
     spec->dtfm = dtfm_request_for(cfg);
     spec->dtfm_network = std::make_shared<const routing::network_matrix>(*cfg.placement_network);

@@ -119,8 +119,25 @@ TEST_CASE("a node logs and drops what a hostile CAF peer sends, and still binds 
   // 8. Now introduced as t1, this connection claims to be someone else.
   self->send(link, net_atom::value, std::string{"dh"}, std::string{"r1"}, svc(service::stage),
              make_frame(wire::iteration_done{0, "dh", 4, 1.0, {"dh"}}));
+  // 9. As t1, activations LibTorch must never see: a wrong shape, and integers.
+  auto bad_activation = [](std::vector<std::int64_t> shape, wire::dtype type) {
+    wire::activation a;
+    a.microbatch = wire::microbatch_ref{0, 0, 0, 1};
+    a.dir = wire::direction::forward;
+    a.path = {"dh", "r1"};
+    std::size_t n = wire::dtype_size(type);
+    for (auto d : shape)
+      n *= static_cast<std::size_t>(d);
+    std::vector<std::uint8_t> zeros(n, 0);
+    a.tensor = wire::tensor_payload::copy_of(type, std::move(shape), zeros.data(), n);
+    return make_frame(a);
+  };
+  self->send(link, net_atom::value, std::string{"t1"}, std::string{"r1"}, svc(service::stage),
+             bad_activation({1, 2, 3}, wire::dtype::float32));
+  self->send(link, net_atom::value, std::string{"t1"}, std::string{"r1"}, svc(service::stage),
+             bad_activation({4, 16, 32}, wire::dtype::int64));
 
-  auto log = node.wait_for("on the connection of 't1'");
+  auto log = node.wait_for("not a float tensor");
   INFO(log);
   CHECK(log.find("frame claiming to be from 'dh' on the connection of node") != std::string::npos);
   CHECK(log.find("(never introduced): dropped") != std::string::npos);
@@ -131,6 +148,9 @@ TEST_CASE("a node logs and drops what a hostile CAF peer sends, and still binds 
   CHECK(log.find("unexpected message") != std::string::npos);
   CHECK(log.find("link: connected to t1") != std::string::npos);
   CHECK(log.find("frame claiming to be from 'dh' on the connection of 't1': dropped") != std::string::npos);
+  CHECK(log.find("activation from t1: shape [1, 2, 3], expected [") != std::string::npos);
+  CHECK(log.find("activation from t1: not a float tensor: dropped") != std::string::npos);
+  CHECK(log.find("restart") == std::string::npos); // no actor failed
   CHECK(kill(node.pid, 0) == 0); // still up
   fs::remove_all(dir);
 }

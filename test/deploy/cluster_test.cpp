@@ -373,3 +373,29 @@ TEST_CASE("cluster: checkpoints are copied to hosts of other stages, and a stage
   check_replicas_agree(second);
   fs::remove_all(dir);
 }
+
+TEST_CASE("cluster: activations in fp16 or bf16 on the wire train within a band of the reference") {
+  // compression.mode rounds what stages send each other to 16 bits (half the bytes); the
+  // receiver computes in fp32 again. Every replica rounds alike: they still agree exactly.
+  for (auto [mode, band] : {std::pair{deploy::compression_mode::fp16, 0.005}, {deploy::compression_mode::bf16, 0.02}}) {
+    INFO("mode " << static_cast<int>(mode));
+    auto cfg = local(15, {});
+    cfg.compression.mode = mode;
+    std::ostringstream log;
+    auto r = deploy::run_embedded(cfg, log, 90);
+    INFO(log.str());
+    REQUIRE(r.completed);
+    auto ref = reference_losses(cfg);
+    REQUIRE(r.rows.size() == ref.size());
+    double worst = 0;
+    for (std::size_t i = 0; i < ref.size(); ++i)
+      worst = std::max(worst, std::abs(r.rows[i].loss - ref[i]) / std::abs(ref[i]));
+    INFO("worst relative difference " << worst);
+    CHECK(worst <= band);
+    CHECK(worst > 0); // rounded: not bit-identical to fp32 (the band test is not vacuous)
+    CHECK(r.rows.back().loss < 0.8 * r.rows.front().loss);
+    CHECK(r.exactly_once_violations.empty());
+    CHECK(r.failures.empty());
+    check_replicas_agree(r);
+  }
+}

@@ -1,0 +1,61 @@
+// Benchmark (issue 17): what compression.mode costs on one core: an activation of 16.8 MB
+// (fp32 [4, 1024, 1024]: microbatch 4, 1024 tokens, hidden 1024) rounded to fp16 / bf16 for
+// the wire and back to fp32 at the receiver, against one memcpy of the fp32 tensor in the
+// same run (rounds alternate; medians).
+//
+// usage: gwtf-bench-compress [ROUNDS]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "model/torch_runtime.hpp"
+
+int main(int argc, char** argv) {
+  int rounds = argc > 1 ? std::atoi(argv[1]) : 30;
+  if (rounds < 1) {
+    std::fprintf(stderr, "usage: gwtf-bench-compress [ROUNDS >= 1]\n");
+    return 2;
+  }
+  gwtf::model::configure_torch(1);
+  torch::manual_seed(1);
+  auto x = torch::randn({4, 1024, 1024});
+  auto bytes = static_cast<std::size_t>(x.numel()) * sizeof(float);
+  std::vector<std::uint8_t> dst(bytes);
+  std::memset(dst.data(), 1, bytes); // warm
+  using clock = std::chrono::steady_clock;
+  auto ms = [](clock::time_point a, clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  std::vector<double> copy, half, bf16;
+  double sink = 0;
+  for (int r = 0; r < rounds; ++r) {
+    auto t0 = clock::now();
+    std::memcpy(dst.data(), x.data_ptr<float>(), bytes);
+    auto t1 = clock::now();
+    auto h = x.to(torch::kHalf).to(torch::kFloat);
+    auto t2 = clock::now();
+    auto b = x.to(torch::kBFloat16).to(torch::kFloat);
+    auto t3 = clock::now();
+    sink += dst[r % bytes] + h[0][0][r % 1024].item<float>() + b[0][0][r % 1024].item<float>();
+    copy.push_back(ms(t0, t1));
+    half.push_back(ms(t1, t2));
+    bf16.push_back(ms(t2, t3));
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  double c = median(copy), hh = median(half), bb = median(bf16);
+  double gb = static_cast<double>(bytes) / 1e9;
+  std::printf("activation: %.1f MB fp32, %d rounds, medians (one core)\n", static_cast<double>(bytes) / 1e6, rounds);
+  std::printf("memcpy fp32:                 %7.2f ms  %6.2f GB/s\n", c, gb / (c / 1000));
+  std::printf("fp32 -> fp16 -> fp32:        %7.2f ms  %6.2f GB/s  %.2fx memcpy\n", hh, gb / (hh / 1000), hh / c);
+  std::printf("fp32 -> bf16 -> fp32:        %7.2f ms  %6.2f GB/s  %.2fx memcpy\n", bb, gb / (bb / 1000), bb / c);
+  // The wire saves half of the bytes: worth it where sending 8.4 MB takes longer than this.
+  std::printf("break-even link (fp16): %.0f Mbit/s (below it, 16 bits save more time than they cost)\n",
+              (static_cast<double>(bytes) / 2 * 8 / 1e6) / (hh / 1000));
+  return sink == 12345.678 ? 1 : 0;
+}
