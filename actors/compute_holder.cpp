@@ -170,6 +170,7 @@ void on_resend(self_ptr self, std::uint64_t key, const std::string& to, std::uin
   r.path = {me(st)};
   r.attempt = attempt;
   send_activation(self, to, r, wire::direction::forward, it->second.output, hint);
+  ++st.resends;
 }
 
 } // namespace gwtf::actors::compute

@@ -111,6 +111,10 @@ struct compute_state {
     std::int64_t took_ms = 0;    // from sending its share to the optimizer step
   };
   std::optional<aggregation> last_aggregation;
+  // metrics: since this actor started
+  double compute_s_total = 0, wasted_s_total = 0;
+  std::uint64_t resends = 0;     ///< microbatches sent again to a replacement hop
+  std::uint64_t peers_lost = 0;  ///< peers declared down (crashed or hung), not graceful leaves
 };
 
 using self_ptr = metered_ptr<compute_actor, compute_state>;

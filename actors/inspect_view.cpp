@@ -255,6 +255,14 @@ std::string prometheus_text(const inspect_parts& p, const json& compute, const j
       e.family("gwtf_checkpoint_iteration", "gauge", "the newest iteration of this host's stage checkpoints (written or resumed from)");
       e.sample("gwtf_checkpoint_iteration", {}, num(compute, "checkpoint_iteration"));
     }
+    e.family("gwtf_compute_seconds_total", "counter", "seconds this host's stage spent computing forwards and backwards");
+    e.sample("gwtf_compute_seconds_total", {}, num(compute, "compute_s_total"));
+    e.family("gwtf_wasted_compute_seconds_total", "counter", "of those, seconds whose result was thrown away (a stash never used by a backward)");
+    e.sample("gwtf_wasted_compute_seconds_total", {}, num(compute, "wasted_s_total"));
+    e.family("gwtf_resends_total", "counter", "microbatches this host sent again to a replacement hop after a peer was lost");
+    e.sample("gwtf_resends_total", {}, num(compute, "resends"));
+    e.family("gwtf_peers_lost_total", "counter", "peers this host's stage saw crash or hang (declared down; graceful leaves not counted)");
+    e.sample("gwtf_peers_lost_total", {}, num(compute, "peers_lost"));
     e.family("gwtf_stashed_microbatches", "gauge", "microbatches whose activations (or inputs) this host keeps for their backward");
     e.sample("gwtf_stashed_microbatches", {}, num(compute, "stashed"));
     std::map<std::string, int> states;

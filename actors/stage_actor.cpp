@@ -52,6 +52,8 @@ void report_failure(self_ptr self, const std::string& what) {
 }
 
 void report_compute(self_ptr self, std::uint64_t iteration, double seconds, double wasted) {
+  self->state.compute_s_total += seconds;
+  self->state.wasted_s_total += wasted;
   tell(self, self->state.ctx->reporter, compute_atom::value, me(self->state), iteration, seconds, wasted);
 }
 
@@ -103,7 +105,11 @@ std::string inspect_json(self_ptr self) {
                      {"replicas", same_stage(st)},
                      {"flows", st.flows.size()},
                      {"stashed", st.model ? st.model->stashed() : 0},
-                     {"microbatches", mbs}};
+                     {"microbatches", mbs},
+                     {"compute_s_total", st.compute_s_total},
+                     {"wasted_s_total", st.wasted_s_total},
+                     {"resends", st.resends},
+                     {"peers_lost", st.peers_lost}};
   if (st.last_checkpoint)
     out["checkpoint_iteration"] = *st.last_checkpoint;
   if (st.model)
@@ -135,6 +141,8 @@ void on_peer_down(self_ptr self, const std::string& id) {
   auto it_stage = it->second;
   st.peers.erase(it);
   st.gone.insert(id);
+  if (st.departed.count(id) == 0)
+    ++st.peers_lost;
   st.flows.erase(std::remove_if(st.flows.begin(), st.flows.end(),
                                 [&](auto& f) { return f.next == id || f.prev == id; }),
                  st.flows.end());
@@ -172,6 +180,7 @@ void on_peer_down(self_ptr self, const std::string& id) {
         continue;
       send_activation(self, *repl, *r, wire::direction::forward, st.fwd_out[rs.key], rs.hint);
       st.ledger->redirect(rs.key, *repl);
+      ++st.resends;
     }
   }
   if (st.download.active() && st.download.source() == id && !st.ready) {

@@ -261,6 +261,13 @@ fs::path resolve(const fs::path& base_dir, const std::string& p) {
 
 namespace {
 
+// A host that comes online only through a join of the fault script, after iteration 0.
+bool joins_by_script(const cluster_config& cfg, const std::string& host) {
+  return std::any_of(cfg.faults.script.begin(), cfg.faults.script.end(), [&](const actors::fault_event& f) {
+    return f.action == actors::fault_action::join && f.host == host && f.at_iteration > 0;
+  });
+}
+
 using detail::parse_yaml;
 using detail::reader;
 using detail::resolve;
@@ -420,55 +427,50 @@ void validate_cluster(cluster_config& cfg, reader& r, const fs::path& base_dir,
                                + std::to_string(cfg.model.stages - 1) + ")");
   }
 
+  // A matrix file named by `key` (the path resolved in place; its errors listed), and a check
+  // that every host's region is in a matrix.
+  auto load_matrix = [&](const std::string& key, std::string& path) -> std::optional<routing::network_matrix> {
+    auto p = resolve(base_dir, path);
+    path = p.string();
+    auto net = load_network_matrix(p);
+    if (!net.errors.empty()) {
+      r.error_for(key, "expected a valid network matrix, '" + p.string() + "' has " + std::to_string(net.errors.size())
+                         + " error(s), listed below");
+      errors.insert(errors.end(), net.errors.begin(), net.errors.end());
+      return std::nullopt;
+    }
+    return std::move(net.network);
+  };
+  auto check_regions = [&](const routing::network_matrix& net, const std::string& of, const std::string& purpose) {
+    std::string regions;
+    for (auto& reg : net.regions)
+      regions += (regions.empty() ? "" : ", ") + reg;
+    for (std::size_t i = 0; i < cfg.hosts.size(); ++i)
+      if (!net.region_index(cfg.hosts[i].region))
+        r.error_for("hosts[" + std::to_string(i) + "].region", "expected a region of " + of + " '" + net.name + "' ("
+                                                                   + regions + ")" + purpose + ", got '"
+                                                                   + cfg.hosts[i].region + "'");
+  };
   if (cfg.emulation) {
     cfg.emulation->validate(section("emulation"));
     if (!cfg.emulation->network.empty()) {
-      auto p = resolve(base_dir, cfg.emulation->network);
-      cfg.emulation->network = p.string();
-      auto net = load_network_matrix(p);
-      if (!net.errors.empty()) {
-        r.error_for("emulation.network", "expected a valid network matrix, '" + p.string()
-                                           + "' has " + std::to_string(net.errors.size())
-                                           + " error(s), listed below");
-        errors.insert(errors.end(), net.errors.begin(), net.errors.end());
-      } else {
-        cfg.network = std::move(net.network);
-        std::string regions;
-        for (auto& reg : cfg.network->regions)
-          regions += (regions.empty() ? "" : ", ") + reg;
-        for (std::size_t i = 0; i < cfg.hosts.size(); ++i)
-          if (!cfg.network->region_index(cfg.hosts[i].region))
-            r.error_for("hosts[" + std::to_string(i) + "].region",
-                        "expected a region of network '" + cfg.network->name + "' (" + regions
-                          + "), got '" + cfg.hosts[i].region + "'");
-      }
+      cfg.network = load_matrix("emulation.network", cfg.emulation->network);
+      if (cfg.network)
+        check_regions(*cfg.network, "network", "");
     }
   }
 
   // DT-FM's cost model reads a region matrix: placement.network, else emulation.network.
-  if (!cfg.placement.network.empty()) {
-    auto p = resolve(base_dir, cfg.placement.network);
-    cfg.placement.network = p.string();
-    auto net = load_network_matrix(p);
-    if (!net.errors.empty()) {
-      r.error_for("placement.network", "expected a valid network matrix, '" + p.string() + "' has "
-                                         + std::to_string(net.errors.size()) + " error(s), listed below");
-      errors.insert(errors.end(), net.errors.begin(), net.errors.end());
-    } else {
-      cfg.placement_network = std::move(net.network);
-    }
-  } else if (cfg.placement.policy == placement_policy::dtfm && cfg.network) {
+  if (!cfg.placement.network.empty())
+    cfg.placement_network = load_matrix("placement.network", cfg.placement.network);
+  else if (cfg.placement.policy == placement_policy::dtfm && cfg.network)
     cfg.placement_network = cfg.network;
-  }
   if (cfg.placement.policy == placement_policy::dtfm) {
     // Each founding relay computes DT-FM's partition of every relay it sees: a declared stage
     // would not be in it.
     for (std::size_t i = 0; i < cfg.hosts.size(); ++i) {
       auto& h = cfg.hosts[i];
-      bool late = std::any_of(cfg.faults.script.begin(), cfg.faults.script.end(), [&](auto& f) {
-        return f.action == actors::fault_action::join && f.host == h.name && f.at_iteration > 0;
-      });
-      if (h.role == actors::host_role::relay && h.stage >= 1 && !late)
+      if (h.role == actors::host_role::relay && h.stage >= 1 && !joins_by_script(cfg, h.name))
         r.error_for("hosts[" + std::to_string(i) + "].stage",
                     "no stage with placement.policy dtfm: DT-FM places every relay at cluster start (a relay "
                     "joining later by the fault script may declare one), got " + std::to_string(h.stage));
@@ -477,16 +479,8 @@ void validate_cluster(cluster_config& cfg, reader& r, const fs::path& base_dir,
       r.error_for("placement.policy", "dtfm needs every region pair's latency and bandwidth before anything is "
                                       "measured: set placement.network (a matrix as in configs/networks/) or "
                                       "emulation.network");
-    if (cfg.placement_network) {
-      std::string regions;
-      for (auto& reg : cfg.placement_network->regions)
-        regions += (regions.empty() ? "" : ", ") + reg;
-      for (std::size_t i = 0; i < cfg.hosts.size(); ++i)
-        if (!cfg.placement_network->region_index(cfg.hosts[i].region))
-          r.error_for("hosts[" + std::to_string(i) + "].region",
-                      "expected a region of placement network '" + cfg.placement_network->name + "' (" + regions
-                        + ") for placement.policy dtfm, got '" + cfg.hosts[i].region + "'");
-    }
+    if (cfg.placement_network)
+      check_regions(*cfg.placement_network, "placement network", " for placement.policy dtfm");
   }
 }
 
@@ -772,18 +766,12 @@ std::vector<actors::host_config> placed_hosts(const cluster_config& cfg) {
   auto hosts = cfg.hosts;
   if (cfg.placement.policy == placement_policy::dtfm && cfg.placement_network) {
     // The founding stage-less relays together, as each of them computes it from the same view.
-    auto late = [&](const std::string& name) {
-      for (auto& f : cfg.faults.script)
-        if (f.action == actors::fault_action::join && f.host == name && f.at_iteration > 0)
-          return true;
-      return false;
-    };
     auto req = dtfm_request_for(cfg);
     std::vector<std::size_t> founding;
     for (std::size_t i = 0; i < hosts.size(); ++i) {
       if (hosts[i].role == actors::host_role::data_holder)
         req.holder_regions.push_back(hosts[i].region);
-      else if (hosts[i].stage < 1 && !late(hosts[i].name))
+      else if (hosts[i].stage < 1 && !joins_by_script(cfg, hosts[i].name))
         founding.push_back(i);
     }
     std::sort(founding.begin(), founding.end(),

@@ -281,21 +281,26 @@ dtfm_search dtfm_place(const dtfm_problem& p, const dtfm_options& opts) {
   // smaller one (sizes stay balanced); first improvement, a few passes.
   auto stage = best.placed.stage;
   auto current = best.placed;
+  bool improved = false;
+  // Keeps the change just made to `stage` if it lowers the cost, else undoes it.
+  auto keep_if_better = [&](const auto& undo) {
+    ++out.evaluations;
+    auto c = dtfm_cost(p, stage);
+    if (c.cost < current.cost - 1e-12) {
+      current = std::move(c);
+      improved = true;
+    } else {
+      undo();
+    }
+  };
   for (int round = 0; round < opts.local_search_rounds; ++round) {
-    bool improved = false;
+    improved = false;
     for (std::size_t i = 0; i < n; ++i)
       for (std::size_t j = i + 1; j < n; ++j) {
         if (stage[i] == stage[j] || out.evaluations >= opts.max_evaluations)
           continue;
         std::swap(stage[i], stage[j]);
-        ++out.evaluations;
-        auto c = dtfm_cost(p, stage);
-        if (c.cost < current.cost - 1e-12) {
-          current = std::move(c);
-          improved = true;
-        } else {
-          std::swap(stage[i], stage[j]);
-        }
+        keep_if_better([&] { std::swap(stage[i], stage[j]); });
       }
     if (n % k != 0)
       for (std::size_t i = 0; i < n; ++i)
@@ -304,18 +309,10 @@ dtfm_search dtfm_place(const dtfm_problem& p, const dtfm_options& opts) {
             continue;
           auto before = stage[i];
           stage[i] = g;
-          if (!balanced(stage, static_cast<int>(k))) {
+          if (balanced(stage, static_cast<int>(k)))
+            keep_if_better([&] { stage[i] = before; });
+          else
             stage[i] = before;
-            continue;
-          }
-          ++out.evaluations;
-          auto c = dtfm_cost(p, stage);
-          if (c.cost < current.cost - 1e-12) {
-            current = std::move(c);
-            improved = true;
-          } else {
-            stage[i] = before;
-          }
         }
     if (!improved)
       break;

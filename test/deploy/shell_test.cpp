@@ -47,6 +47,7 @@ actors::inspect_parts sample_parts() {
   p.parts["compute"] = R"({"mailbox":3,"stage":1,"role":"relay","ready":true,"iteration":12,"iterations":50,
     "draining":false,"replicas":["r1b"],"flows":1,"stashed":2,"checkpoint_iteration":10,"optimizer_steps":12,
     "last_aggregation":{"iteration":11,"ms_ago":40,"share_to_step_ms":15},
+    "compute_s_total":7.5,"wasted_s_total":0.25,"resends":3,"peers_lost":1,
     "microbatches":[{"microbatch":"12/0/1","state":"forwarded","prev":"dh","next":"r2b","attempt":0}]})";
   return p;
 }
@@ -190,6 +191,10 @@ TEST_CASE("metrics view: the Prometheus text passes the reference parser, values
   CHECK(parsed.find("gwtf_link_rtt_seconds[('peer', 'we\"ird\\\\peer')] 0.0215") != std::string::npos);
   CHECK(parsed.find("gwtf_microbatches[('state', 'forwarded')] 1.0") != std::string::npos);
   CHECK(parsed.find("gwtf_checkpoint_iteration[] 10.0") != std::string::npos);
+  CHECK(parsed.find("gwtf_compute_seconds_total[] 7.5") != std::string::npos);
+  CHECK(parsed.find("gwtf_wasted_compute_seconds_total[] 0.25") != std::string::npos);
+  CHECK(parsed.find("gwtf_resends_total[] 3.0") != std::string::npos);
+  CHECK(parsed.find("gwtf_peers_lost_total[] 1.0") != std::string::npos);
   fs::remove_all(dir);
 }
 
