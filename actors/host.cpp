@@ -478,9 +478,6 @@ void start_children(supervisor_ptr self, bool joining) {
   self->send(self, place_atom::value);
 }
 
-// A relay without a declared stage places itself once its membership view has settled
-// (the same live peers at three heartbeats in a row, a data holder among them, or a
-// connection timeout after it first saw a holder), at the stage routing/placement chooses.
 // What DT-FM reads of the membership view besides stages and capacities.
 struct region_view {
   std::vector<std::string> placed_names, placed_regions, unplaced_regions;
@@ -512,6 +509,10 @@ int dtfm_stage_of(const host_context& ctx, const std::vector<std::int32_t>& flat
   return -1;
 }
 
+// A relay without a declared stage places itself once its membership view has settled
+// (the same live peers at three heartbeats in a row, a data holder among them, or a
+// connection timeout after it first saw a holder), at the stage routing/placement chooses
+// (placement.policy gwtf) or DT-FM gives it (dtfm; joiners: the bottleneck rule).
 void on_placement_view(supervisor_ptr self, const std::vector<std::int32_t>& flat,
                        const std::vector<std::string>& unplaced, const std::vector<std::int32_t>& unplaced_capacity,
                        const region_view& regions) {
@@ -604,9 +605,6 @@ void restart_children(supervisor_ptr self, const std::string& why,
   tell(self, st.ctx->link, restart_atom::value, st.ctx->incarnation);
 }
 
-// The shell's query: every actor of the host reports its state (each request bounded by the
-// heartbeat interval, so a busy or restarting actor shows as such instead of stalling the
-// answer), then inspect_view composes the answer.
 // A plain query's budget: what the inspection server waits (deploy/node.cpp sets the same).
 int answer_budget_ms(const host_context& ctx) {
   return std::max(1000, 2 * ctx.spec->faults.heartbeat_interval_ms);
@@ -650,6 +648,10 @@ caf::result<std::string> start_trace(supervisor_ptr self, const std::string& que
   return promise;
 }
 
+// The shell's query: a hop to a peer (@HOST), a trace, a lab control, or a view: every actor
+// of the host reports its state (each request bounded by the heartbeat interval, so a busy or
+// restarting actor shows as such instead of stalling the answer), then inspect_view composes
+// the answer.
 caf::result<std::string> inspect(supervisor_ptr self, const std::string& query) {
   auto& st = self->state;
   if (auto hop = parse_hop(query)) {

@@ -313,16 +313,24 @@ void run_top(session& s, long refreshes) {
   auto first = s.ask_host("actors", s.via);
   if (!first.ok)
     return s.fail(s.where() + ": " + first.text);
+  // The answer's actor rows (objects with a string name only: the answer is a stranger's
+  // bytes) and their messages handled.
   auto read = [](const std::string& text, std::map<std::string, double>& handled) {
     auto j = json::parse(text, nullptr, false);
     if (!j.is_object() || !j.contains("actors") || !j["actors"].is_array())
       return json();
+    json rows = json::array();
     for (auto& a : j["actors"])
-      if (a.is_object() && a.contains("handled") && a["handled"].is_number())
-        handled[a.value("actor", "?")] = a["handled"].get<double>();
+      if (a.is_object() && a.contains("actor") && a["actor"].is_string()) {
+        if (a.contains("handled") && a["handled"].is_number())
+          handled[a["actor"].get<std::string>()] = a["handled"].get<double>();
+        rows.push_back(a);
+      }
+    j["actors"] = std::move(rows);
     return j;
   };
   read(first.text, before);
+  sampled = std::chrono::steady_clock::now();
   for (long n = 0; refreshes <= 0 || n < refreshes; ++n) {
     if (s.interactive) { // Enter stops; otherwise wait a second
       pollfd p{STDIN_FILENO, POLLIN, 0};
@@ -345,7 +353,7 @@ void run_top(session& s, long refreshes) {
     auto secs = std::chrono::duration<double>(now - sampled).count();
     sampled = now;
     for (auto& a : j["actors"]) {
-      auto name = a.value("actor", "?");
+      auto name = a["actor"].get<std::string>();
       if (after.count(name) > 0 && before.count(name) > 0 && secs > 0)
         a["per_s"] = (after[name] - before[name]) / secs;
       else
