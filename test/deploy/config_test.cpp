@@ -126,6 +126,32 @@ TEST_CASE("the shipped configs and the minimal test config are valid") {
   }
 }
 
+TEST_CASE("every shipped network matrix loads; the starved gcp-12 keeps 50 Mbit/s between regions") {
+  int files = 0;
+  for (auto& e : fs::directory_iterator(source_dir / "configs" / "networks")) {
+    if (e.path().extension() != ".yaml")
+      continue;
+    ++files;
+    auto net = load_network_matrix(e.path());
+    INFO(e.path().string() << "\n" << all_errors(net.errors));
+    CHECK(net.errors.empty());
+    REQUIRE(net.network.has_value());
+    CHECK(net.network->name == e.path().stem().string());
+  }
+  CHECK(files >= 3);
+  auto full = load_network_matrix(source_dir / "configs" / "networks" / "gcp-12.yaml");
+  auto starved = load_network_matrix(source_dir / "configs" / "networks" / "gcp-12-starved.yaml");
+  REQUIRE(full.network.has_value());
+  REQUIRE(starved.network.has_value());
+  CHECK(starved.network->regions == full.network->regions);
+  CHECK(starved.network->latency_ms == full.network->latency_ms);
+  auto n = full.network->regions.size();
+  for (std::size_t a = 0; a < n; ++a)
+    for (std::size_t b = 0; b < n; ++b)
+      if (a != b)
+        CHECK(starved.network->link(a, b).bandwidth_mbps == 50);
+}
+
 TEST_CASE("defaults fill every key left out, and relative paths resolve against the file") {
   auto result = load_cluster_config(test_dir / "good_configs" / "minimal.yaml");
   REQUIRE(result.config);
