@@ -126,7 +126,7 @@ TEST_CASE("the shipped configs and the minimal test config are valid") {
   }
 }
 
-TEST_CASE("every shipped network matrix loads; the starved gcp-12 keeps 50 Mbit/s between regions") {
+TEST_CASE("every shipped network matrix loads, and the starved gcp-12 keeps 50 Mbit/s between regions") {
   int files = 0;
   for (auto& e : fs::directory_iterator(source_dir / "configs" / "networks")) {
     if (e.path().extension() != ".yaml")
