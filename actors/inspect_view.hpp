@@ -26,12 +26,12 @@ const std::vector<std::pair<std::string, std::string>>& inspect_queries();
 /// The lab controls (obeyed only with node.inspect_control: true), with a line of help each.
 const std::vector<std::pair<std::string, std::string>>& control_queries();
 
-/// Whether `query` is a lab control.
 /// The host's actors as `actors` and `inspect ACTOR` name them.
 const std::vector<std::string>& host_actor_names();
 /// The same, comma-separated, for messages.
 std::string host_actor_list();
 
+/// Whether `query` is a lab control.
 bool is_control(const std::string& query);
 
 /// `slow-link PEER FACTOR`, checked: FACTOR a number in [1, 1000].
