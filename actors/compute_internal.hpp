@@ -115,6 +115,17 @@ struct compute_state {
   double compute_s_total = 0, wasted_s_total = 0;
   std::uint64_t resends = 0;     ///< microbatches sent again to a replacement hop
   std::uint64_t peers_lost = 0;  ///< peers declared down (crashed or hung), not graceful leaves
+  // compression.mode adaptive (docs/compression.md)
+  probe_actor probe;                            ///< told this stage's compute per microbatch
+  double call_ema_s = 0;                        ///< moving average of one forward or backward call
+  struct peer_link {
+    double bandwidth_bytes_s = 0; ///< measured by the link probe (wall clock)
+    double compute_s = 0;         ///< the peer's compute per microbatch, forward + backward
+  };
+  std::map<std::string, peer_link> links;
+  std::map<std::string, torch::Tensor> residual; ///< gradients not yet sent to a peer (error feedback)
+  std::uint64_t sent_dense = 0, sent_sparse = 0; ///< activations and gradients sent each way
+  double wire_bytes = 0, dense_bytes = 0;        ///< their payload bytes, and as dense 16-bit
 };
 
 using self_ptr = metered_ptr<compute_actor, compute_state>;

@@ -2,6 +2,8 @@
 // hop, with the hop_ledger deciding what a message means (docs/runtime.md).
 #include "actors/compute_internal.hpp"
 
+#include "model/sparse.hpp"
+
 namespace gwtf::actors::compute {
 
 // An injected crash strikes after the computation it was armed for has run.
@@ -14,16 +16,55 @@ bool crash_now(self_ptr self, const char* phase) {
   return true;
 }
 
+// compression.mode adaptive: the tensor as `to` gets it over its link (routing/compression.hpp):
+// dense fp16 while the link keeps up with the receiver's compute, else its top-k values with
+// their positions. Gradients carry what earlier ones to `to` left out (error feedback).
+wire::tensor_payload adaptive_payload(compute_state& st, const std::string& to, wire::direction dir,
+                                      const torch::Tensor& t) {
+  std::optional<double> bandwidth;
+  double receiver_s = 0;
+  if (auto l = st.links.find(to); l != st.links.end()) {
+    if (l->second.bandwidth_bytes_s > 0)
+      bandwidth = l->second.bandwidth_bytes_s;
+    receiver_s = l->second.compute_s / 2; // one of its forward or backward calls
+  }
+  auto plan = routing::plan_wire(*st.ctx->spec->adaptive, t.numel(), bandwidth, receiver_s);
+  torch::Tensor* residual = dir == wire::direction::backward ? &st.residual[to] : nullptr;
+  st.dense_bytes += static_cast<double>(t.numel()) * 2;
+  st.wire_bytes += plan.bytes;
+  if (!plan.sparse) {
+    ++st.sent_dense;
+    auto x = t;
+    if (residual && residual->defined() && residual->sizes() == t.sizes()) {
+      x = t + *residual; // what earlier sparse gradients left out goes now
+      *residual = torch::Tensor();
+    }
+    return to_payload(x.to(torch::kHalf));
+  }
+  ++st.sent_sparse;
+  auto s = model::top_k(t, plan.keep, torch::kHalf, residual);
+  auto p = to_payload(s.values);
+  p.shape.assign(t.sizes().begin(), t.sizes().end());
+  p.sparse = true;
+  p.indices = std::move(s.indices);
+  return p;
+}
+
 void send_activation(self_ptr self, const std::string& to, const hop_record& r, wire::direction dir,
                      const torch::Tensor& t, const std::string& continue_to) {
   wire::activation a;
   a.microbatch = r.mb;
   a.dir = dir;
   a.path = r.path;
-  switch (self->state.ctx->spec->activation_wire_type) { // compression.mode
-    case wire::dtype::float16: a.tensor = to_payload(t.to(torch::kHalf)); break;
-    case wire::dtype::bfloat16: a.tensor = to_payload(t.to(torch::kBFloat16)); break;
-    default: a.tensor = to_payload(t);
+  auto& st = self->state;
+  if (st.ctx->spec->adaptive) {
+    a.tensor = adaptive_payload(st, to, dir, t);
+  } else {
+    switch (st.ctx->spec->activation_wire_type) { // compression.mode
+      case wire::dtype::float16: a.tensor = to_payload(t.to(torch::kHalf)); break;
+      case wire::dtype::bfloat16: a.tensor = to_payload(t.to(torch::kBFloat16)); break;
+      default: a.tensor = to_payload(t);
+    }
   }
   a.attempt = r.attempt;
   a.continue_to = continue_to;

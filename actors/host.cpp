@@ -209,13 +209,17 @@ struct probe_state {
   std::map<std::string, link_estimator> estimates; // robust latency and bandwidth per peer
   std::uint64_t next_id = 1;
   balancer_actor balancer;
+  compute_actor compute;
+  double compute_s = 0; // this host's compute per microbatch (the compute tells it), told in PONGs
 };
 
 constexpr std::size_t bulk_probe_bytes = 64 * 1024;
 
-probe_actor::behavior_type probe(metered_ptr<probe_actor, probe_state> self, ctx_ptr ctx, balancer_actor balancer) {
+probe_actor::behavior_type probe(metered_ptr<probe_actor, probe_state> self, ctx_ptr ctx, balancer_actor balancer,
+                                 compute_actor compute) {
   ctx->meter(self, "probe");
   self->state.balancer = std::move(balancer);
+  self->state.compute = std::move(compute);
   self->send(self, tick_atom::value);
   return {
     [self, ctx](tick_atom) {
@@ -232,7 +236,8 @@ probe_actor::behavior_type probe(metered_ptr<probe_actor, probe_state> self, ctx
       if (!msg)
         return;
       if (auto* p = std::get_if<wire::ping>(&*msg)) {
-        ctx->send(self, from, service::probe, wire::pong{p->probe_id, p->sent_nanos, p->padding.size()});
+        ctx->send(self, from, service::probe,
+                  wire::pong{p->probe_id, p->sent_nanos, p->padding.size(), self->state.compute_s});
       } else if (auto* p = std::get_if<wire::pong>(&*msg)) {
         double rtt = static_cast<double>(now_ns() - p->sent_nanos) / 1e9;
         if (rtt < 0)
@@ -246,9 +251,13 @@ probe_actor::behavior_type probe(metered_ptr<probe_actor, probe_state> self, ctx
           double scale = ctx->spec->time_scale > 0 ? ctx->spec->time_scale : 1.0;
           self->send(self->state.balancer, latency_atom::value, from, e->latency_s / scale,
                      e->bandwidth_bytes_s * scale);
+          // Adaptive compression weighs wall seconds of transfer against wall seconds of compute.
+          if (ctx->spec->adaptive)
+            self->send(self->state.compute, latency_atom::value, from, e->bandwidth_bytes_s, p->compute_seconds);
         }
       }
     },
+    [self](compute_atom, double seconds) { self->state.compute_s = seconds; },
     [self](peer_up_atom, const std::string& id, std::int32_t stage) { self->state.peers[id] = stage; },
     [self](peer_down_atom, const std::string& id) {
       self->state.peers.erase(id);
@@ -451,7 +460,8 @@ void start_stage_children(supervisor_ptr self) {
   auto& ctx = st.ctx;
   st.compute = spawn_compute(self, supervisor_actor{self}, ctx);
   st.balancer = self->spawn<caf::linked>(balancer, ctx, st.compute);
-  st.probe = self->spawn<caf::linked>(probe, ctx, st.balancer);
+  st.probe = self->spawn<caf::linked>(probe, ctx, st.balancer, st.compute);
+  self->send(st.compute, probe_atom::value, st.probe);
   register_service(self, service::probe, caf::actor_cast<caf::actor>(st.probe));
   register_service(self, service::balancer, caf::actor_cast<caf::actor>(st.balancer));
   register_service(self, service::stage, caf::actor_cast<caf::actor>(st.compute));

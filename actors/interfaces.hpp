@@ -29,6 +29,7 @@
 #include "model/model_config.hpp"
 #include "routing/network.hpp"
 #include "routing/dtfm.hpp"
+#include "routing/compression.hpp"
 #include "routing/routing_config.hpp"
 
 namespace gwtf::actors {
@@ -73,6 +74,7 @@ using placed_atom = caf::atom_constant<caf::atom("placed")>;
 using checkpoint_atom = caf::atom_constant<caf::atom("checkpoint")>;
 using loaded_atom = caf::atom_constant<caf::atom("loaded")>;
 using replica_atom = caf::atom_constant<caf::atom("replica")>;
+using probe_atom = caf::atom_constant<caf::atom("probe")>;
 
 /// Where a frame goes inside its destination host.
 /// `link` is the links' own traffic in node mode (GOSSIP: who is where).
@@ -101,11 +103,14 @@ struct cluster_spec {
   std::optional<std::uint64_t> resume_at;
   /// --until N: stop after N iterations applied; the schedule stays training.iterations'.
   std::optional<std::uint64_t> until;
-  /// placement.policy dtfm: what DT-FM reads (hosts' regions come from the membership view)
-  /// and its region matrix; unset: the bottleneck rule.
   /// compression.mode: the type activations and their gradients travel in (float32: as
   /// computed; float16 / bfloat16: rounded for the wire, fp32 again at the receiver).
   wire::dtype activation_wire_type = wire::dtype::float32;
+  /// compression.mode adaptive: when a link carries only the top-k values (with
+  /// activation_wire_type float16); unset: every tensor travels whole.
+  std::optional<routing::compression_policy> adaptive;
+  /// placement.policy dtfm: what DT-FM reads (hosts' regions come from the membership view)
+  /// and its region matrix; unset: the bottleneck rule.
   std::optional<routing::dtfm_request> dtfm;
   std::shared_ptr<const routing::network_matrix> dtfm_network;
   /// Iterations this run applies before it ends: training.iterations, or --until's N.
@@ -298,6 +303,8 @@ using balancer_actor = peer_listener_actor::extend<
 using probe_actor = peer_listener_actor::extend<
     /// PROBE frames from the link: PING, PONG
     caf::reacts_to<deliver_atom, std::string, wire_frame>,
+    /// the compute: its seconds per microbatch (forward + backward), told to peers in PONGs
+    caf::reacts_to<compute_atom, double>,
     /// the inspection shell: round trips per peer as a JSON object
     caf::replies_to<inspect_atom>::with<std::string>,
     /// internal: probe every live peer
@@ -325,6 +332,11 @@ using compute_actor = peer_listener_actor::extend<
     caf::reacts_to<tick_atom, std::uint64_t>,
     /// internal: the state download watchdog (transfer id, bytes had at arming)
     caf::reacts_to<timeout_atom, std::uint64_t, std::uint64_t>,
+    /// link probe: a peer's bandwidth (bytes per wall second) and its compute seconds per
+    /// microbatch (0: unknown), for adaptive compression
+    caf::reacts_to<latency_atom, std::string, double, double>,
+    /// supervisor: the host's link probe, to be told this stage's compute per microbatch
+    caf::reacts_to<probe_atom, probe_actor>,
     /// its checkpoint writer: the checkpoint of this iteration is on disk
     caf::reacts_to<checkpoint_atom, std::uint64_t>>;
 

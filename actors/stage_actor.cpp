@@ -52,8 +52,16 @@ void report_failure(self_ptr self, const std::string& what) {
 }
 
 void report_compute(self_ptr self, std::uint64_t iteration, double seconds, double wasted) {
-  self->state.compute_s_total += seconds;
-  self->state.wasted_s_total += wasted;
+  auto& st = self->state;
+  st.compute_s_total += seconds;
+  st.wasted_s_total += wasted;
+  if (seconds > 0 && st.ctx->spec->adaptive) {
+    // One forward and one backward call per microbatch: the peers' estimate of what this
+    // stage takes to compute on what they send it.
+    st.call_ema_s = st.call_ema_s > 0 ? 0.8 * st.call_ema_s + 0.2 * seconds : seconds;
+    if (st.probe)
+      self->send(st.probe, compute_atom::value, 2 * st.call_ema_s);
+  }
   tell(self, self->state.ctx->reporter, compute_atom::value, me(self->state), iteration, seconds, wasted);
 }
 
@@ -110,6 +118,17 @@ std::string inspect_json(self_ptr self) {
                      {"wasted_s_total", st.wasted_s_total},
                      {"resends", st.resends},
                      {"peers_lost", st.peers_lost}};
+  if (st.ctx->spec->adaptive) {
+    nlohmann::ordered_json links = nlohmann::ordered_json::object();
+    for (auto& [id, l] : st.links)
+      links[id] = {{"bandwidth_mbps", l.bandwidth_bytes_s * 8 / 1e6}, {"compute_ms", l.compute_s * 1e3}};
+    out["compression"] = {{"sent_dense", st.sent_dense},
+                          {"sent_sparse", st.sent_sparse},
+                          {"wire_bytes", st.wire_bytes},
+                          {"dense_16bit_bytes", st.dense_bytes},
+                          {"compute_ms_per_microbatch", 2 * st.call_ema_s * 1e3},
+                          {"links", links}};
+  }
   if (st.last_checkpoint)
     out["checkpoint_iteration"] = *st.last_checkpoint;
   if (st.model)
@@ -141,6 +160,8 @@ void on_peer_down(self_ptr self, const std::string& id) {
   auto it_stage = it->second;
   st.peers.erase(it);
   st.gone.insert(id);
+  st.links.erase(id);    // measured afresh if it comes back
+  st.residual.erase(id); // what it was owed went with it
   if (st.departed.count(id) == 0)
     ++st.peers_lost;
   st.flows.erase(std::remove_if(st.flows.begin(), st.flows.end(),
@@ -376,6 +397,13 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
       last = std::max(last.value_or(0), iteration);
     },
     [self](inspect_atom) -> std::string { return inspect_json(self); },
+    [self](latency_atom, const std::string& id, double bytes_per_s, double compute_s) {
+      auto& l = self->state.links[id];
+      l.bandwidth_bytes_s = bytes_per_s;
+      if (compute_s > 0)
+        l.compute_s = compute_s;
+    },
+    [self](probe_atom, probe_actor probe) { self->state.probe = std::move(probe); },
     [self](resend_atom, std::uint64_t key, const std::string& to, std::uint32_t attempt,
            const std::string& hint) { on_resend(self, key, to, attempt, hint); },
   };

@@ -1,5 +1,6 @@
 #include "actors/tensor_bridge.hpp"
 
+#include "model/sparse.hpp"
 #include "model/tensor_bytes.hpp"
 
 namespace gwtf::actors {
@@ -7,6 +8,13 @@ namespace gwtf::actors {
 at::Tensor to_torch(const wire::tensor_payload& payload) {
   model::tensor_bytes b;
   b.type = static_cast<model::element_type>(payload.type); // same order as wire::dtype
+  if (payload.sparse) {
+    b.shape = {static_cast<std::int64_t>(payload.indices.size())};
+    b.owner = payload.bytes;
+    b.data = payload.bytes.get();
+    b.size = payload.size;
+    return model::densify(model::as_tensor(b), payload.indices, payload.shape);
+  }
   b.shape = payload.shape;
   b.owner = payload.bytes;
   b.data = payload.bytes.get();

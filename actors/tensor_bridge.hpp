@@ -11,7 +11,8 @@ class Tensor;
 
 namespace gwtf::actors {
 
-/// A tensor viewing the payload's bytes; it keeps them alive.
+/// A tensor viewing the payload's bytes; it keeps them alive. A sparse payload (already
+/// checked by the codec) becomes a new dense fp32 tensor of its shape.
 at::Tensor to_torch(const wire::tensor_payload& payload);
 
 /// A payload viewing the tensor's bytes (contiguous CPU tensors; others are made so once).

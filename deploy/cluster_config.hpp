@@ -40,21 +40,46 @@ void visit_fields(F& f, placement_config& x) {
 }
 
 /// How activations and their gradients travel between stages (docs/config.md, compression).
-enum class compression_mode { off, fp16, bf16 };
+enum class compression_mode { off, fp16, bf16, adaptive };
 
-constexpr std::array<std::pair<compression_mode, const char*>, 3> enum_names(compression_mode) {
-  return {{{compression_mode::off, "off"}, {compression_mode::fp16, "fp16"}, {compression_mode::bf16, "bf16"}}};
+constexpr std::array<std::pair<compression_mode, const char*>, 4> enum_names(compression_mode) {
+  return {{{compression_mode::off, "off"},
+           {compression_mode::fp16, "fp16"},
+           {compression_mode::bf16, "bf16"},
+           {compression_mode::adaptive, "adaptive"}}};
+}
+
+/// Which links adaptive compression may sparsify.
+enum class compression_links { slow, all };
+
+constexpr std::array<std::pair<compression_links, const char*>, 2> enum_names(compression_links) {
+  return {{{compression_links::slow, "slow"}, {compression_links::all, "all"}}};
 }
 
 struct compression_config {
   /// off: fp32 as computed; fp16 / bf16: rounded to 16 bits for the wire (half the bytes),
-  /// back to fp32 at the receiver. Gradient shares between replicas stay fp32.
+  /// back to fp32 at the receiver; adaptive: fp16, and on a link slower than the receiver's
+  /// compute only the top-k values with their positions (routing/compression.hpp), with
+  /// error feedback for gradients. Gradient shares between replicas stay fp32.
   compression_mode mode = compression_mode::off;
+  /// adaptive: the fewest values a sparse tensor keeps, as a fraction, in (0, 1]
+  double min_density = 0.1;
+  /// adaptive: slow (links whose dense transfer outlasts the receiver's compute) or all
+  /// (every link at min_density: for experiments)
+  compression_links links = compression_links::slow;
+
+  template <class Report>
+  void validate(Report&& report) const {
+    if (!(min_density > 0 && min_density <= 1))
+      report("min_density", "a fraction in (0, 1], got " + std::to_string(min_density));
+  }
 };
 
 template <class F>
 void visit_fields(F& f, compression_config& x) {
   f("mode", x.mode);
+  f("min_density", x.min_density);
+  f("links", x.links);
 }
 
 /// Every section of cluster.yaml. Sections other than `hosts` may be left out.

@@ -315,6 +315,7 @@ void validate_cluster(cluster_config& cfg, reader& r, const fs::path& base_dir,
   cfg.training.validate(section("training"));
   cfg.routing.validate(section("routing"));
   cfg.faults.validate(section("faults"));
+  cfg.compression.validate(section("compression"));
 
   if (cfg.hosts.empty())
     r.error_for("hosts", "expected a non-empty list of the virtual hosts this process runs");

@@ -530,9 +530,13 @@ std::shared_ptr<actors::cluster_spec> make_spec(const cluster_config& cfg) {
   spec->activation_bytes = static_cast<double>(model::activation_bytes(cfg.model, cfg.training.microbatch_size));
   spec->data_dir = cfg.node.data_dir;
   spec->checkpoint_hash = checkpoint_hash(cfg);
-  spec->activation_wire_type = cfg.compression.mode == compression_mode::fp16   ? wire::dtype::float16
-                               : cfg.compression.mode == compression_mode::bf16 ? wire::dtype::bfloat16
-                                                                                : wire::dtype::float32;
+  auto mode = cfg.compression.mode;
+  spec->activation_wire_type = mode == compression_mode::fp16 || mode == compression_mode::adaptive ? wire::dtype::float16
+                               : mode == compression_mode::bf16                                   ? wire::dtype::bfloat16
+                                                                                                  : wire::dtype::float32;
+  if (mode == compression_mode::adaptive)
+    spec->adaptive = routing::compression_policy{cfg.compression.min_density,
+                                                 cfg.compression.links == compression_links::all, 2};
   if (cfg.placement.policy == placement_policy::dtfm && cfg.placement_network) {
     spec->dtfm = dtfm_request_for(cfg);
     spec->dtfm_network = std::make_shared<const routing::network_matrix>(*cfg.placement_network);

@@ -97,6 +97,13 @@ void sim_script_event::validate(const issue_sink& report) const {
   }
 }
 
+void sim_compression_config::validate(const issue_sink& report) const {
+  if (!(min_density > 0 && min_density <= 1))
+    report("min_density", "a fraction in (0, 1], got " + std::to_string(min_density));
+  if (!(std::isfinite(compress_ns_per_value) && compress_ns_per_value >= 0))
+    report("compress_ns_per_value", "nanoseconds >= 0, got " + std::to_string(compress_ns_per_value));
+}
+
 void sim_churn_config::validate(const issue_sink& report) const {
   check_real(report, "crash_rate", crash_rate, 0, bound::closed, 1, bound::closed, "a probability");
   check_real(report, "leave_rate", leave_rate, 0, bound::closed, 1, bound::closed, "a probability");
@@ -223,6 +230,7 @@ scenario_result parse_scenario(const std::string& text, const std::string& file,
             "microbatches per data holder and iteration");
   cfg.model.validate(section("model"));
   cfg.churn.validate(section("churn"));
+  cfg.compression.validate(section("compression"));
   check_int(section("routing"), "gwtf_view", cfg.routing.gwtf_view, 0, 1000000, "peers per neighbouring stage (0: all)");
   cfg.routing.gwtf.validate(section("routing.gwtf"));
   cfg.routing.swarm.validate(section("routing.swarm"));
@@ -272,6 +280,12 @@ scenario_result parse_scenario(const std::string& text, const std::string& file,
   s.degrade_rate = cfg.churn.degrade_rate;
   s.degrade_factor = cfg.churn.degrade_factor;
   s.detect_s = cfg.churn.detect_s;
+  if (cfg.compression.mode == sim_compression_mode::adaptive) {
+    s.compression = routing::compression_policy{cfg.compression.min_density,
+                                                cfg.compression.links == compression_links::all,
+                                                static_cast<std::size_t>(m.bytes_per_value)};
+    s.compress_s_per_value = cfg.compression.compress_ns_per_value * 1e-9;
+  }
   // Forward + backward = 6 FLOP per parameter and token.
   auto relay_s = [&](double tflops) { return 6.0 * stage_params * tokens / (tflops * 1e12); };
   auto holder_s = [&](double tflops) { return 6.0 * 2 * holder_params * tokens / (tflops * 1e12); };

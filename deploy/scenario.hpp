@@ -117,6 +117,26 @@ struct sim_placement_config {
   sim_placement_policy policy = sim_placement_policy::deal;
 };
 
+/// Adaptive activation compression in the simulation (docs/simulator.md, "compression").
+enum class sim_compression_mode { off, adaptive };
+
+constexpr std::array<std::pair<sim_compression_mode, const char*>, 2> enum_names(sim_compression_mode) {
+  return {{{sim_compression_mode::off, "off"}, {sim_compression_mode::adaptive, "adaptive"}}};
+}
+
+struct sim_compression_config {
+  /// off: activations travel whole (model.bytes_per_value per value); adaptive: as the runtime's
+  /// compression.mode adaptive (routing/compression.hpp), values of model.bytes_per_value bytes
+  sim_compression_mode mode = sim_compression_mode::off;
+  double min_density = 0.1;            ///< as compression.min_density
+  compression_links links = compression_links::slow; ///< as compression.links
+  /// Compute of top-k at the sender and the scatter back at the receiver, per value of the
+  /// dense tensor, in nanoseconds (default: a GPU, a few memory passes; docs/simulator.md)
+  double compress_ns_per_value = 0.02;
+
+  void validate(const issue_sink& report) const;
+};
+
 /// The routers' constants.
 struct sim_routing_config {
   int gwtf_view = 16;          ///< GWTF: live peers a host knows per neighbouring stage (0: all)
@@ -136,6 +156,7 @@ struct sim_scenario_config {
   sim_churn_config churn;
   sim_placement_config placement;
   sim_routing_config routing;
+  sim_compression_config compression;
 };
 
 template <class F>
@@ -191,6 +212,14 @@ void visit_fields(F& f, sim_placement_config& x) {
 }
 
 template <class F>
+void visit_fields(F& f, sim_compression_config& x) {
+  f("mode", x.mode);
+  f("min_density", x.min_density);
+  f("links", x.links);
+  f("compress_ns_per_value", x.compress_ns_per_value);
+}
+
+template <class F>
 void visit_fields(F& f, sim_routing_config& x) {
   f("gwtf_view", x.gwtf_view);
   f("gwtf", x.gwtf);
@@ -209,6 +238,7 @@ void visit_fields(F& f, sim_scenario_config& x) {
   f("churn", x.churn);
   f("placement", x.placement);
   f("routing", x.routing);
+  f("compression", x.compression);
 }
 
 /// A loaded scenario: the file's values and the simulation inputs derived from them.

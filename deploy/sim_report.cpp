@@ -250,6 +250,7 @@ std::string write_sim_outputs(const fs::path& dir, const loaded_scenario& sc, co
        << ",\"stages\":" << sc.sim.stages << ",\"iterations\":" << sc.sim.iterations
        << ",\"tokens_per_microbatch\":" << fmt("%.6g", sc.sim.tokens_per_microbatch)
        << ",\"placement\":" << json_string(to_string(sc.config.placement.policy))
+       << ",\"compression\":" << json_string(sc.config.compression.mode == sim_compression_mode::adaptive ? "adaptive" : "off")
        << ",\"dtfm_cost_s\":" << (sc.dtfm ? fmt("%.6g", sc.dtfm->cost) : std::string{"null"}) << ",\"routers\":[";
   for (std::size_t k = 0; k < results.size(); ++k) {
     auto& r = results[k];
@@ -270,6 +271,7 @@ std::string write_sim_outputs(const fs::path& dir, const loaded_scenario& sc, co
          << ",\"crash_times_s\":" << json_array(r.crash_times_s) << ",\"join_times_s\":" << json_array(r.join_times_s)
          << ",\"crashes\":" << r.crashes << ",\"leaves\":" << r.leaves << ",\"joins\":" << r.joins
          << ",\"degrades\":" << r.degrades << ",\"moves\":" << r.moves << ",\"fallback_hops\":" << r.fallback_hops << ",\"reroutes\":" << r.reroutes
+         << ",\"dense_transfers\":" << r.dense_transfers << ",\"sparse_transfers\":" << r.sparse_transfers
          << "}";
   }
   json << "]}\n";

@@ -108,6 +108,12 @@ void put(schema::Tensor::Builder b, const tensor_payload& x, capnp::MessageBuild
   auto shape = b.initShape(static_cast<unsigned>(x.shape.size()));
   for (unsigned i = 0; i < x.shape.size(); ++i)
     shape.set(i, x.shape[i]);
+  if (x.sparse) {
+    b.setLayout(schema::Layout::SPARSE);
+    auto idx = b.initIndices(static_cast<unsigned>(x.indices.size()));
+    for (unsigned i = 0; i < x.indices.size(); ++i)
+      idx.set(i, x.indices[i]);
+  }
   auto* p = x.bytes.get();
   if (x.size > 0 && reinterpret_cast<std::uintptr_t>(p) % sizeof(capnp::word) == 0
       && x.size % sizeof(capnp::word) == 0) {
@@ -222,6 +228,7 @@ struct filler {
     b.setProbeId(x.probe_id);
     b.setSentNanos(x.sent_nanos);
     b.setReceivedBytes(x.received_bytes);
+    b.setComputeSeconds(x.compute_seconds);
   }
   void operator()(const bandwidth_sample& x) {
     auto b = body.initBandwidthSample();
@@ -425,9 +432,45 @@ void get_list(ListReader list, std::vector<T>& out, checker& c, const std::strin
     get(list[i], out[i], c, at(f, i));
 }
 
+// A sparse tensor's positions: one per value, strictly increasing, inside the shape's
+// `elements` (so each is unique and a receiver may scatter them without a check).
+void get_indices(schema::Tensor::Reader r, tensor_payload& x, checker& c, const std::string& f,
+                 unsigned __int128 elements) {
+  auto idx = r.getIndices();
+  auto values = x.size / dtype_size(x.type);
+  if (idx.size() != values) {
+    c.bad(wire_error::bad_field, f + ".indices: " + std::to_string(idx.size()) + " positions for "
+                                   + std::to_string(values) + " values");
+    return;
+  }
+  x.indices.resize(idx.size());
+  for (unsigned i = 0; i < idx.size(); ++i) {
+    auto v = idx[i];
+    if ((i > 0 && v <= x.indices[i - 1]) || v >= elements) {
+      c.bad(wire_error::bad_field, at(f + ".indices", i) + ": " + std::to_string(v)
+                                     + (v >= elements ? " is outside the shape's "
+                                                          + std::to_string(static_cast<std::uint64_t>(elements))
+                                                          + " elements"
+                                                      : " does not follow " + std::to_string(x.indices[i - 1])
+                                                          + " (positions strictly increase)"));
+      x.indices.clear();
+      return;
+    }
+    x.indices[i] = v;
+  }
+}
+
 // The one copy of tensor bytes: out of the message into a buffer the payload owns.
-void get(schema::Tensor::Reader r, tensor_payload& x, checker& c, const std::string& f) {
+// `sparse_ok`: the field may hold a sparse tensor (activations); elsewhere it is refused.
+void get(schema::Tensor::Reader r, tensor_payload& x, checker& c, const std::string& f, bool sparse_ok = false) {
   c.enumeration(r.getDtype(), 5, f + ".dtype", x.type);
+  c.enumeration(r.getLayout(), 2, f + ".layout", x.sparse);
+  if (c.ok() && x.sparse && !sparse_ok)
+    c.bad(wire_error::bad_field, f + ": a dense tensor here, got a sparse one");
+  if (c.ok() && !x.sparse && r.getIndices().size() > 0)
+    c.bad(wire_error::bad_field, f + ".indices: a dense tensor has none, got " + std::to_string(r.getIndices().size()));
+  if (!c.ok())
+    return;
   auto shape = r.getShape();
   if (!c.count(shape.size(), f + ".shape", max_dims))
     return;
@@ -446,7 +489,21 @@ void get(schema::Tensor::Reader r, tensor_payload& x, checker& c, const std::str
       bytes = std::numeric_limits<std::uint32_t>::max() + static_cast<unsigned __int128>(1);
   }
   auto data = r.getData();
-  if (bytes != data.size()) {
+  if (x.sparse) {
+    // The values of a sparse tensor: whole values, at most one per element.
+    auto size = dtype_size(x.type);
+    unsigned __int128 elements = bytes / size;
+    if (data.size() % size != 0 || data.size() / size > elements) {
+      c.bad(wire_error::bad_field, f + ".data: " + std::to_string(data.size()) + " bytes are not at most "
+                                     + std::to_string(static_cast<std::uint64_t>(elements)) + " whole values of "
+                                     + std::to_string(size) + " bytes");
+      return;
+    }
+    x.size = data.size();
+    get_indices(r, x, c, f, elements);
+    if (!c.ok())
+      return;
+  } else if (bytes != data.size()) {
     c.bad(wire_error::bad_field, f + ": shape and dtype need "
                                    + (bytes > std::numeric_limits<std::uint32_t>::max()
                                         ? std::string{"more than 4 GiB"}
@@ -458,7 +515,10 @@ void get(schema::Tensor::Reader r, tensor_payload& x, checker& c, const std::str
     x.bytes = std::shared_ptr<const std::uint8_t>(c.owner, data.begin());
     x.size = data.size();
   } else {
-    x = tensor_payload::copy_of(x.type, std::move(x.shape), data.begin(), data.size());
+    auto copy = tensor_payload::copy_of(x.type, std::move(x.shape), data.begin(), data.size());
+    copy.sparse = x.sparse;
+    copy.indices = std::move(x.indices);
+    x = std::move(copy);
   }
 }
 
@@ -499,7 +559,7 @@ void get(schema::Activation::Reader r, activation& x, checker& c) {
   c.enumeration(r.getDirection(), 2, "activation.direction", x.dir);
   get_texts(r.getPath(), x.path, c, "activation.path", 1, max_path);
   if (c.ok())
-    get(r.getTensor(), x.tensor, c, "activation.tensor");
+    get(r.getTensor(), x.tensor, c, "activation.tensor", true);
   x.attempt = r.getAttempt();
   if (r.hasContinueTo() && r.getContinueTo().size() > 0)
     c.text(r.getContinueTo(), "activation.continueTo", 1, max_id, x.continue_to);
@@ -578,10 +638,11 @@ void get(schema::Ping::Reader r, ping& x, checker&) {
   x.padding.assign(pad.begin(), pad.end());
 }
 
-void get(schema::Pong::Reader r, pong& x, checker&) {
+void get(schema::Pong::Reader r, pong& x, checker& c) {
   x.probe_id = r.getProbeId();
   x.sent_nanos = r.getSentNanos();
   x.received_bytes = r.getReceivedBytes();
+  c.non_negative(r.getComputeSeconds(), "pong.computeSeconds", x.compute_seconds);
 }
 
 void get(schema::BandwidthSample::Reader r, bandwidth_sample& x, checker& c) {

@@ -43,8 +43,8 @@ const char* kind_name_at(std::size_t index) {
 }
 
 bool operator==(const tensor_payload& a, const tensor_payload& b) {
-  return a.type == b.type && a.shape == b.shape && a.size == b.size
-         && (a.size == 0 || std::memcmp(a.bytes.get(), b.bytes.get(), a.size) == 0);
+  return a.type == b.type && a.shape == b.shape && a.size == b.size && a.sparse == b.sparse
+         && a.indices == b.indices && (a.size == 0 || std::memcmp(a.bytes.get(), b.bytes.get(), a.size) == 0);
 }
 
 #define GWTF_WIRE_EQ(T, ...)                                                                  \
@@ -74,7 +74,7 @@ GWTF_WIRE_EQ(move_proposal, x.proposal_id, x.kind, x.flows, x.max_cost_before, x
 GWTF_WIRE_EQ(move_response, x.proposal_id, x.accepted, x.flow_id)
 GWTF_WIRE_EQ(flow_sync, x.kind, x.flow_id, x.target, x.cost, x.node, x.holder_flows)
 GWTF_WIRE_EQ(ping, x.probe_id, x.sent_nanos, x.padding)
-GWTF_WIRE_EQ(pong, x.probe_id, x.sent_nanos, x.received_bytes)
+GWTF_WIRE_EQ(pong, x.probe_id, x.sent_nanos, x.received_bytes, x.compute_seconds)
 GWTF_WIRE_EQ(bandwidth_sample, x.peer, x.bytes, x.nanos)
 GWTF_WIRE_EQ(gradient_chunk, x.iteration, x.stage, x.contributors, x.microbatches, x.offset,
              x.total_elements, x.values, x.reports)

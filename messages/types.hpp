@@ -72,7 +72,12 @@ struct tensor_payload {
   dtype type = dtype::float32;
   std::vector<std::int64_t> shape;        ///< at most 8 dims, each >= 0
   std::shared_ptr<const std::uint8_t> bytes;
-  std::size_t size = 0;                   ///< = product(shape) * dtype_size(type)
+  std::size_t size = 0;                   ///< = product(shape) * dtype_size(type) when dense
+  /// Sparse (activations under compression.mode adaptive): `bytes` holds indices.size()
+  /// values, at these flat row-major positions in `shape` (strictly increasing); every other
+  /// element is 0. Dense when false (indices empty).
+  bool sparse = false;
+  std::vector<std::uint32_t> indices;
 
   /// Copies `n` bytes into a new payload that owns them.
   static tensor_payload copy_of(dtype t, std::vector<std::int64_t> shape, const void* data,
@@ -207,6 +212,9 @@ struct pong {
   std::uint64_t probe_id = 0;
   std::int64_t sent_nanos = 0;
   std::uint64_t received_bytes = 0;
+  /// The answering host's compute per microbatch (forward + backward of its stage, moving
+  /// average), for adaptive compression; 0 = not measured yet.
+  double compute_seconds = 0;
 };
 
 /// Passive bandwidth measurement of a real transfer.

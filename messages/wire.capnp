@@ -76,11 +76,21 @@ enum DType {
   int32 @4;
 }
 
-# A dense row-major tensor; data holds exactly product(shape) * size(dtype) bytes.
+# A row-major tensor. Dense: data holds exactly product(shape) * size(dtype) bytes.
+# Sparse (compression.mode adaptive, activations only): data holds the kept values, indices
+# their flat row-major positions in shape, strictly increasing, one per value; every other
+# element is 0.
 struct Tensor {
   dtype @0 :DType;
   shape @1 :List(Int64);
   data @2 :Data;
+  layout @3 :Layout;
+  indices @4 :List(UInt32);
+}
+
+enum Layout {
+  dense @0;
+  sparse @1;
 }
 
 struct MicrobatchRef {
@@ -223,6 +233,8 @@ struct Pong {
   probeId @0 :UInt64;
   sentNanos @1 :Int64;    # echoed
   receivedBytes @2 :UInt64;
+  computeSeconds @3 :Float64; # the answering host's compute per microbatch (forward + backward,
+                              # its stage, a moving average); 0 = not measured yet
 }
 
 # A passive measurement from a real transfer, shared with the peer it concerns.

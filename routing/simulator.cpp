@@ -320,15 +320,34 @@ private:
     return link_occupancy_s(est(a, b), est(b, a), s_.activation_bytes);
   }
 
-  // A transfer of `bytes` a -> b that starts now: FIFO per directed link.
-  double transfer(std::size_t a, std::size_t b, double bytes) {
+  // A transfer of `bytes` a -> b that starts at `ready` (default: now): FIFO per directed link.
+  double transfer(std::size_t a, std::size_t b, double bytes, std::optional<double> ready = std::nullopt) {
     if (a == b)
-      return now_;
+      return ready.value_or(now_);
     auto e = est(a, b);
     auto& free = link_free_[(static_cast<std::uint64_t>(a) << 32) | b];
-    double start = std::max(now_, free);
+    double start = std::max(ready.value_or(now_), free);
     free = start + bytes / e.bandwidth_bytes_s;
     return free + e.latency_s;
+  }
+
+  // One activation or activation gradient a -> b. With adaptive compression the link carries
+  // what routing/compression.hpp plans for it (its bandwidth, b's compute per call), and a
+  // sparse tensor first costs a its top-k and b the scatter back (compress_s_per_value per
+  // value of the dense tensor): a computes it right after the output it compresses (now),
+  // the transfer starts when it is done, and a's queued work waits that much longer.
+  double transfer_activation(std::size_t a, std::size_t b) {
+    if (!s_.compression || a == b)
+      return transfer(a, b, s_.activation_bytes);
+    double values = s_.activation_bytes / static_cast<double>(s_.compression->value_bytes);
+    auto plan = plan_wire(*s_.compression, static_cast<std::int64_t>(values), est(a, b).bandwidth_bytes_s,
+                          hosts_[b].compute_s / 2);
+    ++(plan.sparse ? res_.sparse_transfers : res_.dense_transfers);
+    if (!plan.sparse)
+      return transfer(a, b, plan.bytes);
+    double c = s_.compress_s_per_value * values;
+    busy_until_[a] = std::max(busy_until_[a], now_) + c;
+    return transfer(a, b, plan.bytes, now_ + c);
   }
 
   // --- compute and capacity ---------------------------------------------------------
@@ -484,7 +503,7 @@ private:
   void ship(microbatch& mb, std::size_t from, std::size_t to, void (engine::*arrive)(microbatch&, int), int s) {
     auto epoch = mb.epoch;
     auto* m = &mb;
-    at(transfer(from, to, s_.activation_bytes), [this, m, s, epoch, arrive] {
+    at(transfer_activation(from, to), [this, m, s, epoch, arrive] {
       if (m->epoch == epoch)
         (this->*arrive)(*m, s);
     });
@@ -558,8 +577,8 @@ private:
     mb.remat[st] = true;
     mb.bwd_host[st] = *y;
     mb.call_start[st] = now_;
-    double t = std::max(transfer(input_source(mb, s), *y, s_.activation_bytes),
-                        transfer(gradient_source(mb, s), *y, s_.activation_bytes));
+    double t = std::max(transfer_activation(input_source(mb, s), *y),
+                        transfer_activation(gradient_source(mb, s), *y));
     auto epoch = mb.epoch;
     auto* m = &mb;
     at(t, [this, m, s, epoch] {
@@ -667,7 +686,7 @@ private:
     }
     auto yy = *y;
     mb.path[static_cast<std::size_t>(j)] = yy;
-    auto t = transfer(from, yy, s_.activation_bytes);
+    auto t = transfer_activation(from, yy);
     auto epoch = mb.epoch;
     auto* m = &mb;
     auto broke = [this, m, to, yy] { // the replacement died too: back off again once it is known
@@ -930,7 +949,7 @@ private:
     }
     ++pending_repairs_;
     auto yy = *y;
-    auto t = transfer(prev, yy, s_.activation_bytes);
+    auto t = transfer_activation(prev, yy);
     auto* m = &mb;
     auto again = [this, m, s, yy] { // yy died: its peers learn it at detection, then retry
       at(std::max(now_, detect_at_[yy]), [this, m, s] {
@@ -1091,7 +1110,16 @@ private:
       hosts.push_back({st, stash_capacity_[h], hosts_[h].compute_s});
       ids.push_back(h);
     }
-    auto b = bound_iteration(hosts, S(), s_.microbatches_per_holder, s_.activation_bytes,
+    // With adaptive compression no link carries fewer bytes than min_density's sparse tensor:
+    // the bound takes that for every link (and no compress time), so it stays a lower bound.
+    double bytes = s_.activation_bytes;
+    if (s_.compression) {
+      auto values = static_cast<std::int64_t>(s_.activation_bytes / static_cast<double>(s_.compression->value_bytes));
+      auto forced = *s_.compression;
+      forced.every_link = true;
+      bytes = std::min(bytes, plan_wire(forced, values, std::nullopt, 0).bytes);
+    }
+    auto b = bound_iteration(hosts, S(), s_.microbatches_per_holder, bytes,
                              [&](std::size_t a, std::size_t c) {
                                return to_estimate(iter_net_.link(hosts_[ids[a]].region, hosts_[ids[c]].region));
                              },

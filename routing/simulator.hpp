@@ -14,7 +14,9 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+#include <optional>
 
+#include "routing/compression.hpp"
 #include "routing/network.hpp"
 #include "routing/routing_config.hpp"
 
@@ -77,6 +79,10 @@ struct sim_scenario {
   gwtf_config gwtf;
   int gwtf_view = 0;                 ///< GWTF: live peers a host knows per neighbouring stage (0: all)
   swarm_config swarm;
+  /// Adaptive activation compression (routing/compression.hpp) on every router's transfers;
+  /// unset: activations travel whole (activation_bytes).
+  std::optional<compression_policy> compression;
+  double compress_s_per_value = 0;   ///< compression: top-k + scatter back, per dense value
 };
 
 enum class sim_router { gwtf, swarm, swarm_restart, centralized };
@@ -106,6 +112,8 @@ struct sim_result {
   int moves = 0;                       ///< SWARM: peers its rebalancing moved to another stage
   std::int64_t fallback_hops = 0;      ///< GWTF, centralized: hops sent without a route (to a known peer)
   std::int64_t reroutes = 0;           ///< GWTF: built flows its balancers moved for cost (reroute_gain)
+  std::int64_t dense_transfers = 0;    ///< with compression: activations (and gradients) sent whole
+  std::int64_t sparse_transfers = 0;   ///< with compression: sent as top-k
   std::vector<double> bound_iteration_s; ///< per iteration: proven lower bound on its time
   double bound_s = 0;                  ///< their sum: no router can train these iterations faster
 };

@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   fs::create_directories(dir / "state");
   for (auto& m : gwtf::test::all_samples())
     write(dir / "decode" / (std::string{gwtf::wire::kind_name(m)} + ".bin"), gwtf::wire::encode(m));
+  write(dir / "decode" / "activation-sparse.bin", gwtf::wire::encode(gwtf::test::sample_sparse_activation()));
   write(dir / "state" / "stage1.bin", gwtf::test::fuzz_state_stage().export_state());
   std::cout << "seeds written to " << dir << "\n";
   return 0;

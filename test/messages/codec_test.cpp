@@ -286,6 +286,83 @@ TEST_CASE("codec: tensors: shape against bytes, negative and overflowing dims, d
   CHECK(no_path.detail == "activation.path: at least 1 entries");
 }
 
+TEST_CASE("codec: a sparse tensor round-trips, and only where sparse tensors belong") {
+  auto sparse = gwtf::test::sample_sparse_activation();
+  auto bytes = encode(sparse);
+  auto r = decode(bytes.data(), bytes.size());
+  REQUIRE(std::holds_alternative<message>(r));
+  auto back = std::get<activation>(std::get<message>(r));
+  CHECK(back.tensor.sparse);
+  CHECK(back.tensor.indices == sparse.tensor.indices);
+  CHECK(back.tensor.size == 10);
+  CHECK(message{back} == message{sparse});
+  // Equality sees the layout and every position.
+  auto moved = sparse;
+  moved.tensor.indices[2] = 18;
+  CHECK_FALSE(message{moved} == message{sparse});
+  auto dense = sparse;
+  dense.tensor.sparse = false;
+  CHECK_FALSE(message{dense} == message{sparse});
+
+  // A gradient chunk's values must be dense.
+  auto chunk = craft([](auto env) {
+    auto g = env.initBody().initGradientChunk();
+    g.initContributors(1).set(0, "r1");
+    g.setTotalElements(4);
+    auto t = g.initValues();
+    t.initShape(1).set(0, 4);
+    t.setLayout(schema::Layout::SPARSE);
+    t.initData(4);
+    t.initIndices(1).set(0, 2);
+  });
+  CHECK(reject(chunk).detail == "gradientChunk.values: a dense tensor here, got a sparse one");
+}
+
+TEST_CASE("codec: hostile sparse tensors: positions against values, order and shape") {
+  auto sparse_msg = [](std::uint32_t values, std::vector<std::uint32_t> idx, schema::Layout layout = schema::Layout::SPARSE) {
+    return craft([&](auto env) {
+      auto a = env.initBody().initActivation();
+      a.initPath(1).set(0, "dh");
+      auto t = a.initTensor();
+      t.setDtype(schema::DType::FLOAT16);
+      auto s = t.initShape(2);
+      s.set(0, 2);
+      s.set(1, 3);
+      t.setLayout(layout);
+      t.initData(values * 2);
+      auto list = t.initIndices(static_cast<unsigned>(idx.size()));
+      for (unsigned i = 0; i < idx.size(); ++i)
+        list.set(i, idx[i]);
+    });
+  };
+  auto accepts = [](const std::vector<std::uint8_t>& b) { return std::holds_alternative<message>(decode(b.data(), b.size())); };
+  CHECK(accepts(sparse_msg(2, {1, 5})));
+  CHECK(accepts(sparse_msg(0, {}))); // nothing kept: all zeros
+  CHECK(reject(sparse_msg(2, {1})).detail == "activation.tensor.indices: 1 positions for 2 values");
+  CHECK(reject(sparse_msg(2, {1, 6})).detail == "activation.tensor.indices[1]: 6 is outside the shape's 6 elements");
+  CHECK(reject(sparse_msg(2, {3, 3})).detail
+        == "activation.tensor.indices[1]: 3 does not follow 3 (positions strictly increase)");
+  CHECK(reject(sparse_msg(2, {4, 1})).detail
+        == "activation.tensor.indices[1]: 1 does not follow 4 (positions strictly increase)");
+  CHECK(reject(sparse_msg(7, {0, 1, 2, 3, 4, 5, 6})).detail
+        == "activation.tensor.data: 14 bytes are not at most 6 whole values of 2 bytes");
+  CHECK(reject(sparse_msg(1, {0}, schema::Layout::DENSE)).detail
+        == "activation.tensor.indices: a dense tensor has none, got 1");
+  auto layout = reject(sparse_msg(1, {0}, static_cast<schema::Layout>(7)));
+  CHECK(layout.code == wire_error::bad_enum);
+  // Odd bytes: not whole fp16 values.
+  auto odd = reject(craft([](auto env) {
+    auto a = env.initBody().initActivation();
+    a.initPath(1).set(0, "dh");
+    auto t = a.initTensor();
+    t.setDtype(schema::DType::FLOAT16);
+    t.initShape(1).set(0, 4);
+    t.setLayout(schema::Layout::SPARSE);
+    t.initData(3);
+  }));
+  CHECK(odd.detail == "activation.tensor.data: 3 bytes are not at most 4 whole values of 2 bytes");
+}
+
 TEST_CASE("codec: numbers, ranges and consistency of protocol messages") {
   auto nan_cost = reject(craft([](auto env) {
     auto r = env.initBody().initFlowRequest();
@@ -414,7 +491,7 @@ TEST_CASE("codec: the fuzzers' seed corpus decodes (test/fuzz/corpus stays in sy
     CHECK(std::holds_alternative<message>(decode(bytes.data(), bytes.size())));
     ++seeds;
   }
-  CHECK(seeds == static_cast<int>(std::variant_size_v<message>));
+  CHECK(seeds == static_cast<int>(std::variant_size_v<message>) + 1); // + a sparse activation
 }
 
 TEST_CASE("codec: peek_kind names every kind without decoding, and garbage as such") {

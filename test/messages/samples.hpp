@@ -19,6 +19,16 @@ inline wire::tensor_payload sample_tensor(std::vector<std::int64_t> shape) {
                                        values.size() * sizeof(float));
 }
 
+/// A sparse activation (compression.mode adaptive): 5 fp16 values of a [2, 4, 8] tensor.
+inline wire::activation sample_sparse_activation() {
+  std::vector<std::uint16_t> halves{0x3c00, 0xbc00, 0x4000, 0x3800, 0xc200}; // 1, -1, 2, 0.5, -3
+  auto t = wire::tensor_payload::copy_of(wire::dtype::float16, {2, 4, 8}, halves.data(), halves.size() * 2);
+  t.sparse = true;
+  t.indices = {0, 3, 17, 40, 63};
+  return wire::activation{wire::microbatch_ref{12, 1, 3, 1732456789012}, wire::direction::backward,
+                          {"dh-virginia", "r1-ohio", "r2-oregon"}, std::move(t), 2, ""};
+}
+
 /// Every message kind, in variant order.
 inline std::vector<wire::message> all_samples() {
   using namespace wire;
@@ -43,7 +53,7 @@ inline std::vector<wire::message> all_samples() {
     move_response{5, true, 1002},
     flow_sync{sync_kind::redirect, 1001, "dh-virginia", 0.375, "r2-ireland", 0},
     ping{9, 123456789, std::vector<std::uint8_t>(100, 0xab)},
-    pong{9, 123456789, 100},
+    pong{9, 123456789, 100, 0.125},
     bandwidth_sample{"r1-ohio", 1 << 20, 2'500'000},
     gradient_chunk{12, 2, {"r2-oregon", "r2-ireland"}, 7, 64, 1024, sample_tensor({32}),
                    {iteration_done{12, "dh-virginia", 4, 13.25, {"dh-virginia", "dh-frankfurt"}}}},

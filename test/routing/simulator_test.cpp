@@ -363,3 +363,44 @@ TEST_CASE("simulator: GWTF relays that rematerialise hold more microbatches and 
   }
   CHECK(faster == 4);
 }
+
+TEST_CASE("simulator: adaptive compression sparsifies only slow links, speeds up a starved network, stays above the bound") {
+  // small(): activations of 2 MB (1e6 fp16 values); a relay's call takes 0.1-0.2 s, a data
+  // holder's 0.025 s. Links inside a region (2000 Mbit/s) stay dense; slower ones are
+  // sparsified where they take longer than the receiver's call. Starved: every link between
+  // regions at 20 Mbit/s (0.8 s dense). Means over 4 seeds (one run's timing is chaotic).
+  double ratio[2] = {0, 0};
+  std::int64_t sparse[2] = {0, 0};
+  for (bool starved : {false, true}) {
+    double plain_s = 0, packed_s = 0;
+    for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+      INFO((starved ? "starved" : "small") << ", seed " << seed);
+      auto s = small(seed, 0.0);
+      s.stage_gradient_bytes = 1e6; // the pipeline, not the all-reduce, takes the time
+      if (starved)
+        for (auto& row : s.net.bandwidth_mbps)
+          for (auto& b : row)
+            b = 20;
+      auto plain = simulate(s, sim_router::gwtf);
+      s.compression = compression_policy{0.05, false, 2};
+      s.compress_s_per_value = 2e-11;
+      auto packed = simulate(s, sim_router::gwtf);
+      REQUIRE_MESSAGE(plain.completed, plain.why);
+      REQUIRE_MESSAGE(packed.completed, packed.why);
+      CHECK(plain.sparse_transfers + plain.dense_transfers == 0); // no compression: not counted
+      CHECK(packed.sparse_transfers > 0);
+      CHECK(packed.dense_transfers > 0); // inside a region
+      CHECK(packed.microbatches == plain.microbatches);
+      for (std::size_t i = 0; i < packed.iteration_s.size(); ++i)
+        CHECK(packed.iteration_s[i] >= packed.bound_iteration_s[i] * (1 - 1e-9));
+      plain_s += plain.total_s;
+      packed_s += packed.total_s;
+      sparse[starved] += packed.sparse_transfers;
+    }
+    ratio[starved] = packed_s / plain_s;
+  }
+  INFO("time with / without compression: " << ratio[0] << " (small), " << ratio[1] << " (starved)");
+  CHECK(ratio[1] < 0.65);
+  CHECK(ratio[0] < 1.05); // no loss where links mostly keep up
+  CHECK(sparse[1] > sparse[0]);
+}
