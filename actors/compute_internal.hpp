@@ -123,7 +123,11 @@ struct compute_state {
     double compute_s = 0;         ///< the peer's compute per microbatch, forward + backward
   };
   std::map<std::string, peer_link> links;
-  std::map<std::string, torch::Tensor> residual; ///< gradients not yet sent to a peer (error feedback)
+  struct owed_gradient {
+    torch::Tensor values;        ///< what sparse gradients to the peer left out (error feedback)
+    std::uint64_t iteration = 0; ///< the iteration they belong to
+  };
+  std::map<std::string, owed_gradient> residual;
   std::uint64_t sent_dense = 0, sent_sparse = 0; ///< activations and gradients sent each way
   double wire_bytes = 0, dense_bytes = 0;        ///< their payload bytes, and as dense 16-bit
 };

@@ -18,9 +18,11 @@ bool crash_now(self_ptr self, const char* phase) {
 
 // compression.mode adaptive: the tensor as `to` gets it over its link (routing/compression.hpp):
 // dense fp16 while the link keeps up with the receiver's compute, else its top-k values with
-// their positions. Gradients carry what earlier ones to `to` left out (error feedback).
+// their positions. Gradients carry what earlier ones of the same iteration to `to` left out
+// (error feedback); a residual of an earlier iteration is dropped: the weights that made it
+// have stepped since (docs/compression.md).
 wire::tensor_payload adaptive_payload(compute_state& st, const std::string& to, wire::direction dir,
-                                      const torch::Tensor& t) {
+                                      const torch::Tensor& t, std::uint64_t iteration) {
   std::optional<double> bandwidth;
   double receiver_s = 0;
   if (auto l = st.links.find(to); l != st.links.end()) {
@@ -29,11 +31,17 @@ wire::tensor_payload adaptive_payload(compute_state& st, const std::string& to, 
     receiver_s = l->second.compute_s / 2; // one of its forward or backward calls
   }
   auto plan = routing::plan_wire(*st.ctx->spec->adaptive, t.numel(), bandwidth, receiver_s);
-  torch::Tensor* residual = dir == wire::direction::backward ? &st.residual[to] : nullptr;
+  torch::Tensor* residual = nullptr;
+  if (dir == wire::direction::backward) {
+    auto& owed = st.residual[to];
+    if (owed.iteration != iteration)
+      owed = {torch::Tensor(), iteration};
+    residual = &owed.values;
+  }
   st.dense_bytes += static_cast<double>(t.numel()) * 2;
-  st.wire_bytes += plan.bytes;
   if (!plan.sparse) {
     ++st.sent_dense;
+    st.wire_bytes += plan.bytes;
     auto x = t;
     if (residual && residual->defined() && residual->sizes() == t.sizes()) {
       x = t + *residual; // what earlier sparse gradients left out goes now
@@ -43,6 +51,7 @@ wire::tensor_payload adaptive_payload(compute_state& st, const std::string& to, 
   }
   ++st.sent_sparse;
   auto s = model::top_k(t, plan.keep, torch::kHalf, residual);
+  st.wire_bytes += static_cast<double>(s.indices.size() * (2 + routing::sparse_index_bytes));
   auto p = to_payload(s.values);
   p.shape.assign(t.sizes().begin(), t.sizes().end());
   p.sparse = true;
@@ -58,7 +67,7 @@ void send_activation(self_ptr self, const std::string& to, const hop_record& r, 
   a.path = r.path;
   auto& st = self->state;
   if (st.ctx->spec->adaptive) {
-    a.tensor = adaptive_payload(st, to, dir, t);
+    a.tensor = adaptive_payload(st, to, dir, t, r.mb.iteration);
   } else {
     switch (st.ctx->spec->activation_wire_type) { // compression.mode
       case wire::dtype::float16: a.tensor = to_payload(t.to(torch::kHalf)); break;

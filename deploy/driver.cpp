@@ -59,9 +59,20 @@ struct driver_state {
   std::set<std::string> doomed; // armed with a random crash
   std::uint64_t printed = 0;
   bool any_printed = false;
+  // The end (docs/runtime.md): once the holders applied the last iteration, every host still
+  // expected to has applied it and, with checkpoints on, written it and had it copied.
+  bool settling = false;
+  std::map<std::string, std::uint32_t> stage_applied;           // host -> its stage, as it reports
+  std::set<std::string> checkpointed_last;                      // wrote the final checkpoint
+  std::map<std::string, int> copies_of_last;                    // owner -> copies of it stored
 };
 
 using driver_ptr = caf::stateful_actor<driver_state>*;
+using settle_atom = caf::atom_constant<caf::atom("settle")>;
+
+/// How long the end waits for the last reports before it stops anyway (a host that never
+/// reports: hung, or its messages lost); the run says so.
+constexpr int settle_bound_s = 15;
 
 std::vector<std::string> holder_names(const cluster_config& cfg) {
   std::vector<std::string> out;
@@ -247,6 +258,41 @@ void maybe_print(driver_ptr self) {
   }
 }
 
+// Whether the run can stop without cutting off the last iteration's reports: every live host
+// (not faulted, not a joiner still loading) applied it and, with checkpoints on, wrote its
+// final checkpoint and has it copied to as many hosts of other stages as it could choose.
+bool settled(const driver_state& st) {
+  auto last = st.spec->end_iteration() - 1;
+  std::vector<std::string> expected;
+  for (auto& h : st.hosts)
+    if (st.fault_at.count(h) == 0 && st.joined_at.count(h) == 0)
+      expected.push_back(h);
+  for (auto& h : expected)
+    if (auto a = st.result.last_applied.find(h); a == st.result.last_applied.end() || a->second != last)
+      return false;
+  auto& training = st.spec->training;
+  if (training.checkpoint_every <= 0 || st.spec->data_dir.empty())
+    return true;
+  for (auto& h : expected) {
+    if (st.checkpointed_last.count(h) == 0)
+      return false;
+    int others = 0;
+    for (auto& g : expected)
+      others += st.stage_applied.at(g) != st.stage_applied.at(h);
+    auto c = st.copies_of_last.find(h);
+    if ((c == st.copies_of_last.end() ? 0 : c->second) < std::min(training.checkpoint_replicas, others))
+      return false;
+  }
+  return true;
+}
+
+void finish(driver_ptr self);
+
+void maybe_settled(driver_ptr self) {
+  if (self->state.settling && settled(self->state))
+    finish(self);
+}
+
 void finish(driver_ptr self) {
   auto& st = self->state;
   if (st.done)
@@ -388,18 +434,22 @@ caf::behavior driver(driver_ptr self, const cluster_config* cfg, std::shared_ptr
                                                   + std::to_string(i) + ": " + host + " differs from "
                                                   + seen.begin()->first);
       seen[host] = hash;
+      st.stage_applied[host] = stage;
       auto last = st.spec->end_iteration() - 1;
       if (i == last) {
         bool all = true;
         for (auto& h : st.spec->holders)
           if (st.hosts.count(h) && (!st.result.last_applied.count(h) || st.result.last_applied[h] != last))
             all = false;
-        if (all) {
-          // Give the other stages a moment to report their last step, then stop.
+        if (all && !st.settling) {
+          // The other stages' last steps, checkpoints and copies are still on their way: stop
+          // when they are in (maybe_settled), or after a bound if a host never reports.
           st.result.completed = true;
-          self->delayed_send(self, std::chrono::milliseconds(200), stop_atom::value);
+          st.settling = true;
+          self->delayed_send(self, std::chrono::seconds(settle_bound_s), settle_atom::value);
         }
       }
+      maybe_settled(self);
     },
     [self](compute_atom, const std::string& host, std::uint64_t i, double secs, double wasted) {
       auto& st = self->state;
@@ -432,12 +482,15 @@ caf::behavior driver(driver_ptr self, const cluster_config* cfg, std::shared_ptr
       }
       *st.out << ")" << std::endl;
     },
-    [self](checkpoint_atom, const std::string&, std::uint32_t, std::uint64_t i, std::uint64_t, double ms,
+    [self](checkpoint_atom, const std::string& host, std::uint32_t, std::uint64_t i, std::uint64_t, double ms,
            const std::string&) {
       auto& r = self->state.result;
       ++r.checkpoints;
       r.checkpoint_ms += ms;
       r.last_checkpoint = std::max(r.last_checkpoint, i);
+      if (i == self->state.spec->end_iteration())
+        self->state.checkpointed_last.insert(host);
+      maybe_settled(self);
     },
     [self](loaded_atom, const std::string& host, std::uint32_t stage, std::uint64_t i, std::uint64_t hash,
            const std::string& path) {
@@ -445,8 +498,20 @@ caf::behavior driver(driver_ptr self, const cluster_config* cfg, std::shared_ptr
       *self->state.out << "# " << host << " resumed stage " << stage << " at iteration " << i << " from " << path
                        << std::endl;
     },
-    [self](replica_atom, const std::string&, const std::string&, std::uint32_t, std::uint64_t, std::uint64_t,
-           const std::string&) { ++self->state.result.checkpoint_replicas; },
+    [self](replica_atom, const std::string&, const std::string& owner, std::uint32_t, std::uint64_t i, std::uint64_t,
+           const std::string&) {
+      ++self->state.result.checkpoint_replicas;
+      if (i == self->state.spec->end_iteration())
+        ++self->state.copies_of_last[owner];
+      maybe_settled(self);
+    },
+    [self](settle_atom) {
+      auto& st = self->state;
+      if (!st.done && !settled(st))
+        *st.out << "# stopping after " << settle_bound_s
+                << " s without every host's last step, checkpoint and copies reported" << std::endl;
+      finish(self);
+    },
     [self](restart_atom, const std::string& host, const std::string& why) {
       ++self->state.result.restarts;
       *self->state.out << "# " << host << ": local actor restarted (" << why << ")" << std::endl;

@@ -16,8 +16,9 @@ struct sparse_values {
   std::vector<std::uint32_t> indices; ///< one per value
 };
 
-/// The `keep` entries of largest magnitude of `t` (a float tensor of at most 2^32 elements;
-/// keep is clamped to [0, numel]), as `value_type`. With `residual` (error feedback; an
+/// About `keep` entries of largest magnitude of `t` (a float tensor of at most 2^32 elements;
+/// keep is clamped to [0, numel]), as `value_type`: every row (vector along the last
+/// dimension) keeps its ceil(keep / rows) largest, so no row is dropped whole. With `residual` (error feedback; an
 /// undefined tensor or one of another shape counts as zero): the entries are chosen from
 /// t + *residual, and *residual becomes what the receiver will not see of it, t + old
 /// residual - densify(result), so that nothing is dropped for good.

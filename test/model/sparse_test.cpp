@@ -8,11 +8,15 @@ using namespace gwtf::model;
 
 TEST_CASE("top-k keeps the largest magnitudes in increasing positions and densifies back") {
   auto t = torch::tensor({0.5f, -4.0f, 0.25f, 3.0f, -0.125f, 2.0f}).reshape({2, 3});
-  auto s = top_k(t, 3, torch::kFloat);
-  CHECK(s.indices == std::vector<std::uint32_t>({1, 3, 5}));
-  CHECK(s.values.equal(torch::tensor({-4.0f, 3.0f, 2.0f})));
+  auto s = top_k(t, 4, torch::kFloat); // two per row
+  CHECK(s.indices == std::vector<std::uint32_t>({0, 1, 3, 5}));
+  CHECK(s.values.equal(torch::tensor({0.5f, -4.0f, 3.0f, 2.0f})));
   auto back = densify(s.values, s.indices, {2, 3});
-  CHECK(back.equal(torch::tensor({0.0f, -4.0f, 0.0f, 3.0f, 0.0f, 2.0f}).reshape({2, 3})));
+  CHECK(back.equal(torch::tensor({0.5f, -4.0f, 0.0f, 3.0f, 0.0f, 2.0f}).reshape({2, 3})));
+  // A row of small values keeps its share: no token arrives as all zeros.
+  auto skewed = torch::tensor({100.0f, 300.0f, 200.0f, 0.001f, 0.003f, -0.002f}).reshape({2, 3});
+  CHECK(top_k(skewed, 2, torch::kFloat).indices == std::vector<std::uint32_t>({1, 4}));
+  CHECK(top_k(skewed, 3, torch::kFloat).indices == std::vector<std::uint32_t>({1, 2, 4, 5})); // ceil(3 / 2) each
   // keep is clamped to the tensor; everything kept is the tensor itself.
   auto all = top_k(t, 99, torch::kFloat);
   CHECK(all.indices.size() == 6);
