@@ -321,8 +321,9 @@ boundary on_state_chunk(self_ptr self, const std::string& from, const wire::stat
 // It stays a replica meanwhile; nobody waits for it unless it carries microbatches.
 void behind(self_ptr self, const std::string& from, std::uint64_t their_iteration) {
   auto& st = self->state;
-  report_failure(self, "behind replica " + from + " (at iteration " + std::to_string(st.current) + ", "
-                         + from + " at " + std::to_string(their_iteration) + "); loading its state again");
+  tell(self, st.ctx->reporter, reload_atom::value, me(st),
+       "behind replica " + from + " (at iteration " + std::to_string(st.current) + ", " + from + " at "
+         + std::to_string(their_iteration) + "); loading its state again");
   enter_download(self, from, false);
 }
 

@@ -70,6 +70,7 @@ using joined_atom = caf::atom_constant<caf::atom("joined")>;
 using restart_atom = caf::atom_constant<caf::atom("restart")>;
 using left_atom = caf::atom_constant<caf::atom("left")>;
 using failure_atom = caf::atom_constant<caf::atom("failure")>;
+using reload_atom = caf::atom_constant<caf::atom("reload")>;
 using placed_atom = caf::atom_constant<caf::atom("placed")>;
 using checkpoint_atom = caf::atom_constant<caf::atom("checkpoint")>;
 using loaded_atom = caf::atom_constant<caf::atom("loaded")>;
@@ -214,6 +215,8 @@ caf::actor spawn_metrics_server(caf::actor_system& sys, inspect_server_options o
 // (restart_atom, host, std::string child) a local actor was restarted
 // (left_atom, host, std::string why)      the host left (restart budget spent, or asked)
 // (failure_atom, host, std::string what)  an error a peer caused, handled and reported
+// (reload_atom, host, std::string why)    a replica loads its stage state again by design
+//                                         (it fell behind its replicas): not an error
 // (checkpoint_atom, host, u32 stage, u64 iteration, u64 bytes, double ms, std::string path)
 //                                         a checkpoint written (iteration: steps applied)
 // (loaded_atom, host, u32 stage, u64 iteration, u64 weights hash, std::string path)  resumed from a checkpoint

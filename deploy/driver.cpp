@@ -519,6 +519,10 @@ caf::behavior driver(driver_ptr self, const cluster_config* cfg, std::shared_ptr
     [self](left_atom, const std::string& host, const std::string& why) {
       *self->state.out << "# " << host << " left: " << why << std::endl;
     },
+    [self](reload_atom, const std::string& host, const std::string& why) {
+      ++self->state.result.reloads;
+      *self->state.out << "# " << host << ": " << why << std::endl;
+    },
     [self](failure_atom, const std::string& host, const std::string& what) {
       auto& f = self->state.result.failures;
       if (f.size() < 20)
@@ -618,6 +622,8 @@ void print_summary(const cluster_config& cfg, const embedded_result& result, std
       << std::setprecision(1) << result.compute_s << " s; exactly-once violations "
       << result.exactly_once_violations.size() << "; replica disagreements " << result.replica_disagreements.size()
       << "; handled peer errors " << result.failures.size();
+  if (result.reloads > 0)
+    out << "; replicas reloaded " << result.reloads;
   if (result.recoveries > 0)
     out << "; lost stages restored " << result.recoveries;
   out << "\n";

@@ -72,6 +72,7 @@ struct embedded_result {
   /// iteration -> compute seconds of the hosts still alive at the end (rolled back on recovery)
   std::map<std::uint64_t, double> live_compute;
   int recoveries = 0;                  ///< whole stages restored from checkpoints
+  int reloads = 0;                     ///< replicas that fell behind and loaded their stage state again
 };
 
 /// Runs `cfg` until training.iterations are done or `timeout_s` passes. Prints one progress

@@ -252,6 +252,10 @@ caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me
       line(self) << "leaving: " << why << std::endl;
       up(left_atom::value, host, why);
     },
+    [self, up](reload_atom, const std::string& host, const std::string& why) {
+      line(self) << why << std::endl;
+      up(reload_atom::value, host, why);
+    },
     [self, up](failure_atom, const std::string& host, const std::string& what) {
       line(self) << "handled: " << what << std::endl;
       up(failure_atom::value, host, what);

@@ -94,6 +94,7 @@ embedded_result merge_runs(embedded_result first, embedded_result second, std::u
   out.checkpoint_ms += first.checkpoint_ms;
   out.gone.insert(first.gone.begin(), first.gone.end());
   out.recoveries += first.recoveries + 1;
+  out.reloads += first.reloads;
   return out;
 }
 
