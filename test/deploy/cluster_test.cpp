@@ -48,6 +48,17 @@ std::vector<double> reference_losses(const deploy::cluster_config& cfg) {
   return out;
 }
 
+// The largest relative difference per iteration between the run's loss and the reference
+// trainer's on the same config (every iteration of the run present).
+double worst_vs_reference(const deploy::cluster_config& cfg, const deploy::embedded_result& r) {
+  auto ref = reference_losses(cfg);
+  REQUIRE(r.rows.size() == ref.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i)
+    worst = std::max(worst, std::abs(r.rows[i].loss - ref[i]) / std::abs(ref[i]));
+  return worst;
+}
+
 actors::fault_event fault(int at, actors::fault_action a, std::string host,
                           actors::fault_phase phase = actors::fault_phase::any) {
   actors::fault_event f;
@@ -389,11 +400,7 @@ TEST_CASE("cluster: activations in fp16 or bf16 on the wire train within a band 
     auto r = deploy::run_embedded(cfg, log, 90);
     INFO(log.str());
     REQUIRE(r.completed);
-    auto ref = reference_losses(cfg);
-    REQUIRE(r.rows.size() == ref.size());
-    double worst = 0;
-    for (std::size_t i = 0; i < ref.size(); ++i)
-      worst = std::max(worst, std::abs(r.rows[i].loss - ref[i]) / std::abs(ref[i]));
+    auto worst = worst_vs_reference(cfg, r);
     INFO("worst relative difference " << worst);
     CHECK(worst <= band);
     CHECK(worst > 0); // rounded: not bit-identical to fp32 (the band test is not vacuous)
@@ -417,11 +424,7 @@ TEST_CASE("cluster: adaptive top-k compression forced on every link still trains
   auto r = deploy::run_embedded(cfg, log, 120);
   INFO(log.str());
   REQUIRE(r.completed);
-  auto ref = reference_losses(cfg);
-  REQUIRE(r.rows.size() == ref.size());
-  double worst = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i)
-    worst = std::max(worst, std::abs(r.rows[i].loss - ref[i]) / std::abs(ref[i]));
+  auto worst = worst_vs_reference(cfg, r);
   INFO("worst relative difference to the uncompressed reference " << worst);
   CHECK(worst > 0.001);
   CHECK(r.rows.back().loss < 0.85 * r.rows.front().loss);
