@@ -193,6 +193,7 @@ boundary try_apply(self_ptr self, std::uint64_t i) {
     st.grad_out.erase(k);
     st.head_grad.erase(k);
     st.fwd_seconds.erase(k);
+    st.sparse_in.erase(k);
   }
   if (wasted > 0)
     report_compute(self, i, 0, wasted);
@@ -305,6 +306,7 @@ boundary on_state_chunk(self_ptr self, const std::string& from, const wire::stat
     st.grad_out.erase(k);
     st.head_grad.erase(k);
     st.fwd_seconds.erase(k);
+    st.sparse_in.erase(k);
   }
   st.stalled.clear();
   st.shared.clear();

@@ -64,6 +64,9 @@ struct compute_state {
   std::unique_ptr<hop_ledger> ledger;
   std::unique_ptr<iteration_barrier> barrier;
   std::map<std::uint64_t, torch::Tensor> fwd_out, grad_out, head_grad;
+  /// Microbatches whose input arrived sparse (compression.mode adaptive): where a value came
+  /// (docs/compression.md). Their input gradient goes back only there.
+  std::map<std::uint64_t, torch::Tensor> sparse_in;
   std::map<std::uint64_t, double> fwd_seconds;
   std::set<std::uint64_t> stalled;           // forward outputs that found no next hop yet
   std::map<std::string, std::int32_t> peers; // live peers and their stage

@@ -104,6 +104,17 @@ std::string next_for(self_ptr self, const hop_record& r, const std::string& hint
 
 // --- forward / backward at a relay or at the head ------------------------------------
 
+// The gradient of an input that arrived sparse, at the positions the sender sent only: the
+// others were zeros here whatever the sender computed, so its output there did not reach the
+// loss and gets no gradient. Passing it on whole (straight-through) trained the sender's
+// dropped values too: in the demo forward-only top-k at density 0.3 did no better than at 0.1.
+torch::Tensor sent_positions_only(const compute_state& st, std::uint64_t key, const torch::Tensor& g) {
+  auto m = st.sparse_in.find(key);
+  if (m == st.sparse_in.end() || m->second.sizes() != g.sizes())
+    return g;
+  return g * m->second;
+}
+
 // Whether an activation or its gradient from a peer is one this stage can take: a float type
 // and the shape [microbatch_size, seq_len, hidden]. Anything else is reported and dropped (a
 // peer's bytes must never reach LibTorch unchecked: a wrong shape would throw there).
@@ -188,6 +199,10 @@ void handle_forward(self_ptr self, const std::string& from, wire::activation a) 
   }
   auto t0 = clock::now();
   auto input = as_fp32(a.tensor);
+  if (a.tensor.sparse)
+    st.sparse_in[key] = input != 0;
+  else
+    st.sparse_in.erase(key);
   if (head) {
     auto res = st.model->head(key, input, st.origins[key].targets);
     auto* h = value_or_report(self, res, "head of microbatch from " + from);
@@ -198,9 +213,9 @@ void handle_forward(self_ptr self, const std::string& from, wire::activation a) 
     if (crash_now(self, "backward"))
       return;
     st.losses.emplace(key, h->loss);
-    st.head_grad[key] = h->grad_input;
+    st.head_grad[key] = sent_positions_only(st, key, h->grad_input);
     progress_upstream(self, *r);
-    send_activation(self, r->prev, *r, wire::direction::backward, h->grad_input);
+    send_activation(self, r->prev, *r, wire::direction::backward, st.head_grad[key]);
     st.ledger->sent_backward(key);
     return;
   }
@@ -283,8 +298,8 @@ void handle_backward(self_ptr self, const std::string& from, const wire::activat
   if (crash_now(self, "backward"))
     return;
   auto* r = st.ledger->find(key);
-  st.grad_out[key] = *g;
-  send_activation(self, r->prev, *r, wire::direction::backward, *g);
+  st.grad_out[key] = sent_positions_only(st, key, *g);
+  send_activation(self, r->prev, *r, wire::direction::backward, st.grad_out[key]);
   st.ledger->sent_backward(key);
   if (st.shared.count(a.microbatch.iteration) > 0 && st.averaged.count(a.microbatch.iteration) == 0) {
     send_share(self, a.microbatch.iteration); // a repair after this replica shared
