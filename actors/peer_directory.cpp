@@ -32,6 +32,11 @@ gossip_outcome peer_directory::on_gossip(std::uint64_t conn, const wire::gossip&
   }
   if (auto b = by_conn_.find(conn); b != by_conn_.end() && b->second != intro.peer_id) {
     out.error = "connection of '" + b->second + "' now claims to be '" + intro.peer_id + "'";
+    // Not bound; but if the claim is true (seen in launch: an introduction routed through a
+    // third node), dialling the claimed address lets the peer introduce itself directly.
+    if (!intro.address.empty() && intro.address != self_.address)
+      hinted_.insert(intro.address);
+    out.error += intro.address.empty() ? "" : "; dialling " + intro.address + " to hear it directly";
     return out;
   }
   auto it = peers_.find(intro.peer_id);
@@ -61,6 +66,7 @@ gossip_outcome peer_directory::on_gossip(std::uint64_t conn, const wire::gossip&
   out.newly_bound = !it->second.conn;
   it->second.conn = conn;
   by_conn_[conn] = intro.peer_id;
+  hinted_.erase(intro.address);
   dial_done(intro.address, true, now_ms);
   for (std::size_t i = 1; i < g.peers.size(); ++i) {
     const auto& h = g.peers[i].peer;
@@ -123,6 +129,9 @@ std::vector<std::string> peer_directory::due(std::int64_t now_ms) {
   for (auto& b : bootstrap_)
     if (connected.count(b) == 0 && dialable(b, now_ms))
       out.insert(b);
+  for (auto& h : hinted_)
+    if (connected.count(h) == 0 && dialable(h, now_ms))
+      out.insert(h);
   for (auto& a : out)
     dials_[a].in_flight = true;
   return {out.begin(), out.end()};

@@ -88,6 +88,10 @@ private:
   std::map<std::string, entry> peers_;
   std::map<std::uint64_t, std::string> by_conn_;
   std::map<std::string, dial_state> dials_;
+  /// Addresses of peers whose introduction came over another peer's connection (CAF can
+  /// route a message through a third node): dialled until a peer binds there, so that the
+  /// peer introduces itself over its own connection.
+  std::set<std::string> hinted_;
 };
 
 } // namespace gwtf::actors

@@ -72,6 +72,15 @@ TEST_CASE("peer directory: another cluster, a spoofed name, a stolen name and th
   auto spoof = d.on_gossip(2, from(host("b", "10.0.0.2:4242")), 0);
   CHECK(spoof.error.find("now claims to be 'b'") != std::string::npos);
   CHECK(d.bound_name(2) == std::optional<std::string>{"a"});
+  // b is not bound, but its address is dialled (a true claim routed through a's node
+  // then arrives over b's own connection), and no longer once b is bound there.
+  CHECK(d.connection("b") == std::nullopt);
+  auto due = d.due(0);
+  CHECK(std::find(due.begin(), due.end(), "10.0.0.2:4242") != due.end());
+  d.dial_done("10.0.0.2:4242", true, 0);
+  CHECK(d.on_gossip(5, from(host("b", "10.0.0.2:4242")), 0).newly_bound);
+  due = d.due(1000000);
+  CHECK(std::find(due.begin(), due.end(), "10.0.0.2:4242") == due.end());
   // Another connection cannot take a's name with the same incarnation...
   auto steal = d.on_gossip(3, from(host("a", "10.6.6.6:1")), 0);
   CHECK(steal.error.find("already connected elsewhere") != std::string::npos);
