@@ -34,7 +34,8 @@ gossip_outcome peer_directory::on_gossip(std::uint64_t conn, const wire::gossip&
     out.error = "connection of '" + b->second + "' now claims to be '" + intro.peer_id + "'";
     // Not bound; but if the claim is true (seen in launch: an introduction routed through a
     // third node), dialling the claimed address lets the peer introduce itself directly.
-    if (!intro.address.empty() && intro.address != self_.address)
+    // At most 32 such addresses pending: a hostile peer's claims cannot grow the list.
+    if (!intro.address.empty() && intro.address != self_.address && hinted_.size() < 32)
       hinted_.insert(intro.address);
     out.error += intro.address.empty() ? "" : "; dialling " + intro.address + " to hear it directly";
     return out;
