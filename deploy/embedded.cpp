@@ -56,6 +56,7 @@ caf::behavior inspect_front(caf::stateful_actor<front_state>* self, std::string 
       };
       if (r.query == "crash") { // that host alone: the process holds the others
         self->send(sup, crash_atom::value, std::string{"any"});
+        st.hosts.erase(r.host); // gone for the next query now, not when the driver sees it down
         return done("crashed (its actors killed, as the crash fault does)");
       }
       if (r.query.rfind("slow-link", 0) == 0) { // the shared emulated link layer
@@ -73,7 +74,13 @@ caf::behavior inspect_front(caf::stateful_actor<front_state>* self, std::string 
       auto timeout = std::chrono::milliseconds(st.timeout_ms + extra_answer_ms(r.query));
       self->request(sup, timeout, inspect_atom::value, r.query)
         .then([promise](std::string& body) mutable { promise.deliver(std::move(body)); },
-              [promise](caf::error& e) mutable { promise.deliver(std::move(e)); });
+              [promise, host = r.host](caf::error& e) mutable {
+                if (e == caf::sec::request_receiver_down) // it stopped between routing and answering
+                  promise.deliver(make_error(ec::bad_query, "no running host named '" + host
+                                                              + "' in this embedded cluster (it stopped)"));
+                else
+                  promise.deliver(std::move(e));
+              });
       return promise;
     },
   };
