@@ -18,7 +18,7 @@ wire::gradient_chunk share_chunk(const compute_state& st, std::uint64_t i, const
   c.microbatches = static_cast<std::uint64_t>(mine.count);
   c.offset = 0;
   c.total_elements = mine.count > 0 ? static_cast<std::uint64_t>(mine.values.shape[0]) : 0;
-  c.values = mine.count > 0 ? mine.values : wire::tensor_payload{wire::dtype::float32, {0}, nullptr, 0};
+  c.values = mine.count > 0 ? mine.values : wire::tensor_payload{wire::dtype::float32, {0}, nullptr, 0, false, {}};
   return c;
 }
 

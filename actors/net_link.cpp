@@ -11,7 +11,6 @@
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
-#include <caf/openssl/manager.hpp>
 
 #include "actors/interfaces.hpp"
 #include "actors/link_emulator.hpp"
@@ -40,6 +39,10 @@ struct net_state {
   std::map<std::uint64_t, caf::actor> handle_of;     // connection id -> remote link actor
   std::uint64_t next_conn = 1;
   caf::actor subscriber;                             // membership: told of new peer names
+  // The host's net guard: every dial goes through it (it connects, checks each frame header
+  // the peer sends and, with node.tls, runs the TLS client), so that no byte of a dialled
+  // peer reaches the middleman unchecked. Null: the middleman dials the peer itself.
+  caf::actor guard;
   std::minstd_rand rng{42};
   std::uint64_t refused = 0;                         // frames dropped as hostile or unbound
 };
@@ -81,6 +84,12 @@ void tell_subscriber(self_ptr self, const std::vector<std::string>& names) {
     self->send(st.subscriber, known_atom::value, n);
 }
 
+void dial_failed(self_ptr self, const std::string& address, const caf::error& err) {
+  // Unreachable peers are normal under churn: retried with back-off.
+  self->state.dir->dial_done(address, false, now_ms());
+  caf::aout(self) << "link: dial " << address << " failed: " << self->system().render(err) << std::endl;
+}
+
 void place(self_ptr self, const std::string& peer) {
   auto& st = self->state;
   if (!st.emu)
@@ -89,19 +98,11 @@ void place(self_ptr self, const std::string& peer) {
     st.emu->place(peer, r->region);
 }
 
-void dial(self_ptr self, const std::string& address) {
-  auto ep = parse_endpoint(address);
-  if (!ep || ep->port == 0) {
-    self->state.dir->dial_done(address, false, now_ms());
-    return;
-  }
+// The middleman's BASP handshake with the peer at host:port (the peer itself, or the
+// guard's loopback port for it); `address` is the peer's, for the directory and the logs.
+void handshake(self_ptr self, const std::string& address, const std::string& host, std::uint16_t port) {
   auto timeout = std::chrono::milliseconds(self->state.opts.connect_timeout_ms);
-  // With node.tls, CAF's openssl module dials: TLS 1.2 with this host's certificate, and the
-  // peer's must chain to the cluster CA (system_setup.cpp sets the files).
-  auto dialer = self->state.opts.tls ? self->system().openssl_manager().actor_handle()
-                                     : self->system().middleman().actor_handle();
-  self->request(dialer, timeout, caf::connect_atom::value, ep->host,
-                ep->port)
+  self->request(self->system().middleman().actor_handle(), timeout, caf::connect_atom::value, host, port)
     .then(
       [self, address](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
         auto& st = self->state;
@@ -114,11 +115,25 @@ void dial(self_ptr self, const std::string& address) {
         self->send(caf::actor_cast<caf::actor>(ptr), net_atom::value, st.opts.self.name, std::string{},
                    static_cast<std::int32_t>(service::link), gossip_frame(st));
       },
-      [self, address](caf::error& err) {
-        // Unreachable peers are normal under churn: retried with back-off.
-        self->state.dir->dial_done(address, false, now_ms());
-        caf::aout(self) << "link: dial " << address << " failed: " << self->system().render(err) << std::endl;
-      });
+      [self, address](caf::error& err) { dial_failed(self, address, err); });
+}
+
+void dial(self_ptr self, const std::string& address) {
+  auto ep = parse_endpoint(address);
+  if (!ep || ep->port == 0) {
+    self->state.dir->dial_done(address, false, now_ms());
+    return;
+  }
+  if (!self->state.guard) {
+    handshake(self, address, ep->host, ep->port);
+    return;
+  }
+  // The guard connects (and runs TLS with node.tls) and checks every frame header the peer
+  // sends; the middleman then connects to the loopback port it answers.
+  self->request(self->state.guard, std::chrono::milliseconds(self->state.opts.connect_timeout_ms),
+                caf::connect_atom::value, ep->host, ep->port)
+    .then([self, address](std::uint16_t local) { handshake(self, address, "127.0.0.1", local); },
+          [self, address](caf::error& err) { dial_failed(self, address, err); });
 }
 
 // `introduction`: sent by a peer that just dialled this host (addressed to nobody).
@@ -316,13 +331,14 @@ caf::behavior running(self_ptr self) {
 }
 
 // The link is published before peers can be told where it listens: it waits for
-// (start_atom, advertised address) and keeps what arrives meanwhile.
+// (start_atom, advertised address, guard) and keeps what arrives meanwhile.
 caf::behavior net_link(self_ptr self, net_link_options opts) {
   self->state.opts = std::move(opts);
   self->set_default_handler(caf::skip);
   return {
-    [self](start_atom, const std::string& advertise) {
+    [self](start_atom, const std::string& advertise, caf::actor guard) {
       self->state.opts.advertise = advertise;
+      self->state.guard = std::move(guard);
       start(self);
       self->become(running(self));
     },

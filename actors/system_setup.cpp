@@ -3,7 +3,6 @@
 #include <chrono>
 
 #include <caf/io/middleman.hpp>
-#include <caf/openssl/manager.hpp>
 #include <caf/timespan.hpp>
 
 #include "actors/errors.hpp"
@@ -41,22 +40,10 @@ system_config::system_config(const node_config& node, const fault_config& faults
   // Everything that crosses hosts is a wire_frame of Cap'n Proto bytes (docs/wire.md).
   add_message_type<wire_frame>("gwtf::wire_frame");
   add_message_type<std::vector<std::uint64_t>>("std::vector<std::uint64_t>");
-  if (serve && !with_network)
+  // Node mode's TLS ends in the net guard both ways (actors/tls_session.hpp), not in CAF's
+  // openssl module: the guard checks the frames inside.
+  if (serve || with_network)
     load<caf::io::middleman>();
-  if (with_network) {
-    load<caf::io::middleman>();
-    if (node.tls) {
-      // Outbound peer connections dial through CAF's openssl module with these files (setting
-      // any of them turns on VERIFY_PEER | FAIL_IF_NO_PEER_CERT there); inbound TLS ends in
-      // the net guard (actors/tls_session.hpp). The caller loads the files first: CAF throws
-      // on a bad one inside its multiplexer.
-      load<caf::openssl::manager>();
-      openssl_certificate = node.tls->certificate;
-      openssl_key = node.tls->key;
-      openssl_passphrase = node.tls->passphrase;
-      openssl_cafile = node.tls->ca;
-    }
-  }
 }
 
 } // namespace gwtf::actors

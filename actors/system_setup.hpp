@@ -11,8 +11,8 @@ namespace gwtf::actors {
 class system_config : public caf::actor_system_config {
 public:
   /// Applies `node` and `faults`; loads the middleman when `with_network` is set (peers over
-  /// TCP, CAF's openssl module with node.tls) or `serve` is (a server of this process only:
-  /// the embedded cluster's shell).
+  /// TCP; node.tls ends in the net guard) or `serve` is (a server of this process only: the
+  /// embedded cluster's shell).
   system_config(const node_config& node, const fault_config& faults, bool with_network, bool serve = false);
 };
 

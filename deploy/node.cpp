@@ -438,14 +438,14 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
   }
   // The TLS identity is loaded before anything starts: a bad file is one clear line here, not
   // an exception inside CAF's multiplexer at the first dial.
-  std::shared_ptr<const tls_context> tls;
+  std::shared_ptr<const tls_context> tls, tls_client;
   if (cfg.node.tls) {
     std::string why;
     tls_files files{cfg.node.tls->certificate, cfg.node.tls->key, cfg.node.tls->ca, cfg.node.tls->passphrase};
     tls = tls_context::make(files, tls_side::server, why);
-    if (tls && !tls_context::make(files, tls_side::client, why))
-      tls = nullptr;
-    if (!tls) {
+    if (tls)
+      tls_client = tls_context::make(files, tls_side::client, why);
+    if (!tls || !tls_client) {
       std::cerr << "caf-gwtf: " << why << "\n";
       return exit_code::failure;
     }
@@ -487,7 +487,6 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
     lo.connect_timeout_ms = std::max(1000, cfg.faults.connection_timeout_ms);
     lo.gossip_interval_ms = std::max(200, cfg.faults.heartbeat_interval_ms * 2);
     lo.reporter = reporter;
-    lo.tls = tls != nullptr;
     auto link = spawn_net_link(sys, lo);
     // The middleman listens on loopback only; peers reach it through the guard, which
     // checks every frame header before CAF allocates for it (actors/frame_guard.hpp).
@@ -501,6 +500,8 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
     go.host_name = host.name;
     go.reporter = reporter;
     go.tls = tls;
+    go.tls_client = tls_client;
+    go.dial_timeout_ms = lo.connect_timeout_ms;
     // Longer than any honest handshake (the heartbeat interval must exceed it too), short
     // enough that idle half-open connections do not pile up.
     go.handshake_timeout_ms = std::max(2000, cfg.faults.connection_timeout_ms);
@@ -530,7 +531,7 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
                   + std::to_string(adv.port == 0 ? *port : adv.port);
     }
     spec->advertise = advertise;
-    caf::anon_send(link, start_atom::value, advertise);
+    caf::anon_send(link, start_atom::value, advertise, guard);
     out << "caf-gwtf node " << host.name << " (" << (host.role == host_role::data_holder ? "data holder" : "relay")
         << ", " << (spec->hosts.front().stage < 0 ? std::string{"stage to be placed"}
                                                    : "stage " + std::to_string(spec->hosts.front().stage))
