@@ -132,7 +132,7 @@ int run_sim(const cli_options& opts) {
     return exit_code::failure;
   }
   auto& sc = *loaded.scenario;
-  auto trace = gwtf::routing::churn_trace(sc.sim);
+  auto trace = gwtf::sim::churn_trace(sc.sim);
   int counts[4] = {0, 0, 0, 0};
   for (auto& e : trace)
     ++counts[static_cast<int>(e.kind)];
@@ -149,16 +149,16 @@ int run_sim(const cli_options& opts) {
     std::printf(", DT-FM cost %.3f s (data-parallel %.3f s + 2 x pipeline %.3f s)", sc.dtfm->cost,
                 sc.dtfm->data_parallel_s, sc.dtfm->pipeline_s);
   std::printf("\n");
-  std::vector<gwtf::routing::sim_result> results;
+  std::vector<gwtf::sim::sim_result> results;
   bool all_completed = true;
   for (auto& name : opts.routers) {
-    using gwtf::routing::sim_router;
+    using gwtf::sim::sim_router;
     auto r = name == "gwtf"            ? sim_router::gwtf
              : name == "swarm"         ? sim_router::swarm
              : name == "swarm-restart" ? sim_router::swarm_restart
                                        : sim_router::centralized;
     auto t0 = std::chrono::steady_clock::now();
-    results.push_back(gwtf::routing::simulate(sc.sim, r));
+    results.push_back(gwtf::sim::simulate(sc.sim, r));
     double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("     %s: simulated %.1f s of training in %.2f s\n", name.c_str(), results.back().total_s, wall);
     std::fflush(stdout);

@@ -118,7 +118,7 @@ void sim_churn_config::validate(const issue_sink& report) const {
 namespace {
 
 // DT-FM's view of the scenario's initial hosts.
-routing::dtfm_problem dtfm_view(const routing::sim_scenario& s, const std::vector<std::size_t>& relays) {
+routing::dtfm_problem dtfm_view(const sim::sim_scenario& s, const std::vector<std::size_t>& relays) {
   routing::dtfm_problem p;
   p.net = &s.net;
   p.relay_stages = s.stages - 1;
@@ -133,7 +133,7 @@ routing::dtfm_problem dtfm_view(const routing::sim_scenario& s, const std::vecto
 }
 
 // Places the relays without a declared stage (`undeclared`, dealt round-robin so far).
-std::string place_relays(routing::sim_scenario& s, const std::vector<std::size_t>& undeclared,
+std::string place_relays(sim::sim_scenario& s, const std::vector<std::size_t>& undeclared,
                          sim_placement_policy policy, std::uint64_t seed) {
   int relay_stages = s.stages - 1;
   switch (policy) {
@@ -180,7 +180,7 @@ std::string place_relays(routing::sim_scenario& s, const std::vector<std::size_t
 }
 
 // The initial relays' placement by DT-FM's model, when every relay stage has one.
-std::optional<routing::dtfm_placement> dtfm_cost_of(const routing::sim_scenario& s) {
+std::optional<routing::dtfm_placement> dtfm_cost_of(const sim::sim_scenario& s) {
   std::vector<std::size_t> relays;
   std::vector<int> stage;
   std::set<int> stages;
@@ -251,7 +251,7 @@ scenario_result parse_scenario(const std::string& text, const std::string& file,
   }
   cfg.network = net_path.string();
 
-  routing::sim_scenario s;
+  sim::sim_scenario s;
   s.net = std::move(*net.network);
   auto& m = cfg.model;
   s.stages = m.stages;
@@ -322,7 +322,7 @@ scenario_result parse_scenario(const std::string& text, const std::string& file,
     }
     for (auto reg : regions)
       for (int c = 0; c < grp.count; ++c) {
-        routing::sim_host host;
+        sim::sim_host host;
         bool holder = grp.role == sim_role::data_holder;
         auto& region = s.net.regions[reg];
         host.name = region + (holder ? "-dh" : "-r") + std::to_string(per_region[region + (holder ? "h" : "r")]++);
@@ -364,7 +364,7 @@ scenario_result parse_scenario(const std::string& text, const std::string& file,
   for (std::size_t i = 0; i < cfg.churn.script.size(); ++i) {
     auto& ev = cfg.churn.script[i];
     std::string at = "churn.script[" + std::to_string(i) + "]";
-    routing::sim_event e;
+    sim::sim_event e;
     e.iteration = ev.iteration;
     e.at_fraction = ev.at;
     if (ev.iteration >= cfg.iterations)
@@ -373,7 +373,7 @@ scenario_result parse_scenario(const std::string& text, const std::string& file,
     switch (ev.action) {
       case sim_action::crash:
       case sim_action::leave: {
-        e.kind = ev.action == sim_action::crash ? routing::sim_event_kind::crash : routing::sim_event_kind::leave;
+        e.kind = ev.action == sim_action::crash ? sim::sim_event_kind::crash : sim::sim_event_kind::leave;
         auto it = names.find(ev.host);
         if (it == names.end() || s.hosts[it->second].stage == 0) {
           std::string example = "oregon-r0";
@@ -390,7 +390,7 @@ scenario_result parse_scenario(const std::string& text, const std::string& file,
         break;
       }
       case sim_action::join: {
-        e.kind = routing::sim_event_kind::join;
+        e.kind = sim::sim_event_kind::join;
         auto reg = s.net.region_index(ev.region);
         if (!reg) {
           r.error_for(at + ".region", "expected a region of network '" + s.net.name + "', got '" + ev.region + "'");
@@ -406,7 +406,7 @@ scenario_result parse_scenario(const std::string& text, const std::string& file,
         break;
       }
       case sim_action::degrade: {
-        e.kind = routing::sim_event_kind::degrade;
+        e.kind = sim::sim_event_kind::degrade;
         auto a = s.net.region_index(ev.regions[0]), b = s.net.region_index(ev.regions[1]);
         if (!a || !b) {
           r.error_for(at + ".regions", "expected two regions of network '" + s.net.name + "', got '"

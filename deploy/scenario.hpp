@@ -1,7 +1,7 @@
 // Simulation scenarios (configs/scenarios/*.yaml) for `caf-gwtf sim`: the network matrix,
 // the model (from which activation size, compute and gradient bytes follow), the hosts per
 // region with their speed and capacity ranges, the iterations and the churn. The loader
-// turns one into a routing::sim_scenario; new scenarios and network matrices need no code.
+// turns one into a sim::sim_scenario; new scenarios and network matrices need no code.
 // Reference: docs/simulator.md.
 #pragma once
 
@@ -16,7 +16,7 @@
 #include "deploy/cluster_config.hpp"
 #include "routing/routing_config.hpp"
 #include "routing/dtfm.hpp"
-#include "routing/simulator.hpp"
+#include "sim/simulator.hpp"
 
 namespace gwtf::deploy {
 
@@ -244,7 +244,7 @@ void visit_fields(F& f, sim_scenario_config& x) {
 /// A loaded scenario: the file's values and the simulation inputs derived from them.
 struct loaded_scenario {
   sim_scenario_config config;
-  routing::sim_scenario sim;
+  sim::sim_scenario sim;
   /// The initial relays' placement by DT-FM's cost model (whatever the policy placed them
   /// by), when every relay stage has a relay: to compare placements.
   std::optional<routing::dtfm_placement> dtfm;

@@ -10,7 +10,7 @@
 namespace gwtf::deploy {
 
 namespace fs = std::filesystem;
-using routing::sim_result;
+using sim::sim_result;
 using namespace plot;
 
 namespace {
@@ -67,11 +67,11 @@ std::string scenario_title(const loaded_scenario& sc) {
 
 } // namespace
 
-std::vector<sim_summary> summarize(const routing::sim_scenario& s, const std::vector<sim_result>& results) {
+std::vector<sim_summary> summarize(const sim::sim_scenario& s, const std::vector<sim_result>& results) {
   std::vector<sim_summary> out;
   double centralized = 0, bound = 0;
   for (auto& r : results) {
-    if (r.router == routing::sim_router::centralized && r.completed && r.total_s > 0)
+    if (r.router == sim::sim_router::centralized && r.completed && r.total_s > 0)
       centralized = static_cast<double>(r.microbatches) / r.total_s;
     if (r.completed && r.bound_s > 0)
       bound = std::max(bound, static_cast<double>(r.microbatches) / r.bound_s);

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "deploy/scenario.hpp"
-#include "routing/simulator.hpp"
+#include "sim/simulator.hpp"
 
 namespace gwtf::deploy {
 
@@ -33,7 +33,7 @@ struct sim_summary {
 
 /// Summaries of `results` (the centralized router's throughput, if present, is the reference
 /// of vs_centralized; the highest run bound is the reference of vs_bound).
-std::vector<sim_summary> summarize(const routing::sim_scenario& s, const std::vector<routing::sim_result>& results);
+std::vector<sim_summary> summarize(const sim::sim_scenario& s, const std::vector<sim::sim_result>& results);
 
 /// The terminal table.
 std::string comparison_table(const std::vector<sim_summary>& rows);
@@ -41,10 +41,10 @@ std::string comparison_table(const std::vector<sim_summary>& rows);
 /// Writes summary.csv, iterations.csv, result.json, throughput.svg and iteration_times.svg
 /// into `dir` (created if needed). Returns an error message, empty on success.
 std::string write_sim_outputs(const std::filesystem::path& dir, const loaded_scenario& sc,
-                              const std::vector<routing::sim_result>& results);
+                              const std::vector<sim::sim_result>& results);
 
 /// The two plots, as SVG documents.
-std::string throughput_svg(const loaded_scenario& sc, const std::vector<routing::sim_result>& results);
-std::string iteration_times_svg(const loaded_scenario& sc, const std::vector<routing::sim_result>& results);
+std::string throughput_svg(const loaded_scenario& sc, const std::vector<sim::sim_result>& results);
+std::string iteration_times_svg(const loaded_scenario& sc, const std::vector<sim::sim_result>& results);
 
 } // namespace gwtf::deploy

@@ -1,5 +1,5 @@
 // The dependency direction of docs/architecture.md, checked on the sources themselves:
-// messages/, routing/, model/ and common/ include no CAF; LibTorch is included directly only
+// messages/, routing/, sim/, model/ and common/ include no CAF; LibTorch is included directly only
 // in model/, and no actors/ or deploy/ header includes a model/ header that carries it, except
 // the compute actor's private *_internal.hpp, which only its .cpp files include.
 #include <doctest/doctest.h>
@@ -41,7 +41,7 @@ bool mentions(const std::string& line, const char* what) {
 } // namespace
 
 TEST_CASE("layering: no CAF below actors/") {
-  for (auto dir : {"messages", "routing", "model", "common"}) {
+  for (auto dir : {"messages", "routing", "sim", "model", "common"}) {
     auto incs = includes_under(dir);
     CHECK(!incs.empty());
     for (auto& inc : incs) {
@@ -57,7 +57,7 @@ TEST_CASE("layering: LibTorch only inside model/, and no widely included actors/
   auto is_torch = [](const std::string& line) {
     return mentions(line, "<torch/") || mentions(line, "<ATen/") || mentions(line, "<c10/");
   };
-  for (auto dir : {"messages", "routing", "common", "actors", "deploy"})
+  for (auto dir : {"messages", "routing", "sim", "common", "actors", "deploy"})
     for (auto& inc : includes_under(dir)) {
       INFO(inc.file << ": " << inc.text);
       CHECK_FALSE(is_torch(inc.text));
@@ -113,10 +113,13 @@ TEST_CASE("layering: LibTorch only inside model/, and no widely included actors/
 
 TEST_CASE("layering: sibling cores stay independent") {
   // routing/ may speak the plain message structs (messages/types.hpp), never the codec.
+  // sim/ is a runtime above routing/: no core below it, and no runtime, includes it.
   for (auto [dir, forbidden] : {std::pair{"messages", "\"routing/"}, {"messages", "\"model/"},
                                 {"routing", "\"model/"}, {"routing", "\"messages/codec"},
                                 {"routing", "capnp"}, {"model", "\"routing/"},
-                                {"model", "\"messages/"}})
+                                {"model", "\"messages/"}, {"routing", "\"sim/"}, {"messages", "\"sim/"},
+                                {"model", "\"sim/"}, {"actors", "\"sim/"}, {"sim", "\"model/"},
+                                {"sim", "\"messages/codec"}, {"sim", "capnp"}})
     for (auto& inc : includes_under(dir)) {
       INFO(inc.file << ": " << inc.text);
       CHECK_FALSE(mentions(inc.text, forbidden));

@@ -16,7 +16,7 @@
 
 namespace fs = std::filesystem;
 using namespace gwtf::deploy;
-using gwtf::routing::sim_router;
+using gwtf::sim::sim_router;
 
 namespace {
 
@@ -126,16 +126,16 @@ TEST_CASE("scenario: the script names hosts and regions, events reach the simula
   REQUIRE(r.scenario.has_value());
   auto& s = r.scenario->sim;
   REQUIRE(s.script.size() == 4);
-  CHECK(s.script[0].kind == gwtf::routing::sim_event_kind::crash);
+  CHECK(s.script[0].kind == gwtf::sim::sim_event_kind::crash);
   CHECK(s.hosts[s.script[0].host].name == "tokyo-r1");
-  CHECK(s.script[1].kind == gwtf::routing::sim_event_kind::join);
+  CHECK(s.script[1].kind == gwtf::sim::sim_event_kind::join);
   CHECK(s.net.regions[s.script[1].joiner.region] == "london");
   CHECK(s.script[1].joiner.stage == -1);
   CHECK(s.script[2].factor == 0.1);
-  CHECK(s.script[3].kind == gwtf::routing::sim_event_kind::leave);
+  CHECK(s.script[3].kind == gwtf::sim::sim_event_kind::leave);
   for (auto router : {sim_router::gwtf, sim_router::swarm, sim_router::swarm_restart, sim_router::centralized}) {
-    INFO(gwtf::routing::to_string(router));
-    auto res = gwtf::routing::simulate(s, router);
+    INFO(gwtf::sim::to_string(router));
+    auto res = gwtf::sim::simulate(s, router);
     REQUIRE_MESSAGE(res.completed, res.why);
     CHECK(res.crashes == 1);
     CHECK(res.leaves == 1);
@@ -180,9 +180,9 @@ TEST_CASE("scenario: bad input names the file, line, key and what was expected")
 TEST_CASE("sim report: the table, CSV, JSON and SVG hold what the runs measured") {
   auto r = parse(base("churn: {crash_rate: 0.1, join_rate: 0.1}\n"));
   REQUIRE(r.scenario.has_value());
-  std::vector<gwtf::routing::sim_result> results;
+  std::vector<gwtf::sim::sim_result> results;
   for (auto router : {sim_router::gwtf, sim_router::swarm, sim_router::swarm_restart, sim_router::centralized})
-    results.push_back(gwtf::routing::simulate(r.scenario->sim, router));
+    results.push_back(gwtf::sim::simulate(r.scenario->sim, router));
   auto rows = summarize(r.scenario->sim, results);
   REQUIRE(rows.size() == 4);
   for (std::size_t k = 0; k < 4; ++k) {
@@ -260,7 +260,7 @@ TEST_CASE("sim report: the table, CSV, JSON and SVG hold what the runs measured"
 }
 
 TEST_CASE("scenario: placement.policy places the relays without a stage: dealt, gwtf, DT-FM, random") {
-  auto stages_of = [](const gwtf::routing::sim_scenario& s) {
+  auto stages_of = [](const gwtf::sim::sim_scenario& s) {
     std::vector<int> out;
     for (auto& h : s.hosts)
       if (h.stage > 0)

@@ -1,4 +1,4 @@
-#include "routing/simulator.hpp"
+#include "sim/simulator.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -22,7 +22,9 @@
 #include "routing/optimum.hpp"
 #include "routing/swarm.hpp"
 
-namespace gwtf::routing {
+namespace gwtf::sim {
+
+using namespace gwtf::routing;
 
 const char* to_string(sim_router r) {
   switch (r) {
@@ -1538,4 +1540,4 @@ sim_result simulate(const sim_scenario& s, sim_router router) {
   return e.run();
 }
 
-} // namespace gwtf::routing
+} // namespace gwtf::sim

@@ -6,9 +6,10 @@
 #include <map>
 #include <set>
 
-#include "routing/simulator.hpp"
+#include "sim/simulator.hpp"
 
 using namespace gwtf::routing;
+using namespace gwtf::sim;
 
 namespace {
 

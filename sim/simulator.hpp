@@ -1,5 +1,6 @@
-// Discrete-event simulation of pipeline training under churn (issue 6, first slice): virtual
-// time, one thread, deterministic for a seed. The routers are the routing/ cores unchanged:
+// Discrete-event simulation of pipeline training under churn: virtual time, one thread,
+// deterministic for a seed. A second runtime beside actors/, in its own layer (sim/: it uses
+// routing/, nothing below deploy/ uses it). The routers are the routing/ cores unchanged:
 // GWTF = one flow_balancer per host wired through simulated links, SWARM = one swarm_router
 // per data holder (as its code runs: stage-level retry, wall-time throughput, rebalancing;
 // swarm-restart: the GWTF paper's account, a lost backward reruns the microbatch),
@@ -20,7 +21,12 @@
 #include "routing/network.hpp"
 #include "routing/routing_config.hpp"
 
-namespace gwtf::routing {
+namespace gwtf::sim {
+
+using routing::compression_policy;
+using routing::gwtf_config;
+using routing::network_matrix;
+using routing::swarm_config;
 
 /// One simulated host.
 struct sim_host {
@@ -129,4 +135,4 @@ std::vector<sim_event> churn_trace(const sim_scenario& s);
 /// Runs the scenario with `router`.
 sim_result simulate(const sim_scenario& s, sim_router router);
 
-} // namespace gwtf::routing
+} // namespace gwtf::sim
