@@ -178,7 +178,8 @@ struct microbatch {
 
 class engine {
 public:
-  engine(const sim_scenario& s, sim_router r) : s_(s), r_(r), hosts_(s.hosts), net_(s.net) {
+  engine(const sim_scenario& s, sim_router r) : s_(s), hosts_(s.hosts), net_(s.net) {
+    router_ = make_router(r);
     trace_ = churn_trace(s);
     for (auto& e : trace_)
       if (e.kind == sim_event_kind::join)
@@ -187,8 +188,7 @@ public:
     // keeps only a microbatch's stage input between forward and backward, so the memory of
     // `capacity` stashes holds one stash being recomputed plus (capacity - 1) stashes' worth
     // of inputs.
-    remat_ = (r == sim_router::gwtf || r == sim_router::centralized)
-             && s.gwtf.backward == gwtf_backward::rematerialize;
+    remat_ = router_->rematerialises();
     for (auto& h : hosts_)
       stash_capacity_.push_back(h.capacity); // the bound's: a recomputed microbatch is in its remat class
     if (remat_ && s.activation_bytes > 0 && s.stash_bytes > s.activation_bytes) {
@@ -235,7 +235,9 @@ public:
         return res_;
       }
     }
-    setup_router();
+    for (std::size_t h = 0; h < hosts_.size(); ++h)
+      index_[hosts_[h].name] = h;
+    router_->start();
     for (auto& e : trace_)
       events_by_iteration_.emplace(e.iteration, e);
     at(0, [this] { try_start_iteration(); });
@@ -257,15 +259,12 @@ public:
     }
     res_.completed = finished_;
     res_.total_s = finished_ ? now_ : res_.total_s;
-    for (auto& b : balancers_)
-      if (b)
-        res_.reroutes += b->moves().reroutes;
+    router_->finish(res_);
     return res_;
   }
 
 private:
   static constexpr double stall_s = 3600;
-  static constexpr double control_bytes = 256; // one balancer message on the wire
   struct waiter {
     microbatch* m;                  // null: a job of its own (a repair)
     std::uint64_t epoch;
@@ -294,7 +293,7 @@ private:
     for (auto* mb : mbs_) {
       if (mb->done)
         continue;
-      std::fprintf(stderr, "%s mb h%zu i%d launched %d epoch %llu path", to_string(r_), mb->holder, mb->index,
+      std::fprintf(stderr, "%s mb h%zu i%d launched %d epoch %llu path", to_string(router_->kind()), mb->holder, mb->index,
                    mb->launched ? 1 : 0, static_cast<unsigned long long>(mb->epoch));
       for (std::size_t k = 0; k < mb->path.size(); ++k)
         std::fprintf(stderr, " %zu%s%s%s", mb->path[k], alive_[mb->path[k]] ? "" : "(dead)",
@@ -302,7 +301,6 @@ private:
       std::fprintf(stderr, "\n");
     }
   }
-
 
   void at(double t, std::function<void()> fn) { pq_.push({t, seq_++, std::move(fn)}); }
 
@@ -447,7 +445,7 @@ private:
     mb.path.assign(static_cast<std::size_t>(S()), mb.holder);
     mb.holds.assign(static_cast<std::size_t>(S()), false);
     mb.bwd_done.assign(static_cast<std::size_t>(S()), false);
-    mb.remat.assign(static_cast<std::size_t>(S()), swarm() && s_.swarm.backward == swarm_backward::rematerialize);
+    mb.remat.assign(static_cast<std::size_t>(S()), router_->backward_calls());
     mb.bwd_host.assign(static_cast<std::size_t>(S()), mb.holder);
     mb.call_start.assign(static_cast<std::size_t>(S()), 0.0);
     mb.work.assign(static_cast<std::size_t>(S()), 0.0);
@@ -482,7 +480,7 @@ private:
   // sends them from the data holder; GWTF relies on the predecessor's buffer.
   std::size_t input_source(const microbatch& mb, int s) const {
     auto prev = mb.path[static_cast<std::size_t>(s - 1)];
-    return swarm() && !alive_[prev] ? mb.holder : prev;
+    return router_->trainer() && !alive_[prev] ? mb.holder : prev;
   }
 
   // Who sends stage s its output gradient: the host that ran stage s+1's backward (the data
@@ -491,15 +489,13 @@ private:
     if (s + 1 >= S())
       return mb.holder;
     auto from = backward_host(mb, s + 1);
-    return swarm() && !alive_[from] ? mb.holder : from;
+    return router_->trainer() && !alive_[from] ? mb.holder : from;
   }
 
   std::size_t backward_host(const microbatch& mb, int s) const {
     auto st = static_cast<std::size_t>(s);
     return mb.remat[st] ? mb.bwd_host[st] : mb.path[st];
   }
-
-  bool swarm() const { return r_ == sim_router::swarm || r_ == sim_router::swarm_restart; }
 
   // One activation (or its gradient) from -> to, then `arrive(mb, s)` unless re-routed meanwhile.
   void ship(microbatch& mb, std::size_t from, std::size_t to, void (engine::*arrive)(microbatch&, int), int s) {
@@ -523,9 +519,7 @@ private:
     }
     auto run = [this, &mb, h, s] {
       compute(h, mb, s, hosts_[h].compute_s / 3, [this, &mb, h, s] {
-        if (swarm())
-          swarm_[mb.holder]->completed(hosts_[h].name, swarm_task::forward,
-                                       now_ - mb.call_start[static_cast<std::size_t>(s)]);
+        router_->call_done(mb, h, s, swarm_task::forward);
         if (s + 1 < S()) {
           auto next = route(mb, s + 1, h);
           if (!next) {
@@ -560,10 +554,8 @@ private:
       swarm_backward_call(mb, s);
       return;
     }
-    if (s > 0 && swarm()) { // stash mode: the forward's peer, its queue charged with the task
-      swarm_[mb.holder]->charge(hosts_[mb.path[st]].name, swarm_task::backward);
-      mb.call_start[st] = now_;
-    }
+    if (s > 0)
+      router_->backward_sent(mb, s);
     ship(mb, gradient_source(mb, s), mb.path[st], &engine::arrive_backward, s);
   }
 
@@ -571,7 +563,7 @@ private:
   // and the output gradient, recomputes the forward and runs the backward.
   void swarm_backward_call(microbatch& mb, int s) {
     auto st = static_cast<std::size_t>(s);
-    auto y = swarm_choose(mb, s, swarm_task::backward);
+    auto y = router_->backward_peer(mb, s);
     if (!y) {
       retry_later(mb, [this, &mb, s] { swarm_backward_call(mb, s); });
       return;
@@ -604,9 +596,7 @@ private:
     double work = hosts_[h].compute_s * (mb.remat[st] || remat_ ? 1.0 : 2.0 / 3);
     compute(h, mb, s, work, [this, &mb, h, s] {
       mb.bwd_done[static_cast<std::size_t>(s)] = true;
-      if (swarm())
-        swarm_[mb.holder]->completed(hosts_[h].name, swarm_task::backward,
-                                     now_ - mb.call_start[static_cast<std::size_t>(s)]);
+      router_->call_done(mb, h, s, swarm_task::backward);
       release(mb, s);
       send_backward(mb, s - 1);
     }, [this, &mb, s] { lost(mb, s, true); });
@@ -635,19 +625,17 @@ private:
     }
     if (dead == mb.path[static_cast<std::size_t>(s)])
       mb.holds[static_cast<std::size_t>(s)] = false; // the dead host's slot went with it
-    if (swarm()) {
-      auto rec = swarm_[mb.holder]->failed(hosts_[dead].name, backward ? swarm_task::backward : swarm_task::forward,
-                                           now_);
-      if (rec == swarm_recovery::restart_microbatch) {
+    switch (router_->call_failed(mb, dead, backward)) {
+      case recovery::restart:
         restart(mb);
         return;
-      }
-      if (backward) { // SWARM's stage-level retry: another peer, from the saved input and gradient
+      case recovery::retry_stage: // SWARM's stage-level retry: another peer, from the saved input and gradient
         release(mb, s); // a stash left on a live forward peer is of no use any more
         ++mb.epoch;
         swarm_backward_call(mb, s);
         return;
-      }
+      case recovery::resend:
+        break;
     }
     ++mb.epoch;
     // The hop that re-sends is the last live one before s: when the hosts between died too,
@@ -655,7 +643,7 @@ private:
     // recomputed on a replacement (as the runtime's chain of re-sends does). SWARM's trainer
     // keeps every stage's input: it retries stage s itself (input_source).
     int k = s - 1;
-    while (!swarm() && k >= 1 && !alive_[mb.path[static_cast<std::size_t>(k)]])
+    while (!router_->trainer() && k >= 1 && !alive_[mb.path[static_cast<std::size_t>(k)]])
       --k;
     if (!backward) {
       retry_forward(mb, k + 1);
@@ -824,57 +812,7 @@ private:
     bound_hosts_.insert({j, stage_of(j)});
     ++res_.joins;
     res_.join_times_s.push_back(now_);
-    switch (r_) {
-      case sim_router::gwtf: {
-        balancers_[j] = std::make_unique<flow_balancer>(hosts_[j].name, stage_of(j), S(), hosts_[j].capacity,
-                                                        s_.gwtf, s_.seed);
-        meet(j);
-        break;
-      }
-      case sim_router::centralized:
-        recompute_optimum();
-        break;
-      case sim_router::swarm:
-      case sim_router::swarm_restart:
-        break; // its periodic refresh finds the new peer
-    }
-  }
-
-  // GWTF: i and j learn of each other (a neighbour: previous, same or next stage).
-  void introduce(std::size_t i, std::size_t j) {
-    int si = stage_of(i), sj = stage_of(j);
-    if (!known_[i].insert(j).second)
-      return;
-    known_[j].insert(i);
-    // d for previous- and next-stage peers; the balancer ignores it for same-stage ones.
-    balancers_[i]->add_peer(hosts_[j].name, sj, cost(i, j), link_s(i, j));
-    balancers_[j]->add_peer(hosts_[i].name, si, cost(j, i), link_s(j, i));
-  }
-
-  // GWTF: i tops up its view of each neighbouring stage to `gwtf_view` live hosts (0: all),
-  // the lowest-latency ones first (as a bootstrap or gossip would hand them out; ties by a
-  // seeded hash). Called at start, on entering and when a known peer is detected gone.
-  void meet(std::size_t i) {
-    std::set<int> stages{(stage_of(i) + S() - 1) % S(), stage_of(i), (stage_of(i) + 1) % S()};
-    for (int st : stages) {
-      std::vector<std::tuple<double, std::uint64_t, std::size_t>> cand;
-      std::size_t have = 0;
-      for (std::size_t j = 0; j < hosts_.size(); ++j) {
-        if (j == i || !alive_[j] || stage_of(j) != st)
-          continue;
-        if (known_[i].count(j) > 0)
-          ++have;
-        else
-          cand.emplace_back(est(i, j).latency_s, mix64(s_.seed ^ mix64(i * 0x9e37ULL + j)), j);
-      }
-      auto want = s_.gwtf_view > 0 ? static_cast<std::size_t>(s_.gwtf_view) : cand.size() + have;
-      if (have >= want)
-        continue;
-      auto take = std::min(want - have, cand.size());
-      std::partial_sort(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(take), cand.end());
-      for (std::size_t k = 0; k < take; ++k)
-        introduce(i, std::get<2>(cand[k]));
-    }
+    router_->entered(j);
   }
 
   void degrade(const sim_event& e) {
@@ -890,41 +828,13 @@ private:
       scale(e.region_b, e.region_a);
     // Routers see it through measurements: the centralized router's and GWTF's link probes
     // after the detection delay (their next measurement); SWARM in its calls' wall time.
-    if (r_ == sim_router::centralized)
-      at(now_ + s_.detect_s, [this] { recompute_optimum(); });
-    if (r_ == sim_router::gwtf)
-      at(now_ + s_.detect_s, [this, a = e.region_a, b = e.region_b] {
-        for (std::size_t i = 0; i < hosts_.size(); ++i)
-          for (auto j : known_[i]) {
-            if (!alive_[i] || !alive_[j] || stage_of(j) != (stage_of(i) + 1) % S())
-              continue;
-            auto ri = hosts_[i].region, rj = hosts_[j].region;
-            if ((ri == a && rj == b) || (ri == b && rj == a)) {
-              balancers_[i]->add_peer(hosts_[j].name, stage_of(j), cost(i, j), link_s(i, j));
-              balancers_[j]->add_peer(hosts_[i].name, stage_of(i), cost(j, i), link_s(j, i));
-            }
-          }
-      });
+    router_->links_degraded(e.region_a, e.region_b);
   }
 
   // Failure detection fired: routers learn of it; microbatches whose gradients at h were
   // already accumulated are repaired (GWTF, optimal) or restarted (SWARM).
   void detected(std::size_t h) {
-    if (r_ == sim_router::gwtf) {
-      auto knew = std::move(known_[h]);
-      known_[h].clear();
-      for (auto i : knew) {
-        known_[i].erase(h);
-        if (alive_[i] && balancers_[i]) {
-          deliver(i, balancers_[i]->remove_peer(hosts_[h].name, tick_));
-          meet(i);
-        }
-      }
-    }
-    if (r_ == sim_router::centralized)
-      recompute_optimum();
-    if (swarm() && s_.swarm.rebalance_ms > 0 && stage_of(h) > 0 && live_at(stage_of(h)) == 0)
-      rebalance(stage_of(h)); // SWARM's peers notice an empty stage and one moves there at once
+    router_->detected(h);
     if (ending_)
       return; // the iteration is being aggregated: every share was computed before the crash
     auto st = static_cast<std::size_t>(stage_of(h));
@@ -932,7 +842,7 @@ private:
       if (!mb->launched || mb->path.size() <= st || backward_host(*mb, static_cast<int>(st)) != h
           || !mb->bwd_done[st])
         continue;
-      if (swarm()) { // its accumulated gradients died with it: another microbatch must replace it
+      if (router_->trainer()) { // its accumulated gradients died with it: another microbatch must replace it
         restart(*mb);
         continue;
       }
@@ -1001,10 +911,7 @@ private:
           release(*old, st);
     }
     mbs_.clear();
-    if (swarm() && s_.swarm.rebalance_ms > 0 && now_ >= next_rebalance_) {
-      next_rebalance_ = now_ + s_.swarm.rebalance_ms / 1000.0;
-      rebalance(-1);
-    }
+    router_->before_iteration();
     bound_hosts_.clear();
     for (std::size_t h = 0; h < hosts_.size(); ++h)
       if (alive_[h])
@@ -1019,10 +926,7 @@ private:
       }
     outstanding_ = static_cast<int>(mbs_.size());
     res_.flows.push_back(route_count());
-    if (swarm())
-      for (auto& [h, sw] : swarm_)
-        if (sw->refresh_due(now_))
-          sw->refresh(now_, live_relays());
+    router_->iteration_started();
     double prev_len = res_.iteration_s.empty() ? 1.0 : res_.iteration_s.back();
     auto range = events_by_iteration_.equal_range(iteration_);
     for (auto it = range.first; it != range.second; ++it) {
@@ -1039,7 +943,7 @@ private:
   // Keeps as many of the holder's microbatches in flight as it has routes; with none (all
   // lost to crashes), looks again after a tick.
   void launch_more(std::size_t holder) {
-    int limit = concurrency(holder);
+    int limit = router_->concurrency(holder);
     int in_flight = 0, unlaunched = 0;
     for (auto* mb : mbs_) {
       in_flight += mb->holder == holder && mb->launched && !mb->done;
@@ -1130,277 +1034,592 @@ private:
     res_.bound_s += b.seconds;
   }
 
-  int live_at(int stage) const {
-    int n = 0;
-    for (std::size_t h = 0; h < hosts_.size(); ++h)
-      n += alive_[h] && stage_of(h) == stage;
-    for (auto& [h, to] : moving_)
-      n += to == stage;
-    return n;
-  }
-
-  // SWARM's adaptive rebalancing (its paper, "adaptive swarm rebalancing"): from what the
-  // trainers measured, one peer of the fastest stage moves to the slowest stage when that
-  // raises the slower of the two; `empty` >= 1: that stage has no peer left, one moves there
-  // whatever it costs. The mover leaves its stage (its work of the iteration is lost, as a
-  // leave), downloads the new stage's weights, and serves it.
-  void rebalance(int empty) {
-    std::vector<double> stage_tp(static_cast<std::size_t>(S()), 0.0);
-    std::vector<std::vector<std::pair<double, std::size_t>>> peers(static_cast<std::size_t>(S()));
-    for (std::size_t h = 0; h < hosts_.size(); ++h) {
-      if (!alive_[h] || stage_of(h) <= 0)
-        continue;
-      double sum = 0;
-      int n = 0;
-      for (auto& [t, sw] : swarm_)
-        if (auto tp = sw->throughput(hosts_[h].name)) {
-          sum += *tp;
-          ++n;
-        }
-      double tp = n > 0 ? sum / n : 0.0; // unmeasured: counts for nothing yet
-      stage_tp[static_cast<std::size_t>(stage_of(h))] += tp;
-      peers[static_cast<std::size_t>(stage_of(h))].emplace_back(tp, h);
-    }
-    int low = empty;
-    if (low < 1) {
-      low = 1;
-      for (int st = 2; st < S(); ++st)
-        if (stage_tp[static_cast<std::size_t>(st)] < stage_tp[static_cast<std::size_t>(low)])
-          low = st;
-    }
-    int high = -1;
-    for (int st = 1; st < S(); ++st)
-      if (st != low && peers[static_cast<std::size_t>(st)].size() >= 2
-          && (high < 0 || stage_tp[static_cast<std::size_t>(st)] > stage_tp[static_cast<std::size_t>(high)]))
-        high = st;
-    if (high < 0)
-      return;
-    double lo_tp = stage_tp[static_cast<std::size_t>(low)], hi_tp = stage_tp[static_cast<std::size_t>(high)];
-    std::optional<std::size_t> mover;
-    double best = empty >= 1 ? -1.0 : lo_tp; // a move must raise the slower of the two stages
-    for (auto& [tp, h] : peers[static_cast<std::size_t>(high)]) {
-      double after = std::min(lo_tp + tp, hi_tp - tp);
-      if (after > best) {
-        best = after;
-        mover = h;
-      }
-    }
-    if (!mover)
-      return;
-    auto p = *mover;
-    ++res_.moves;
-    crash(p, 0, false);
-    moving_[p] = low;
-    at(download(low, p), [this, p, low] {
-      if (finished_ || moving_.count(p) == 0)
-        return; // it crashed while downloading
-      moving_.erase(p);
-      hosts_[p].stage = low;
-      alive_[p] = true;
-      busy_until_[p] = now_; // what it queued for its old stage died with the move
-      bound_hosts_.insert({p, low});
-    });
-  }
-
   // --- routers -------------------------------------------------------------------------
+  //
+  // What differs between the routers is behind one interface; everything else above (hosts,
+  // links, compute, capacity, churn, detection, aggregation, the bound) is common to all.
+  // A router sees the engine's state only through what its hosts could know (believed
+  // liveness, measured links after the detection delay).
 
-  std::vector<swarm_peer> live_relays() const {
-    std::vector<swarm_peer> out;
-    for (std::size_t h = 0; h < hosts_.size(); ++h)
-      if (alive_[h] && stage_of(h) > 0)
-        out.push_back({hosts_[h].name, stage_of(h)});
-    return out;
-  }
+  /// What the pipeline does after a call on a dead host failed.
+  enum class recovery {
+    resend,      ///< the last live hop before it re-sends (GWTF, centralized; SWARM's forward)
+    retry_stage, ///< SWARM's stage-level retry of a backward on another peer
+    restart,     ///< the whole microbatch again from its data holder (swarm-restart)
+  };
 
-  void setup_router() {
-    for (std::size_t h = 0; h < hosts_.size(); ++h)
-      index_[hosts_[h].name] = h;
-    switch (r_) {
-      case sim_router::swarm:
-      case sim_router::swarm_restart:
-        for (auto h : holders_) {
-          swarm_[h] = std::make_unique<swarm_router>(
-            s_.swarm, S(), r_ == sim_router::swarm ? swarm_policy::stage_retry : swarm_policy::restart);
-          swarm_[h]->refresh(0, live_relays());
-        }
-        break;
-      case sim_router::centralized:
-        recompute_optimum();
-        break;
-      case sim_router::gwtf: {
-        balancers_.resize(hosts_.size());
-        for (std::size_t i = 0; i < s_.hosts.size(); ++i)
-          balancers_[i] = std::make_unique<flow_balancer>(hosts_[i].name, stage_of(i), S(),
-                                                          hosts_[i].capacity, s_.gwtf, s_.seed);
-        known_.resize(hosts_.size());
-        for (std::size_t i = 0; i < s_.hosts.size(); ++i)
-          meet(i);
-        at(0, [this] { gwtf_tick(); });
-        break;
+  class router {
+  public:
+    explicit router(engine& e) : e_(e) {}
+    virtual ~router() = default;
+    virtual sim_router kind() const = 0;
+
+    /// Relays keep only a microbatch's stage input and recompute the forward for the backward.
+    virtual bool rematerialises() const { return false; }
+    /// The routes exist before the first iteration (index_ is filled).
+    virtual void start() = 0;
+    /// Microbatches a data holder may have in flight (its routes).
+    virtual int concurrency(std::size_t holder) const = 0;
+    /// False: no routes to wait for or count (SWARM chooses a peer per call).
+    virtual bool has_routes() const { return true; }
+    /// The host of stage s for mb, arriving from `from`; nullopt: none now (retried later).
+    virtual std::optional<std::size_t> route(microbatch& mb, int s, std::size_t from) = 0;
+    /// Hosts `from` knows, offered to `consider` for a hop without a route (default: all).
+    /// `consider` says whether it took the host as a candidate.
+    virtual void fallback_candidates(const microbatch&, std::size_t, const std::function<bool(std::size_t)>& consider) {
+      for (std::size_t h = 0; h < e_.hosts_.size(); ++h)
+        consider(h);
+    }
+    /// A joiner finished its download and entered.
+    virtual void entered(std::size_t) {}
+    /// The links between regions a and b degraded (routers learn it by measuring).
+    virtual void links_degraded(std::size_t, std::size_t) {}
+    /// The peers learnt that h is gone (crash or leave).
+    virtual void detected(std::size_t) {}
+    /// An iteration is about to start (its microbatches are not made yet).
+    virtual void before_iteration() {}
+    /// An iteration's microbatches are made and its route count recorded.
+    virtual void iteration_started() {}
+    /// The run ended: router-specific counters into `res`.
+    virtual void finish(sim_result&) {}
+
+    // SWARM's trainer: a trainer per data holder calls peers and keeps every stage's input
+    // and output gradient, so a stage's input comes from the holder when its sender is gone,
+    // and a lost accumulated gradient restarts the microbatch. Off for the others.
+    virtual bool trainer() const { return false; }
+    /// Backward calls go to any peer of the stage, which recomputes the forward.
+    virtual bool backward_calls() const { return false; }
+    virtual std::optional<std::size_t> backward_peer(microbatch&, int) { return std::nullopt; }
+    /// A backward is sent to stage s > 0 (stash mode: the forward's host).
+    virtual void backward_sent(microbatch&, int) {}
+    /// Host h finished mb's call of stage s.
+    virtual void call_done(const microbatch&, std::size_t, int, swarm_task) {}
+    /// mb's call on `dead` failed (its sender knows it now).
+    virtual recovery call_failed(const microbatch&, std::size_t, bool) { return recovery::resend; }
+
+  protected:
+    engine& e_;
+  };
+
+  // GWTF: one flow_balancer per host, wired through the simulated links; microbatches follow
+  // the built flows of their holder.
+  class gwtf_router final : public router {
+  public:
+    using router::router;
+    sim_router kind() const override { return sim_router::gwtf; }
+    bool rematerialises() const override { return e_.s_.gwtf.backward == gwtf_backward::rematerialize; }
+
+    void start() override {
+      auto& e = e_;
+      balancers_.resize(e.hosts_.size());
+      for (std::size_t i = 0; i < e.s_.hosts.size(); ++i)
+        balancers_[i] = std::make_unique<flow_balancer>(e.hosts_[i].name, e.stage_of(i), e.S(),
+                                                        e.hosts_[i].capacity, e.s_.gwtf, e.s_.seed);
+      known_.resize(e.hosts_.size());
+      for (std::size_t i = 0; i < e.s_.hosts.size(); ++i)
+        meet(i);
+      e.at(0, [this] { tick(); });
+    }
+
+    int concurrency(std::size_t holder) const override {
+      auto& e = e_;
+      auto n = static_cast<int>(flows(holder, holder).size());
+      if (n > 0 || !degraded(holder))
+        return n;
+      // As the runtime does (docs/runtime.md, degraded mode): a holder without a ring for
+      // 4 ticks uses the live first-stage hosts directly rather than stall.
+      int live1 = 0;
+      for (std::size_t h = 0; h < e.hosts_.size(); ++h)
+        live1 += known_[holder].count(h) > 0 && e.believed_alive(h) && e.stage_of(h) == 1 % e.S();
+      return live1;
+    }
+
+    std::optional<std::size_t> route(microbatch& mb, int s, std::size_t from) override {
+      auto& e = e_;
+      // A flow of this holder entering `from` from the hop before it, else any of its flows.
+      const std::string& came_from = s >= 2 ? e.hosts_[mb.path[static_cast<std::size_t>(s - 2)]].name : std::string{};
+      std::vector<std::size_t> exact, any;
+      for (auto* f : flows(from, mb.holder)) {
+        auto h = e.index_.at(f->next);
+        if (e.stage_of(h) != s)
+          continue;
+        any.push_back(h);
+        if (s == 1 || f->prev == came_from)
+          exact.push_back(h);
       }
+      auto& pick = !exact.empty() ? exact : any;
+      if (!pick.empty())
+        return pick[mb.flow_slot % pick.size()];
+      return e.fallback(mb, s, from);
     }
-  }
 
-  void gwtf_tick() {
-    for (std::size_t i = 0; i < balancers_.size(); ++i)
-      if (alive_[i])
-        deliver(i, balancers_[i]->tick(tick_));
-    for (auto h : holders_) {
-      if (!gwtf_flows(h, h).empty())
-        no_flow_since_.erase(h);
-      else // from the start too, as the runtime does: a holder that gets no ring does not wait forever
-        no_flow_since_.emplace(h, now_);
+    // Its introduced peers; when `from` is gone, the peers of the microbatch's other hosts.
+    void fallback_candidates(const microbatch& mb, std::size_t from,
+                             const std::function<bool(std::size_t)>& consider) override {
+      auto& e = e_;
+      bool any = false;
+      if (e.believed_alive(from))
+        for (auto h : known_[from])
+          any = consider(h) || any;
+      if (!any)
+        for (auto p : mb.path)
+          if (e.believed_alive(p))
+            for (auto h : known_[p])
+              consider(h);
     }
-    ++tick_;
-    if (!finished_)
-      at(now_ + s_.gwtf.tick_ms / 1000.0, [this] { gwtf_tick(); });
-  }
 
-  void deliver(std::size_t from, std::vector<outgoing> out) {
-    for (auto& o : out) {
-      auto it = index_.find(o.to);
-      if (it == index_.end())
-        continue;
-      auto to = it->second;
-      double t = transfer(from, to, control_bytes); // queued behind activations on the same link
-      auto msg = std::make_shared<wire::message>(std::move(o.msg));
-      at(t, [this, from, to, msg] {
-        if (alive_[to] && alive_[from])
-          deliver(to, balancers_[to]->handle(hosts_[from].name, *msg, tick_));
+    void entered(std::size_t j) override {
+      auto& e = e_;
+      balancers_[j] = std::make_unique<flow_balancer>(e.hosts_[j].name, e.stage_of(j), e.S(), e.hosts_[j].capacity,
+                                                      e.s_.gwtf, e.s_.seed);
+      meet(j);
+    }
+
+    void links_degraded(std::size_t a, std::size_t b) override {
+      auto& e = e_;
+      e.at(e.now_ + e.s_.detect_s, [this, a, b] {
+        auto& e = e_;
+        for (std::size_t i = 0; i < e.hosts_.size(); ++i)
+          for (auto j : known_[i]) {
+            if (!e.alive_[i] || !e.alive_[j] || e.stage_of(j) != (e.stage_of(i) + 1) % e.S())
+              continue;
+            auto ri = e.hosts_[i].region, rj = e.hosts_[j].region;
+            if ((ri == a && rj == b) || (ri == b && rj == a)) {
+              balancers_[i]->add_peer(e.hosts_[j].name, e.stage_of(j), e.cost(i, j), e.link_s(i, j));
+              balancers_[j]->add_peer(e.hosts_[i].name, e.stage_of(i), e.cost(j, i), e.link_s(j, i));
+            }
+          }
       });
     }
-  }
 
-  std::vector<const held_flow*> gwtf_flows(std::size_t at, std::size_t holder) const {
-    std::vector<const held_flow*> out;
-    for (auto& [id, f] : balancers_[at]->flows())
-      if (f.built && f.target == hosts_[holder].name && index_.count(f.next) && believed_alive(index_.at(f.next)))
-        out.push_back(&f);
-    return out;
-  }
-
-  void recompute_optimum() {
-    std::vector<flow_node> nodes;
-    std::vector<std::size_t> ids;
-    for (std::size_t h = 0; h < hosts_.size(); ++h)
-      if (alive_[h]) {
-        nodes.push_back({stage_of(h), hosts_[h].capacity});
-        ids.push_back(h);
-      }
-    opt_paths_.clear();
-    if (s_.gwtf.link_load) {
-      // With link load (GWTF's cost model): rings per holder, congestion-priced, with global
-      // knowledge of every link's load (routing/optimum.hpp congestion_rings).
-      std::vector<std::size_t> hs;
-      for (std::size_t n = 0; n < ids.size(); ++n)
-        if (stage_of(ids[n]) == 0)
-          hs.push_back(n);
-      int per_holder = s_.microbatches_per_holder;
-      for (auto n : hs)
-        per_holder = std::min(per_holder, hosts_[ids[n]].capacity);
-      auto rings = congestion_rings(
-        nodes, S(), hs, per_holder, [&](std::size_t a, std::size_t b) { return cost(ids[a], ids[b]); },
-        [&](std::size_t a, std::size_t b) { return link_s(ids[a], ids[b]); });
-      for (std::size_t k = 0; k < hs.size(); ++k)
-        for (auto& ring : rings[k]) {
-          std::vector<std::size_t> path;
-          for (auto n : ring)
-            path.push_back(ids[n]);
-          opt_paths_[ids[hs[k]]].push_back(std::move(path));
+    void detected(std::size_t h) override {
+      auto& e = e_;
+      auto knew = std::move(known_[h]);
+      known_[h].clear();
+      for (auto i : knew) {
+        known_[i].erase(h);
+        if (e.alive_[i] && balancers_[i]) {
+          deliver(i, balancers_[i]->remove_peer(e.hosts_[h].name, tick_));
+          meet(i);
         }
-      return;
-    }
-    auto mm = max_flow_min_max(nodes, S(), [&](std::size_t a, std::size_t b) { return cost(ids[a], ids[b]); });
-    // The oracle is single-commodity (docs/routing.md): a unit path may leave one data holder
-    // and return to another. Each path is given to the holder it costs least to close the
-    // ring at (entry + return hop), every holder taking an equal share; the relay hops, the
-    // flow count and the capacities stay the oracle's.
-    std::vector<std::vector<std::size_t>> relays;
-    for (auto& p : mm.paths) {
-      std::vector<std::size_t> hosts;
-      for (auto n : p)
-        if (stage_of(ids[n]) != 0)
-          hosts.push_back(ids[n]);
-      if (!hosts.empty())
-        relays.push_back(std::move(hosts));
-    }
-    if (relays.empty())
-      return;
-    auto quota = (relays.size() + holders_.size() - 1) / holders_.size();
-    std::vector<std::tuple<double, std::size_t, std::size_t>> pairs; // cost, path, holder
-    for (std::size_t k = 0; k < relays.size(); ++k)
-      for (std::size_t hi = 0; hi < holders_.size(); ++hi) {
-        auto h = holders_[hi];
-        pairs.emplace_back(cost(h, relays[k].front()) + cost(relays[k].back(), h), k, hi);
       }
-    std::sort(pairs.begin(), pairs.end());
-    std::vector<bool> given(relays.size(), false);
-    std::vector<std::size_t> taken(holders_.size(), 0);
-    for (auto& [c, k, hi] : pairs) {
-      if (given[k] || taken[hi] >= quota)
-        continue;
-      given[k] = true;
-      ++taken[hi];
-      auto h = holders_[hi];
-      std::vector<std::size_t> ring{h};
-      ring.insert(ring.end(), relays[k].begin(), relays[k].end());
-      opt_paths_[h].push_back(std::move(ring));
     }
-    // Fewer paths than holders: a holder left without one shares its cheapest (the capacity
-    // queues serialise the sharers), so that no holder starves.
-    for (auto& [c, k, hi] : pairs) {
-      auto h = holders_[hi];
-      if (!opt_paths_[h].empty())
-        continue;
-      std::vector<std::size_t> ring{h};
-      ring.insert(ring.end(), relays[k].begin(), relays[k].end());
-      opt_paths_[h].push_back(std::move(ring));
+
+    void finish(sim_result& res) override {
+      for (auto& b : balancers_)
+        if (b)
+          res.reroutes += b->moves().reroutes;
     }
+
+  private:
+    static constexpr double control_bytes = 256; // one balancer message on the wire
+
+    void tick() {
+      auto& e = e_;
+      for (std::size_t i = 0; i < balancers_.size(); ++i)
+        if (e.alive_[i])
+          deliver(i, balancers_[i]->tick(tick_));
+      for (auto h : e.holders_) {
+        if (!flows(h, h).empty())
+          no_flow_since_.erase(h);
+        else // from the start too, as the runtime does: a holder that gets no ring does not wait forever
+          no_flow_since_.emplace(h, e.now_);
+      }
+      ++tick_;
+      if (!e.finished_)
+        e.at(e.now_ + e.s_.gwtf.tick_ms / 1000.0, [this] { tick(); });
+    }
+
+    void deliver(std::size_t from, std::vector<outgoing> out) {
+      auto& e = e_;
+      for (auto& o : out) {
+        auto it = e.index_.find(o.to);
+        if (it == e.index_.end())
+          continue;
+        auto to = it->second;
+        double t = e.transfer(from, to, control_bytes); // queued behind activations on the same link
+        auto msg = std::make_shared<wire::message>(std::move(o.msg));
+        e.at(t, [this, from, to, msg] {
+          auto& e = e_;
+          if (e.alive_[to] && e.alive_[from])
+            deliver(to, balancers_[to]->handle(e.hosts_[from].name, *msg, tick_));
+        });
+      }
+    }
+
+    std::vector<const held_flow*> flows(std::size_t at, std::size_t holder) const {
+      auto& e = e_;
+      std::vector<const held_flow*> out;
+      for (auto& [id, f] : balancers_[at]->flows())
+        if (f.built && f.target == e.hosts_[holder].name && e.index_.count(f.next) && e.believed_alive(e.index_.at(f.next)))
+          out.push_back(&f);
+      return out;
+    }
+
+    bool degraded(std::size_t holder) const {
+      auto it = no_flow_since_.find(holder);
+      return it != no_flow_since_.end() && e_.now_ - it->second >= 4 * e_.s_.gwtf.tick_ms / 1000.0;
+    }
+
+    // i and j learn of each other (a neighbour: previous, same or next stage).
+    void introduce(std::size_t i, std::size_t j) {
+      auto& e = e_;
+      int si = e.stage_of(i), sj = e.stage_of(j);
+      if (!known_[i].insert(j).second)
+        return;
+      known_[j].insert(i);
+      // d for previous- and next-stage peers; the balancer ignores it for same-stage ones.
+      balancers_[i]->add_peer(e.hosts_[j].name, sj, e.cost(i, j), e.link_s(i, j));
+      balancers_[j]->add_peer(e.hosts_[i].name, si, e.cost(j, i), e.link_s(j, i));
+    }
+
+    // i tops up its view of each neighbouring stage to `gwtf_view` live hosts (0: all),
+    // the lowest-latency ones first (as a bootstrap or gossip would hand them out; ties by a
+    // seeded hash). Called at start, on entering and when a known peer is detected gone.
+    void meet(std::size_t i) {
+      auto& e = e_;
+      std::set<int> stages{(e.stage_of(i) + e.S() - 1) % e.S(), e.stage_of(i), (e.stage_of(i) + 1) % e.S()};
+      for (int st : stages) {
+        std::vector<std::tuple<double, std::uint64_t, std::size_t>> cand;
+        std::size_t have = 0;
+        for (std::size_t j = 0; j < e.hosts_.size(); ++j) {
+          if (j == i || !e.alive_[j] || e.stage_of(j) != st)
+            continue;
+          if (known_[i].count(j) > 0)
+            ++have;
+          else
+            cand.emplace_back(e.est(i, j).latency_s, mix64(e.s_.seed ^ mix64(i * 0x9e37ULL + j)), j);
+        }
+        auto want = e.s_.gwtf_view > 0 ? static_cast<std::size_t>(e.s_.gwtf_view) : cand.size() + have;
+        if (have >= want)
+          continue;
+        auto take = std::min(want - have, cand.size());
+        std::partial_sort(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(take), cand.end());
+        for (std::size_t k = 0; k < take; ++k)
+          introduce(i, std::get<2>(cand[k]));
+      }
+    }
+
+    std::vector<std::unique_ptr<flow_balancer>> balancers_;
+    std::vector<std::set<std::size_t>> known_;    // whom each host has been introduced to
+    std::map<std::size_t, double> no_flow_since_; // holders without a ring, since
+    std::int64_t tick_ = 0;
+  };
+
+  // The centralized router: global knowledge, rings rebuilt at every change it can observe.
+  class centralized_router final : public router {
+  public:
+    using router::router;
+    sim_router kind() const override { return sim_router::centralized; }
+    bool rematerialises() const override { return e_.s_.gwtf.backward == gwtf_backward::rematerialize; }
+    void start() override { recompute(); }
+
+    int concurrency(std::size_t holder) const override {
+      auto it = paths_.find(holder);
+      return it == paths_.end() ? 0 : static_cast<int>(it->second.size());
+    }
+
+    std::optional<std::size_t> route(microbatch& mb, int s, std::size_t from) override {
+      auto& e = e_;
+      auto it = paths_.find(mb.holder);
+      if (it != paths_.end() && !it->second.empty()) {
+        auto& p = it->second[mb.flow_slot % it->second.size()];
+        auto st = static_cast<std::size_t>(s);
+        if (st < p.size() && e.believed_alive(p[st]) && e.stage_of(p[st]) == s)
+          return p[st];
+      }
+      return e.fallback(mb, s, from);
+    }
+
+    void entered(std::size_t) override { recompute(); }
+    void links_degraded(std::size_t, std::size_t) override {
+      e_.at(e_.now_ + e_.s_.detect_s, [this] { recompute(); });
+    }
+    void detected(std::size_t) override { recompute(); }
+
+  private:
+    void recompute() {
+      auto& e = e_;
+      std::vector<flow_node> nodes;
+      std::vector<std::size_t> ids;
+      for (std::size_t h = 0; h < e.hosts_.size(); ++h)
+        if (e.alive_[h]) {
+          nodes.push_back({e.stage_of(h), e.hosts_[h].capacity});
+          ids.push_back(h);
+        }
+      paths_.clear();
+      if (e.s_.gwtf.link_load) {
+        // With link load (GWTF's cost model): rings per holder, congestion-priced, with global
+        // knowledge of every link's load (routing/optimum.hpp congestion_rings).
+        std::vector<std::size_t> hs;
+        for (std::size_t n = 0; n < ids.size(); ++n)
+          if (e.stage_of(ids[n]) == 0)
+            hs.push_back(n);
+        int per_holder = e.s_.microbatches_per_holder;
+        for (auto n : hs)
+          per_holder = std::min(per_holder, e.hosts_[ids[n]].capacity);
+        auto rings = congestion_rings(
+          nodes, e.S(), hs, per_holder, [&](std::size_t a, std::size_t b) { return e.cost(ids[a], ids[b]); },
+          [&](std::size_t a, std::size_t b) { return e.link_s(ids[a], ids[b]); });
+        for (std::size_t k = 0; k < hs.size(); ++k)
+          for (auto& ring : rings[k]) {
+            std::vector<std::size_t> path;
+            for (auto n : ring)
+              path.push_back(ids[n]);
+            paths_[ids[hs[k]]].push_back(std::move(path));
+          }
+        return;
+      }
+      auto mm = max_flow_min_max(nodes, e.S(), [&](std::size_t a, std::size_t b) { return e.cost(ids[a], ids[b]); });
+      // The oracle is single-commodity (docs/routing.md): a unit path may leave one data holder
+      // and return to another. Each path is given to the holder it costs least to close the
+      // ring at (entry + return hop), every holder taking an equal share; the relay hops, the
+      // flow count and the capacities stay the oracle's.
+      std::vector<std::vector<std::size_t>> relays;
+      for (auto& p : mm.paths) {
+        std::vector<std::size_t> hosts;
+        for (auto n : p)
+          if (e.stage_of(ids[n]) != 0)
+            hosts.push_back(ids[n]);
+        if (!hosts.empty())
+          relays.push_back(std::move(hosts));
+      }
+      if (relays.empty())
+        return;
+      auto quota = (relays.size() + e.holders_.size() - 1) / e.holders_.size();
+      std::vector<std::tuple<double, std::size_t, std::size_t>> pairs; // cost, path, holder
+      for (std::size_t k = 0; k < relays.size(); ++k)
+        for (std::size_t hi = 0; hi < e.holders_.size(); ++hi) {
+          auto h = e.holders_[hi];
+          pairs.emplace_back(e.cost(h, relays[k].front()) + e.cost(relays[k].back(), h), k, hi);
+        }
+      std::sort(pairs.begin(), pairs.end());
+      std::vector<bool> given(relays.size(), false);
+      std::vector<std::size_t> taken(e.holders_.size(), 0);
+      for (auto& [c, k, hi] : pairs) {
+        if (given[k] || taken[hi] >= quota)
+          continue;
+        given[k] = true;
+        ++taken[hi];
+        auto h = e.holders_[hi];
+        std::vector<std::size_t> ring{h};
+        ring.insert(ring.end(), relays[k].begin(), relays[k].end());
+        paths_[h].push_back(std::move(ring));
+      }
+      // Fewer paths than holders: a holder left without one shares its cheapest (the capacity
+      // queues serialise the sharers), so that no holder starves.
+      for (auto& [c, k, hi] : pairs) {
+        auto h = e.holders_[hi];
+        if (!paths_[h].empty())
+          continue;
+        std::vector<std::size_t> ring{h};
+        ring.insert(ring.end(), relays[k].begin(), relays[k].end());
+        paths_[h].push_back(std::move(ring));
+      }
+    }
+
+    std::map<std::size_t, std::vector<std::vector<std::size_t>>> paths_;
+  };
+
+  // SWARM: a router (trainer) per data holder chooses a peer per call (routing/swarm.hpp).
+  class swarm_sim_router final : public router {
+  public:
+    swarm_sim_router(engine& e, swarm_policy policy) : router(e), policy_(policy) {}
+    sim_router kind() const override {
+      return policy_ == swarm_policy::stage_retry ? sim_router::swarm : sim_router::swarm_restart;
+    }
+
+    void start() override {
+      auto& e = e_;
+      for (auto h : e.holders_) {
+        swarm_[h] = std::make_unique<swarm_router>(e.s_.swarm, e.S(), policy_);
+        swarm_[h]->refresh(0, live_relays());
+      }
+    }
+
+    int concurrency(std::size_t) const override { return e_.s_.microbatches_per_holder; }
+    bool has_routes() const override { return false; }
+    std::optional<std::size_t> route(microbatch& mb, int s, std::size_t) override {
+      return choose(mb, s, swarm_task::forward);
+    }
+
+    void detected(std::size_t h) override {
+      auto& e = e_;
+      if (e.s_.swarm.rebalance_ms > 0 && e.stage_of(h) > 0 && live_at(e.stage_of(h)) == 0)
+        rebalance(e.stage_of(h)); // SWARM's peers notice an empty stage and one moves there at once
+    }
+
+    void before_iteration() override {
+      auto& e = e_;
+      if (e.s_.swarm.rebalance_ms > 0 && e.now_ >= next_rebalance_) {
+        next_rebalance_ = e.now_ + e.s_.swarm.rebalance_ms / 1000.0;
+        rebalance(-1);
+      }
+    }
+
+    void iteration_started() override {
+      for (auto& [h, sw] : swarm_)
+        if (sw->refresh_due(e_.now_))
+          sw->refresh(e_.now_, live_relays());
+    }
+
+    bool trainer() const override { return true; }
+    bool backward_calls() const override { return e_.s_.swarm.backward == swarm_backward::rematerialize; }
+    std::optional<std::size_t> backward_peer(microbatch& mb, int s) override {
+      return choose(mb, s, swarm_task::backward);
+    }
+
+    void backward_sent(microbatch& mb, int s) override { // stash mode: the forward's peer, its queue charged
+      auto st = static_cast<std::size_t>(s);
+      swarm_[mb.holder]->charge(e_.hosts_[mb.path[st]].name, swarm_task::backward);
+      mb.call_start[st] = e_.now_;
+    }
+
+    void call_done(const microbatch& mb, std::size_t h, int s, swarm_task task) override {
+      swarm_[mb.holder]->completed(e_.hosts_[h].name, task, e_.now_ - mb.call_start[static_cast<std::size_t>(s)]);
+    }
+
+    recovery call_failed(const microbatch& mb, std::size_t dead, bool backward) override {
+      auto rec = swarm_[mb.holder]->failed(e_.hosts_[dead].name, backward ? swarm_task::backward : swarm_task::forward,
+                                           e_.now_);
+      if (rec == swarm_recovery::restart_microbatch)
+        return recovery::restart;
+      return backward ? recovery::retry_stage : recovery::resend;
+    }
+
+  private:
+    std::vector<swarm_peer> live_relays() const {
+      auto& e = e_;
+      std::vector<swarm_peer> out;
+      for (std::size_t h = 0; h < e.hosts_.size(); ++h)
+        if (e.alive_[h] && e.stage_of(h) > 0)
+          out.push_back({e.hosts_[h].name, e.stage_of(h)});
+      return out;
+    }
+
+    // SWARM: the trainer's queue picks a peer of stage s for the call.
+    std::optional<std::size_t> choose(microbatch& mb, int s, swarm_task task) {
+      auto& e = e_;
+      auto& sw = *swarm_[mb.holder];
+      if (sw.refresh_due(e.now_)) // the periodic peer-list refresh (SWARM's DHT lookup)
+        sw.refresh(e.now_, live_relays());
+      for (std::size_t tries = 0; tries < e.hosts_.size(); ++tries) {
+        auto c = sw.choose(s, task);
+        if (!c)
+          break;
+        auto h = e.index_.at(*c);
+        if ((e.alive_[h] && e.stage_of(h) == s) || (!e.alive_[h] && e.now_ < e.detect_at_[h]))
+          return h; // SWARM cannot know of a crash before its timeout
+        sw.failed(*c, task, e.now_); // gone or serving another stage now: the call errs
+      }
+      return std::nullopt;
+    }
+
+    int live_at(int stage) const {
+      auto& e = e_;
+      int n = 0;
+      for (std::size_t h = 0; h < e.hosts_.size(); ++h)
+        n += e.alive_[h] && e.stage_of(h) == stage;
+      for (auto& [h, to] : e.moving_)
+        n += to == stage;
+      return n;
+    }
+
+    // SWARM's adaptive rebalancing (its paper, "adaptive swarm rebalancing"): from what the
+    // trainers measured, one peer of the fastest stage moves to the slowest stage when that
+    // raises the slower of the two; `empty` >= 1: that stage has no peer left, one moves there
+    // whatever it costs. The mover leaves its stage (its work of the iteration is lost, as a
+    // leave), downloads the new stage's weights, and serves it.
+    void rebalance(int empty) {
+      auto& e = e_;
+      std::vector<double> stage_tp(static_cast<std::size_t>(e.S()), 0.0);
+      std::vector<std::vector<std::pair<double, std::size_t>>> peers(static_cast<std::size_t>(e.S()));
+      for (std::size_t h = 0; h < e.hosts_.size(); ++h) {
+        if (!e.alive_[h] || e.stage_of(h) <= 0)
+          continue;
+        double sum = 0;
+        int n = 0;
+        for (auto& [t, sw] : swarm_)
+          if (auto tp = sw->throughput(e.hosts_[h].name)) {
+            sum += *tp;
+            ++n;
+          }
+        double tp = n > 0 ? sum / n : 0.0; // unmeasured: counts for nothing yet
+        stage_tp[static_cast<std::size_t>(e.stage_of(h))] += tp;
+        peers[static_cast<std::size_t>(e.stage_of(h))].emplace_back(tp, h);
+      }
+      int low = empty;
+      if (low < 1) {
+        low = 1;
+        for (int st = 2; st < e.S(); ++st)
+          if (stage_tp[static_cast<std::size_t>(st)] < stage_tp[static_cast<std::size_t>(low)])
+            low = st;
+      }
+      int high = -1;
+      for (int st = 1; st < e.S(); ++st)
+        if (st != low && peers[static_cast<std::size_t>(st)].size() >= 2
+            && (high < 0 || stage_tp[static_cast<std::size_t>(st)] > stage_tp[static_cast<std::size_t>(high)]))
+          high = st;
+      if (high < 0)
+        return;
+      double lo_tp = stage_tp[static_cast<std::size_t>(low)], hi_tp = stage_tp[static_cast<std::size_t>(high)];
+      std::optional<std::size_t> mover;
+      double best = empty >= 1 ? -1.0 : lo_tp; // a move must raise the slower of the two stages
+      for (auto& [tp, h] : peers[static_cast<std::size_t>(high)]) {
+        double after = std::min(lo_tp + tp, hi_tp - tp);
+        if (after > best) {
+          best = after;
+          mover = h;
+        }
+      }
+      if (!mover)
+        return;
+      auto p = *mover;
+      ++e.res_.moves;
+      e.crash(p, 0, false);
+      e.moving_[p] = low;
+      e.at(e.download(low, p), [this, p, low] {
+        auto& e = e_;
+        if (e.finished_ || e.moving_.count(p) == 0)
+          return; // it crashed while downloading
+        e.moving_.erase(p);
+        e.hosts_[p].stage = low;
+        e.alive_[p] = true;
+        e.busy_until_[p] = e.now_; // what it queued for its old stage died with the move
+        e.bound_hosts_.insert({p, low});
+      });
+    }
+
+    swarm_policy policy_;
+    std::map<std::size_t, std::unique_ptr<swarm_router>> swarm_;
+    double next_rebalance_ = 0; // when rebalancing is next due
+  };
+
+  std::unique_ptr<router> make_router(sim_router r) {
+    switch (r) {
+      case sim_router::gwtf: return std::make_unique<gwtf_router>(*this);
+      case sim_router::centralized: return std::make_unique<centralized_router>(*this);
+      case sim_router::swarm: return std::make_unique<swarm_sim_router>(*this, swarm_policy::stage_retry);
+      case sim_router::swarm_restart: return std::make_unique<swarm_sim_router>(*this, swarm_policy::restart);
+    }
+    return nullptr;
   }
 
   bool routes_ready() const {
-    if (swarm())
+    if (!router_->has_routes())
       return true;
     for (auto h : holders_)
-      if (concurrency(h) == 0)
+      if (router_->concurrency(h) == 0)
         return false;
     return true;
   }
 
-  int concurrency(std::size_t holder) const {
-    switch (r_) {
-      case sim_router::swarm:
-      case sim_router::swarm_restart: return s_.microbatches_per_holder;
-      case sim_router::centralized: {
-        auto it = opt_paths_.find(holder);
-        return it == opt_paths_.end() ? 0 : static_cast<int>(it->second.size());
-      }
-      case sim_router::gwtf: {
-        auto n = static_cast<int>(gwtf_flows(holder, holder).size());
-        if (n > 0 || !degraded(holder))
-          return n;
-        // As the runtime does (docs/runtime.md, degraded mode): a holder without a ring for
-        // 4 ticks uses the live first-stage hosts directly rather than stall.
-        int live1 = 0;
-        for (std::size_t h = 0; h < hosts_.size(); ++h)
-          live1 += known_[holder].count(h) > 0 && believed_alive(h) && stage_of(h) == 1 % S();
-        return live1;
-      }
-    }
-    return 0;
-  }
-
-  bool degraded(std::size_t holder) const {
-    auto it = no_flow_since_.find(holder);
-    return it != no_flow_since_.end() && now_ - it->second >= 4 * s_.gwtf.tick_ms / 1000.0;
-  }
-
   int route_count() const {
-    if (swarm())
+    if (!router_->has_routes())
       return 0;
     int n = 0;
     for (auto h : holders_)
-      n += concurrency(h);
+      n += router_->concurrency(h);
     return n;
   }
 
@@ -1412,23 +1631,12 @@ private:
   std::optional<std::size_t> fallback(const microbatch& mb, int s, std::size_t from) {
     std::vector<std::pair<double, std::size_t>> cand;
     std::set<std::size_t> seen;
-    auto consider = [&](std::size_t h) {
-      if (stage_of(h) == s && believed_alive(h) && seen.insert(h).second)
-        cand.emplace_back(cost(from, h), h);
-    };
-    if (r_ != sim_router::gwtf) {
-      for (std::size_t h = 0; h < hosts_.size(); ++h)
-        consider(h);
-    } else {
-      if (believed_alive(from))
-        for (auto h : known_[from])
-          consider(h);
-      if (cand.empty())
-        for (auto p : mb.path)
-          if (believed_alive(p))
-            for (auto h : known_[p])
-              consider(h);
-    }
+    router_->fallback_candidates(mb, from, [&](std::size_t h) {
+      if (stage_of(h) != s || !believed_alive(h) || !seen.insert(h).second)
+        return false;
+      cand.emplace_back(cost(from, h), h);
+      return true;
+    });
     if (cand.empty())
       return std::nullopt;
     std::sort(cand.begin(), cand.end());
@@ -1436,62 +1644,9 @@ private:
     return cand[static_cast<std::size_t>(mb.index) % cand.size()].second;
   }
 
-  // SWARM: the trainer's queue picks a peer of stage s for the call.
-  std::optional<std::size_t> swarm_choose(microbatch& mb, int s, swarm_task task) {
-    auto& sw = *swarm_[mb.holder];
-    if (sw.refresh_due(now_)) // the periodic peer-list refresh (SWARM's DHT lookup)
-      sw.refresh(now_, live_relays());
-    for (std::size_t tries = 0; tries < hosts_.size(); ++tries) {
-      auto c = sw.choose(s, task);
-      if (!c)
-        break;
-      auto h = index_.at(*c);
-      if ((alive_[h] && stage_of(h) == s) || (!alive_[h] && now_ < detect_at_[h]))
-        return h; // SWARM cannot know of a crash before its timeout
-      sw.failed(*c, task, now_); // gone or serving another stage now: the call errs
-    }
-    return std::nullopt;
-  }
-
-  // The host of stage s for mb, arriving from `from`.
-  std::optional<std::size_t> route(microbatch& mb, int s, std::size_t from) {
-    switch (r_) {
-      case sim_router::swarm:
-      case sim_router::swarm_restart:
-        return swarm_choose(mb, s, swarm_task::forward);
-      case sim_router::centralized: {
-        auto it = opt_paths_.find(mb.holder);
-        if (it != opt_paths_.end() && !it->second.empty()) {
-          auto& p = it->second[mb.flow_slot % it->second.size()];
-          auto st = static_cast<std::size_t>(s);
-          if (st < p.size() && believed_alive(p[st]) && stage_of(p[st]) == s)
-            return p[st];
-        }
-        return fallback(mb, s, from);
-      }
-      case sim_router::gwtf: {
-        // A flow of this holder entering `from` from the hop before it, else any of its flows.
-        const std::string& came_from = s >= 2 ? hosts_[mb.path[static_cast<std::size_t>(s - 2)]].name : std::string{};
-        std::vector<std::size_t> exact, any;
-        for (auto* f : gwtf_flows(from, mb.holder)) {
-          auto h = index_.at(f->next);
-          if (stage_of(h) != s)
-            continue;
-          any.push_back(h);
-          if (s == 1 || f->prev == came_from)
-            exact.push_back(h);
-        }
-        auto& pick = !exact.empty() ? exact : any;
-        if (!pick.empty())
-          return pick[mb.flow_slot % pick.size()];
-        return fallback(mb, s, from);
-      }
-    }
-    return std::nullopt;
-  }
+  std::optional<std::size_t> route(microbatch& mb, int s, std::size_t from) { return router_->route(mb, s, from); }
 
   const sim_scenario& s_;
-  sim_router r_;
   sim_result res_;
   std::priority_queue<event, std::vector<event>, later> pq_;
   std::uint64_t seq_ = 0;
@@ -1502,7 +1657,6 @@ private:
   int iteration_ = 0;
   double iter_start_ = 0;
   int outstanding_ = 0, pending_repairs_ = 0;
-  std::int64_t tick_ = 0;
   std::vector<std::size_t> holders_;
   std::vector<bool> alive_;
   std::vector<double> busy_until_, iter_work_, crash_time_;
@@ -1518,17 +1672,12 @@ private:
   std::multimap<int, sim_event> events_by_iteration_;
   std::vector<double> detect_at_; // when peers learn of a crash or leave
   std::vector<bool> entered_;     // joiners: download done
-  std::vector<std::set<std::size_t>> known_; // GWTF: whom each host has been introduced to
   std::set<std::size_t> left_before_entering_;
   std::vector<std::unique_ptr<microbatch>> all_; // stable addresses for pending events
   std::vector<microbatch*> mbs_;                 // this iteration's
   std::unordered_map<std::string, std::size_t> index_;
-  std::map<std::size_t, std::unique_ptr<swarm_router>> swarm_;
-  std::vector<std::unique_ptr<flow_balancer>> balancers_;
-  std::map<std::size_t, std::vector<std::vector<std::size_t>>> opt_paths_;
-  std::map<std::size_t, double> no_flow_since_; // GWTF: holders without a ring, since
+  std::unique_ptr<router> router_; // what differs between the routers
   std::map<std::size_t, int> moving_;            // SWARM: peers downloading their new stage's weights
-  double next_rebalance_ = 0;                    // SWARM: when rebalancing is next due
   std::set<std::pair<std::size_t, int>> bound_hosts_; // (host, stage) that could work this iteration
   network_matrix iter_net_;                      // the links when this iteration started
 };
