@@ -99,7 +99,20 @@ void flow_balancer::send_up_cost(const held_flow& f, std::vector<outgoing>& out)
     confirm_to(f, f.next, out);
 }
 
+template <class T>
+bool flow_balancer::due(std::map<std::string, sent<T>>& log, const std::string& to, const T& what,
+                        std::int64_t now) {
+  auto it = log.find(to);
+  if (it != log.end() && it->second.what == what && now - it->second.at < cfg_.refresh_ticks)
+    return false;
+  log[to] = sent<T>{what, now};
+  return true;
+}
+
 void flow_balancer::add_peer(const std::string& id, int stage, double edge_cost, double link_s) {
+  // (Re-)added, maybe a new incarnation that knows nothing: it gets the next advert and listing.
+  adverts_sent_.erase(id);
+  listings_sent_.erase(id);
   auto& p = peers_[id];
   p.stage = stage;
   p.edge = stage == next_stage() || stage == prev_stage() ? edge_cost : 0.0;
@@ -189,18 +202,20 @@ wire::flow_response flow_balancer::response(std::uint64_t id, bool accepted, wir
 
 std::vector<outgoing> flow_balancer::tick(std::int64_t now) {
   std::vector<outgoing> out;
-  // Introductions once, then cost adverts every tick to the previous stage (one advert,
-  // computed once: it is the same for every receiver).
+  // Introductions once, then cost adverts to the previous stage (one advert, computed once:
+  // it is the same for every receiver): when it changed, else every refresh_ticks.
   std::optional<std::vector<wire::target_cost>> ad;
   for (auto& [id, p] : peers_) {
     if (p.stage != prev_stage() || holder())
       continue;
     if (!ad)
       ad = advert();
-    if (!introduced_)
+    if (!introduced_) {
       out.push_back({id, wire::introduction{self_, stage_, static_cast<std::uint32_t>(capacity_), *ad}});
-    else
+      adverts_sent_[id] = {*ad, now};
+    } else if (due(adverts_sent_, id, *ad, now)) {
       out.push_back({id, wire::cost_advert{*ad}});
+    }
   }
   introduced_ = true;
 
@@ -671,6 +686,8 @@ std::vector<outgoing> flow_balancer::remove_peer(const std::string& id, std::int
   std::vector<outgoing> out;
   peers_.erase(id);
   listings_.erase(id);
+  adverts_sent_.erase(id);
+  listings_sent_.erase(id);
   if (proposal_ && proposal_->peer == id) {
     for (auto c : proposal_->candidates)
       expected_.erase(c);
@@ -807,13 +824,13 @@ void flow_balancer::anneal_tick(std::int64_t now, std::vector<outgoing>& out) {
   for (auto h = handed_.begin(); h != handed_.end();)
     h = now - h->second.since > cfg_.half_built_ttl_ticks ? handed_.erase(h) : std::next(h);
 
-  // Publish our flows to the same-stage peers.
+  // Publish our flows to the same-stage peers (when they changed, else every refresh_ticks).
   wire::flow_listing listing{self_, {}};
   for (auto& [id, f] : flows_)
     if (auto e = entry(f))
       listing.flows.push_back(*e);
   for (auto& [id, p] : peers_)
-    if (p.stage == stage_)
+    if (p.stage == stage_ && due(listings_sent_, id, listing.flows, now))
       out.push_back({id, listing});
 
   if (!moves_enabled_ || proposal_ || now < quiet_until_)

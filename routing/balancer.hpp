@@ -221,6 +221,17 @@ private:
 
   // Annealing.
   std::map<std::string, std::vector<wire::flow_entry>> listings_; ///< same-stage peers' flows
+  /// What went to each peer last, and when: an unchanged advert or listing is not sent again
+  /// before `refresh_ticks` have passed.
+  template <class T>
+  struct sent {
+    T what;
+    std::int64_t at = 0;
+  };
+  std::map<std::string, sent<std::vector<wire::target_cost>>> adverts_sent_;
+  std::map<std::string, sent<std::vector<wire::flow_entry>>> listings_sent_;
+  template <class T>
+  bool due(std::map<std::string, sent<T>>& log, const std::string& to, const T& what, std::int64_t now);
   std::optional<proposal> proposal_;
   std::map<std::uint64_t, expectation> expected_;
   /// A flow this node handed to a same-stage peer, remembered for a TTL.

@@ -22,6 +22,8 @@ void gwtf_config::validate(const issue_sink& report) const {
              "a fraction of a cost (0: built flows are never re-routed for cost)");
   check_int(report, "half_built_ttl_ticks", half_built_ttl_ticks, 1, 1'000'000, "a number of ticks");
   check_int(report, "anti_entropy_ticks", anti_entropy_ticks, 1, 1'000'000, "a number of ticks");
+  check_int(report, "refresh_ticks", refresh_ticks, 1, 1'000'000,
+            "a number of ticks (1: adverts and listings every tick)");
   check_int(report, "request_timeout_ms", request_timeout_ms, 1, 3'600'000,
             "a timeout in milliseconds");
 }

@@ -42,6 +42,10 @@ struct gwtf_config {
   double min_gain = 0.002;            ///< a move improves when it lowers the max cost by this fraction
   int half_built_ttl_ticks = 5;       ///< ticks a half-built flow may wait before it is dropped
   int anti_entropy_ticks = 3;         ///< ticks between CHECKs of the flows one holds
+  /// A cost advert or flow listing equal to the last one sent to that peer goes again only
+  /// after this many ticks (a peer that lost it, or restarted, is refreshed then); a changed
+  /// one goes at the next tick. 1: every tick.
+  int refresh_ticks = 5;
   int request_timeout_ms = 1000;      ///< a FLOW_REQUEST without answer counts as rejected
   gwtf_backward backward = gwtf_backward::stash; ///< what relays keep from forward to backward
   bool link_load = true;              ///< a link's cost grows with the flows already sent over it
@@ -94,6 +98,7 @@ void visit_fields(F& f, gwtf_config& x) {
   f("min_gain", x.min_gain);
   f("half_built_ttl_ticks", x.half_built_ttl_ticks);
   f("anti_entropy_ticks", x.anti_entropy_ticks);
+  f("refresh_ticks", x.refresh_ticks);
   f("request_timeout_ms", x.request_timeout_ms);
   f("backward", x.backward);
   f("link_load", x.link_load);

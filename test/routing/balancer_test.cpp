@@ -328,7 +328,10 @@ TEST_CASE("balancer: one outstanding proposal per node, proposals about flows it
   auto* r = std::get_if<wire::move_response>(&answer[0].msg);
   REQUIRE(r != nullptr);
   CHECK_FALSE(r->accepted);
-  CHECK(me.tick(2).size() >= 1); // listings only: no second proposal
+  auto second = me.tick(2);
+  CHECK(std::none_of(second.begin(), second.end(), [](auto& o) {
+    return std::holds_alternative<wire::move_proposal>(o.msg); // no second proposal
+  }));
   CHECK(me.moves().proposed == 1);
 
   // b refuses: the slot is free again, and a later proposal about a flow a does not hold,
@@ -443,5 +446,50 @@ TEST_CASE("balancer: a built flow moves to a next hop that costs reroute_gain le
     CHECK(requested == (gain > 0));
     CHECK(x.flows().at(7).next == (gain > 0 ? "b" : "a"));
     CHECK(x.moves().reroutes == (gain > 0 ? 1 : 0));
+  }
+}
+
+TEST_CASE("balancer: an unchanged cost advert or flow listing goes again only after refresh_ticks, a changed one at once") {
+  routing::gwtf_config cfg;
+  cfg.refresh_ticks = 5;
+  routing::flow_balancer x{"x", 1, 3, 4, cfg};
+  x.add_peer("dh", 0, 0.1);
+  x.add_peer("y", 1, 0);   // same stage: gets listings
+  x.add_peer("a", 2, 0.2);
+  x.handle("a", wire::cost_advert{{{"dh", 0.2, -4}}}, 0);
+  // What tick `now` sends to dh (advert or introduction) and to y (listing).
+  auto sent = [&](std::int64_t now) {
+    std::pair<int, int> n{0, 0};
+    for (auto& o : x.tick(now)) {
+      bool advert = std::holds_alternative<wire::cost_advert>(o.msg) || std::holds_alternative<wire::introduction>(o.msg);
+      n.first += o.to == "dh" && advert;
+      n.second += o.to == "y" && std::holds_alternative<wire::flow_listing>(o.msg);
+    }
+    return n;
+  };
+  CHECK(sent(0) == std::pair{1, 1}); // the introduction, the first listing
+  for (std::int64_t now = 1; now < 5; ++now) {
+    INFO("tick " << now);
+    CHECK(sent(now) == std::pair{0, 0}); // nothing changed
+  }
+  CHECK(sent(5) == std::pair{1, 1}); // the refresh
+  CHECK(sent(6) == std::pair{0, 0});
+  // Its cost changes: the advert goes at the next tick; the listing (no flows) does not.
+  x.handle("a", wire::cost_advert{{{"dh", 0.7, -4}}}, 6);
+  CHECK(sent(7) == std::pair{1, 0});
+  CHECK(sent(8) == std::pair{0, 0});
+  // A peer added again (maybe a new incarnation that knows nothing) gets both at once.
+  x.add_peer("dh", 0, 0.1);
+  x.add_peer("y", 1, 0);
+  CHECK(sent(9) == std::pair{1, 1});
+  // refresh_ticks 1: every tick, as before.
+  cfg.refresh_ticks = 1;
+  routing::flow_balancer every{"x", 1, 3, 4, cfg};
+  every.add_peer("dh", 0, 0.1);
+  every.add_peer("a", 2, 0.2);
+  every.handle("a", wire::cost_advert{{{"dh", 0.2, -4}}}, 0);
+  for (std::int64_t now = 0; now < 4; ++now) {
+    auto out = every.tick(now);
+    CHECK(std::count_if(out.begin(), out.end(), [](auto& o) { return o.to == "dh"; }) == 1);
   }
 }
