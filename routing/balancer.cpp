@@ -331,6 +331,7 @@ held_flow& flow_balancer::hold(const std::string& from, const wire::flow_request
   f.target = r.target;
   f.prev = from;
   f.since_tick = now;
+  handed_.erase(f.id); // ours again: requests for it are no longer sent on
   return flows_[f.id] = f;
 }
 
@@ -473,8 +474,10 @@ std::vector<outgoing> flow_balancer::on_request(const std::string& from, const w
     return out;
   }
   // A flow we handed to a same-stage peer: the sender (a hop that moved concurrently) must
-  // send it there.
-  if (auto h = handed_.find(r.flow_id); h != handed_.end() && h->second.to != from) {
+  // send it there. Unless it is being handed back to us: the peer then points here, and the
+  // two would bounce the sender between them until the older handover expired.
+  if (auto h = handed_.find(r.flow_id);
+      h != handed_.end() && h->second.to != from && expected_.count(r.flow_id) == 0) {
     out.push_back({from, wire::flow_sync{wire::sync_kind::redirect, r.flow_id, r.target, 0.0, h->second.to, 0}});
     return out;
   }

@@ -493,3 +493,62 @@ TEST_CASE("balancer: an unchanged cost advert or flow listing goes again only af
     CHECK(std::count_if(out.begin(), out.end(), [](auto& o) { return o.to == "dh"; }) == 1);
   }
 }
+
+TEST_CASE("balancer: a flow handed to a peer and taken back is carried on, not bounced between the two") {
+  // a hands its flow 7 (dh -> a -> c -> dh) to b (b's REDIRECT); then a's link to c gets
+  // cheaper and a proposes to take 7 back. dh's request for 7, sent on by b, reaches a while
+  // a still remembers handing 7 to b: a must carry it on to c. (It sent dh to b again, and b,
+  // which had handed 7 to a, sent dh back: each request bounced between a and b until a's
+  // handover record expired, ~723k redirects in a 100-host simulation.)
+  routing::gwtf_config cfg;
+  cfg.half_built_ttl_ticks = 20;
+  cfg.reroute_gain = 0;
+  routing::flow_balancer a{"a", 1, 3, 1, cfg, 3};
+  a.add_peer("dh", 0, 0.1);
+  a.add_peer("b", 1, 0);
+  a.add_peer("c", 2, 0.5);
+  a.handle("c", wire::cost_advert{{{"dh", 0.1, -4}}}, 0);
+  auto fwd = a.handle("dh", wire::flow_request{7, "dh", 0.6, 1, 0}, 0);
+  REQUIRE(fwd.size() == 1);
+  CHECK(fwd[0].to == "c");
+  a.handle("c", wire::flow_response{7, true, wire::reject_reason::none, 0.1, -3}, 0);
+  a.handle("dh", wire::flow_sync{wire::sync_kind::confirm, 7, "dh", 0.0, {}, 1}, 0);
+  REQUIRE(a.flows().at(7).built);
+  REQUIRE(a.ring_cost(a.flows().at(7)));
+  // b offers a cheaper way for 7 (its edges 0.1 and 0.1 against a's 0.1 and 0.5): a hands it over.
+  auto handed = a.handle("b", wire::move_proposal{1, wire::move_kind::redirect,
+                                                  {wire::flow_entry{7, "dh", "dh", "c", 0.0, 0.1, 0.1, 0.1}}, 0.8, 0.3, 0.8},
+                         1);
+  bool redirected = false, accepted = false;
+  for (auto& o : handed) {
+    if (auto* s = std::get_if<wire::flow_sync>(&o.msg))
+      redirected |= o.to == "dh" && s->kind == wire::sync_kind::redirect && s->node == "b";
+    if (auto* r = std::get_if<wire::move_response>(&o.msg))
+      accepted |= r->accepted;
+  }
+  REQUIRE(accepted);
+  REQUIRE(redirected);
+  CHECK(a.flows().empty());
+  // a's link to c is now the cheapest; b lists 7: a proposes to take it back.
+  a.add_peer("c", 2, 0.01);
+  a.handle("b", wire::flow_listing{"b", {wire::flow_entry{7, "dh", "dh", "c", 0.0, 0.1, 0.1, 0.1}}}, 2);
+  bool proposed = false;
+  for (std::int64_t now = 2; now < 8 && !proposed; ++now)
+    for (auto& o : a.tick(now))
+      if (auto* p = std::get_if<wire::move_proposal>(&o.msg); p && o.to == "b")
+        proposed = p->kind == wire::move_kind::redirect && !p->flows.empty() && p->flows[0].flow_id == 7;
+  REQUIRE(proposed);
+  // b accepted and sent dh here: dh's request arrives (before b's answer).
+  auto taken = a.handle("dh", wire::flow_request{7, "dh", 0.2, 1, 0}, 8);
+  bool bounced = false, carried = false;
+  for (auto& o : taken) {
+    if (auto* s = std::get_if<wire::flow_sync>(&o.msg))
+      bounced |= s->kind == wire::sync_kind::redirect;
+    if (auto* r = std::get_if<wire::flow_request>(&o.msg))
+      carried |= o.to == "c" && r->flow_id == 7;
+  }
+  CHECK_FALSE(bounced);
+  CHECK(carried);
+  REQUIRE(a.flows().count(7) == 1);
+  CHECK(a.flows().at(7).prev == "dh");
+}
