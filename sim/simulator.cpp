@@ -242,7 +242,9 @@ public:
       events_by_iteration_.emplace(e.iteration, e);
     at(0, [this] { try_start_iteration(); });
     while (!pq_.empty() && !finished_) {
-      auto e = pq_.top();
+      // Moved out, not copied: the handler (a std::function, often with a message inside)
+      // would be copied for every event. The heap's order does not look at it.
+      auto e = std::move(const_cast<event&>(pq_.top()));
       pq_.pop();
       now_ = e.t;
       if (now_ - last_progress_ > stall_s) {
