@@ -2,8 +2,12 @@
 // stderr in a log file, read by polling the file (bounded), killed when it goes out of scope.
 #pragma once
 
+#include <arpa/inet.h>
 #include <chrono>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <signal.h>
@@ -16,6 +20,22 @@
 extern char** environ;
 
 namespace gwtf::test {
+
+/// A TCP connection to 127.0.0.1:port (a raw peer of a node); -1 if it cannot connect.
+inline int connect_loopback(std::uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0)
+    return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
 
 inline std::string read_file(const std::filesystem::path& p) {
   std::ifstream f{p};

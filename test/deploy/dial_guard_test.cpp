@@ -2,8 +2,8 @@
 // CAF 0.17 allocates and zeroes whatever a BASP header announces before reading it: a "peer"
 // named in node.bootstrap that answers the dial with a 32-byte header announcing 4 GiB made
 // the host's middleman allocate 4 GiB. Now the guard closes that connection with a log line
-// naming the peer's address, the host stays small and up, and keeps dialling. With node.tls a
-// dialled peer must show a certificate of the cluster CA.
+// naming the peer's address, the host stays small and up, and keeps dialling. (With node.tls
+// a dialled peer must show a certificate of the cluster CA: tls_test.cpp.)
 #include <doctest/doctest.h>
 
 #include <arpa/inet.h>
@@ -17,16 +17,12 @@
 #include <unistd.h>
 
 #include "node_process.hpp"
-#include "run_command.hpp"
 
 namespace fs = std::filesystem;
 using gwtf::test::node_process;
 using gwtf::test::read_file;
-using gwtf::test::run_command;
 
 namespace {
-
-const std::string src = GWTF_SOURCE_DIR;
 
 std::string node_yaml(const std::string& name, const std::string& extra, const std::string& bootstrap) {
   return "node: {listen: \"127.0.0.1:0\", max_message_bytes: 65536" + extra + ", bootstrap: [\"" + bootstrap +
@@ -71,13 +67,8 @@ long rss_mib(pid_t pid) {
 
 // Sends `bytes` on a new connection to 127.0.0.1:port and waits until the host closes it.
 void send_and_wait(std::uint16_t port, const std::string& bytes) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  int fd = gwtf::test::connect_loopback(port);
   REQUIRE(fd >= 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
   REQUIRE(::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()));
   char buf[256];
   while (::read(fd, buf, sizeof(buf)) > 0) {
@@ -149,51 +140,5 @@ TEST_CASE("a peer this host dials that answers with a 4 GiB frame header is clos
   ::shutdown(hostile, SHUT_RDWR);
   ::close(hostile);
   server.join();
-  fs::remove_all(dir);
-}
-
-TEST_CASE("tls: a host that dials a peer with another CA's certificate refuses it, and binds a cluster peer") {
-  auto dir = fs::temp_directory_path() / ("gwtf-dial-tls-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  auto certs = dir / "certs", other = dir / "other";
-  REQUIRE(run_command(src + "/scripts/make-certs '" + certs.string() + "' 2").code == 0);
-  REQUIRE(run_command(src + "/scripts/make-certs '" + other.string() + "' 1").code == 0);
-  auto tls = [&](const fs::path& d, int i) {
-    return ", tls: {certificate: " + (d / ("host-" + std::to_string(i) + ".crt")).string() +
-           ", key: " + (d / ("host-" + std::to_string(i) + ".key")).string() + ", ca: " + (d / "ca.crt").string() + "}";
-  };
-  auto port_of = [](const std::string& log) {
-    auto p = log.find("listening on 127.0.0.1:");
-    REQUIRE_MESSAGE(p != std::string::npos, log);
-    return std::string{"127.0.0.1:"} + std::to_string(std::stoi(log.substr(p + 23)));
-  };
-  // The stranger: a caf-gwtf host of another cluster CA, dialling nobody that answers.
-  std::ofstream{dir / "x1.yaml"} << node_yaml("x1", tls(other, 0), "127.0.0.1:9");
-  node_process stranger;
-  REQUIRE(stranger.start(GWTF_EXE, dir / "x1.yaml", dir / "x1.log"));
-  auto stranger_at = port_of(stranger.wait_for("listening on 127.0.0.1:"));
-  // r1 dials it: the guard's TLS client checks the stranger's certificate and closes.
-  std::ofstream{dir / "r1.yaml"} << node_yaml("r1", tls(certs, 0), stranger_at);
-  node_process node;
-  REQUIRE(node.start(GWTF_EXE, dir / "r1.yaml", dir / "r1.log"));
-  auto refused = "closed the connection to " + stranger_at + ": ";
-  auto log = node.wait_for("certificate verify failed");
-  INFO("r1's log:\n" << log);
-  CHECK(log.find(refused) != std::string::npos);
-  CHECK(log.find("certificate verify failed") != std::string::npos);
-  CHECK(log.find("link: connected to x1") == std::string::npos);
-  auto x1_log = read_file(dir / "x1.log");
-  CHECK(x1_log.find("link: connected to r1") == std::string::npos);
-  // A cluster host that dials r1 is bound, and r1's answer goes back over that connection.
-  std::ofstream{dir / "r2.yaml"} << node_yaml("r2", tls(certs, 1), port_of(log));
-  node_process honest;
-  REQUIRE(honest.start(GWTF_EXE, dir / "r2.yaml", dir / "r2.log"));
-  auto honest_log = honest.wait_for("link: connected to r1");
-  CHECK(honest_log.find("link: connected to r1") != std::string::npos);
-  CHECK(kill(node.pid, 0) == 0);
-  honest.stop();
-  node.stop();
-  stranger.stop();
   fs::remove_all(dir);
 }

@@ -39,15 +39,24 @@ std::uint16_t port_of(const std::string& log) {
   return static_cast<std::uint16_t>(std::stoi(log.substr(at + 23)));
 }
 
+// A lab CA with 2 host certificates (certs/) and a stranger's CA with 1 (other/), from
+// scripts/make-certs under `dir`; `tls(d, i)` is the node.tls part of a node.yaml line.
+struct lab_certs {
+  fs::path certs, other;
+  explicit lab_certs(const fs::path& dir) : certs(dir / "certs"), other(dir / "other") {
+    REQUIRE(run_command(src + "/scripts/make-certs '" + certs.string() + "' 2").code == 0);
+    REQUIRE(run_command(src + "/scripts/make-certs '" + other.string() + "' 1").code == 0);
+  }
+  static std::string tls(const fs::path& d, int i) {
+    return ", tls: {certificate: " + (d / ("host-" + std::to_string(i) + ".crt")).string() +
+           ", key: " + (d / ("host-" + std::to_string(i) + ".key")).string() + ", ca: " + (d / "ca.crt").string() + "}";
+  }
+};
+
 // Connects to 127.0.0.1:port, sends `bytes`, and closes (a plain TCP peer).
 void plain_peer(std::uint16_t port, const std::string& bytes) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  int fd = gwtf::test::connect_loopback(port);
   REQUIRE(fd >= 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
   if (!bytes.empty())
     REQUIRE(::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()));
   if (bytes.empty())
@@ -63,13 +72,9 @@ TEST_CASE("tls: a host refuses plain TCP, no certificate, another CA's, a plain 
   auto dir = fs::temp_directory_path() / ("gwtf-tls-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
-  auto certs = dir / "certs", other = dir / "other";
-  REQUIRE(run_command(src + "/scripts/make-certs '" + certs.string() + "' 2").code == 0);
-  REQUIRE(run_command(src + "/scripts/make-certs '" + other.string() + "' 1").code == 0);
-  auto tls = [&](const fs::path& d, int i) {
-    return ", tls: {certificate: " + (d / ("host-" + std::to_string(i) + ".crt")).string() +
-           ", key: " + (d / ("host-" + std::to_string(i) + ".key")).string() + ", ca: " + (d / "ca.crt").string() + "}";
-  };
+  lab_certs lab{dir};
+  auto &certs = lab.certs, &other = lab.other;
+  auto tls = &lab_certs::tls;
   std::ofstream{dir / "r1.yaml"} << node_yaml("r1", tls(certs, 0), "");
   node_process node;
   REQUIRE(node.start(GWTF_EXE, dir / "r1.yaml", dir / "r1.log"));
@@ -174,5 +179,42 @@ TEST_CASE("tls: a host with unusable TLS files exits 1 with one line naming the 
   CHECK(r.out.find("node.listen: expected a loopback address, got '0.0.0.0:0': a non-loopback listen address needs node.tls") != std::string::npos);
   r = run_command("'" + std::string{GWTF_EXE} + "' --config '" + (dir / "p.yaml").string() + "' --check --set node.insecure=true");
   CHECK(r.code == 0);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("tls: a host that dials a peer with another CA's certificate refuses it, and binds a cluster peer") {
+  auto dir = fs::temp_directory_path() / ("gwtf-dial-tls-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  lab_certs lab{dir};
+  auto tls = &lab_certs::tls;
+  auto address = [](const std::string& log) { return "127.0.0.1:" + std::to_string(port_of(log)); };
+  // The stranger: a caf-gwtf host of another cluster CA, dialling nobody that answers.
+  std::ofstream{dir / "x1.yaml"} << node_yaml("x1", tls(lab.other, 0), "\"127.0.0.1:9\"");
+  node_process stranger;
+  REQUIRE(stranger.start(GWTF_EXE, dir / "x1.yaml", dir / "x1.log"));
+  auto stranger_at = address(stranger.wait_for("listening on 127.0.0.1:"));
+  // r1 dials it: the guard's TLS client checks the stranger's certificate and closes.
+  std::ofstream{dir / "r1.yaml"} << node_yaml("r1", tls(lab.certs, 0), "\"" + stranger_at + "\"");
+  node_process node;
+  REQUIRE(node.start(GWTF_EXE, dir / "r1.yaml", dir / "r1.log"));
+  auto refused = "closed the connection to " + stranger_at + ": ";
+  auto log = node.wait_for("certificate verify failed");
+  INFO("r1's log:\n" << log);
+  CHECK(log.find(refused) != std::string::npos);
+  CHECK(log.find("certificate verify failed") != std::string::npos);
+  CHECK(log.find("link: connected to x1") == std::string::npos);
+  auto x1_log = gwtf::test::read_file(dir / "x1.log");
+  CHECK(x1_log.find("link: connected to r1") == std::string::npos);
+  // A cluster host that dials r1 is bound, and r1's answer goes back over that connection.
+  std::ofstream{dir / "r2.yaml"} << node_yaml("r2", tls(lab.certs, 1), "\"" + address(log) + "\"");
+  node_process honest;
+  REQUIRE(honest.start(GWTF_EXE, dir / "r2.yaml", dir / "r2.log"));
+  auto honest_log = honest.wait_for("link: connected to r1");
+  CHECK(honest_log.find("link: connected to r1") != std::string::npos);
+  CHECK(kill(node.pid, 0) == 0);
+  honest.stop();
+  node.stop();
+  stranger.stop();
   fs::remove_all(dir);
 }
