@@ -171,12 +171,17 @@ void dial_socket(caf::blocking_actor* self, caf::actor guard, std::uint64_t seri
 }
 
 // Writes what a dialled peer sent to the middleman's side, or keeps it until the middleman
-// has connected to the loopback port.
+// has connected to the loopback port (milliseconds, on loopback); a peer that sends more
+// than one largest frame meanwhile is not answering a handshake: refused.
 void to_inner(guard_ptr self, caf::io::connection_handle outer, const std::uint8_t* data, std::size_t size) {
   auto& st = self->state;
   auto& pair = st.pairs[outer];
   if (!pair.paired) {
     auto& held = st.early[outer];
+    if (held.size() + size > st.opts.max_payload + 64 * 1024) {
+      refuse(self, outer, "sent " + std::to_string(held.size() + size) + " bytes before its handshake was taken");
+      return;
+    }
     held.insert(held.end(), data, data + size);
     return;
   }

@@ -41,7 +41,7 @@ struct net_state {
   caf::actor subscriber;                             // membership: told of new peer names
   // The host's net guard: every dial goes through it (it connects, checks each frame header
   // the peer sends and, with node.tls, runs the TLS client), so that no byte of a dialled
-  // peer reaches the middleman unchecked. Null: the middleman dials the peer itself.
+  // peer reaches the middleman unchecked. Null: nothing is dialled.
   caf::actor guard;
   std::minstd_rand rng{42};
   std::uint64_t refused = 0;                         // frames dropped as hostile or unbound
@@ -98,8 +98,8 @@ void place(self_ptr self, const std::string& peer) {
     st.emu->place(peer, r->region);
 }
 
-// The middleman's BASP handshake with the peer at host:port (the peer itself, or the
-// guard's loopback port for it); `address` is the peer's, for the directory and the logs.
+// The middleman's BASP handshake through the guard's loopback port for the peer at
+// `address` (the peer's, for the directory and the logs).
 void handshake(self_ptr self, const std::string& address, const std::string& host, std::uint16_t port) {
   auto timeout = std::chrono::milliseconds(self->state.opts.connect_timeout_ms);
   self->request(self->system().middleman().actor_handle(), timeout, caf::connect_atom::value, host, port)
@@ -124,8 +124,8 @@ void dial(self_ptr self, const std::string& address) {
     self->state.dir->dial_done(address, false, now_ms());
     return;
   }
-  if (!self->state.guard) {
-    handshake(self, address, ep->host, ep->port);
+  if (!self->state.guard) { // never dial unguarded
+    dial_failed(self, address, caf::make_error(caf::sec::cannot_connect_to_node, "no net guard to dial through"));
     return;
   }
   // The guard connects (and runs TLS with node.tls) and checks every frame header the peer
