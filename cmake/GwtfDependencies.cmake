@@ -7,7 +7,6 @@ find_package(Threads REQUIRED)
 find_path(CAF_INCLUDE_DIR caf/all.hpp)
 find_library(CAF_CORE_LIBRARY caf_core)
 find_library(CAF_IO_LIBRARY caf_io)
-find_library(CAF_OPENSSL_LIBRARY caf_openssl)
 if(NOT CAF_INCLUDE_DIR OR NOT CAF_CORE_LIBRARY OR NOT CAF_IO_LIBRARY)
   message(FATAL_ERROR "CAF not found (need libcaf-dev): run scripts/install-deps")
 endif()
@@ -20,12 +19,6 @@ add_library(CAF::io SHARED IMPORTED)
 set_target_properties(CAF::io PROPERTIES
   IMPORTED_LOCATION ${CAF_IO_LIBRARY}
   INTERFACE_LINK_LIBRARIES CAF::core)
-if(CAF_OPENSSL_LIBRARY)
-  add_library(CAF::openssl SHARED IMPORTED)
-  set_target_properties(CAF::openssl PROPERTIES
-    IMPORTED_LOCATION ${CAF_OPENSSL_LIBRARY}
-    INTERFACE_LINK_LIBRARIES CAF::io)
-endif()
 
 # --- LibTorch 1.13 (CPU). Its target forces C++14 on itself only; ours set C++17.
 find_package(Torch REQUIRED)
