@@ -42,13 +42,6 @@ struct relay_pair {
   bool dialled = false; // outer side of a connection this host dialled
 };
 
-// A dial the guard made for the middleman: the peer's socket is connected, the middleman
-// has not connected to the loopback port yet.
-struct proxy {
-  caf::io::connection_handle outer;
-  std::uint64_t serial = 0;
-};
-
 struct dial_request {
   std::string address; // host:port, for the answer and the logs
   caf::response_promise promise;
@@ -66,7 +59,8 @@ struct guard_state {
   std::map<caf::io::connection_handle, std::uint64_t> serials;
   std::uint64_t next_serial = 0;
   std::map<std::uint64_t, dial_request> dials;                     // helper connecting, by serial
-  std::map<caf::io::accept_handle, proxy> proxies;                 // loopback port -> peer socket
+  // Dials whose peer socket is connected and whose loopback port the middleman has not taken yet.
+  std::map<caf::io::accept_handle, caf::io::connection_handle> proxies;  // loopback port -> peer socket
   std::map<caf::io::connection_handle, caf::io::accept_handle> proxy_of; // peer socket -> its port
   std::map<caf::io::connection_handle, std::vector<std::uint8_t>> early; // peer bytes before the middleman came
 };
@@ -252,7 +246,7 @@ caf::behavior net_guard(guard_ptr self, net_guard_options opts) {
       st.guards.emplace(outer, frame_guard{st.opts.max_payload});
       st.addresses[outer] = request.address;
       st.serials[outer] = serial;
-      st.proxies[door->first] = proxy{outer, serial};
+      st.proxies[door->first] = outer;
       st.proxy_of[outer] = door->first;
       self->configure_read(outer, caf::io::receive_policy::at_most(chunk));
       if (st.opts.tls_client) {
@@ -278,7 +272,7 @@ caf::behavior net_guard(guard_ptr self, net_guard_options opts) {
       auto& st = self->state;
       if (auto p = st.proxies.find(msg.source); p != st.proxies.end()) {
         // The middleman came for a dialled peer: relay the pair from now on.
-        auto outer = p->second.outer;
+        auto outer = p->second;
         st.proxies.erase(p);
         st.proxy_of.erase(outer);
         self->close(msg.source);
