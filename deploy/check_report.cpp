@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "model/partition.hpp"
+#include "model/sizing.hpp"
 #include "routing/cost_model.hpp"
 #include "routing/optimum.hpp"
 
@@ -24,9 +25,12 @@ std::string derived_report(const cluster_config& cfg) {
   auto spans = model::partition(cfg.model);
   out << "# --- derived (not config keys) ---\n";
   out << "# pipeline: " << cfg.model.stages << " stages, " << cfg.model.layers << " blocks, "
-      << "MLP width " << cfg.model.resolved_ffn_hidden() << "\n";
+      << "MLP width " << cfg.model.resolved_ffn_hidden() << ", " << model::model_parameters(cfg.model)
+      << " parameters\n";
   for (auto& span : spans) {
-    out << "#   " << model::describe(span) << "; hosts:";
+    auto size = model::size_of(cfg.model, span);
+    out << "#   " << model::describe(span) << " (" << size.parameters << " parameters, "
+        << fixed(size.training_flops_per_token() / 1e6, 2) << " MFLOP per token forward + backward); hosts:";
     int capacity = 0;
     int count = 0;
     for (auto& h : cfg.hosts)

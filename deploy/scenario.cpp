@@ -7,6 +7,8 @@
 
 #include "common/seeded.hpp"
 #include "deploy/yaml_fields.hpp"
+#include "model/partition.hpp"
+#include "model/sizing.hpp"
 #include "routing/placement.hpp"
 
 namespace gwtf::deploy {
@@ -49,6 +51,7 @@ int draw(const std::vector<int>& r, double u) {
 void sim_model_config::validate(const issue_sink& report) const {
   check_int(report, "layers", layers, 1, 100000, "transformer blocks");
   check_int(report, "hidden", hidden, 1, 1 << 20, "a model width");
+  check_int(report, "ffn_hidden", ffn_hidden, 0, 1 << 22, "an MLP width (0: the family's default)");
   check_int(report, "seq_len", seq_len, 1, 1 << 24, "tokens per sequence");
   check_int(report, "microbatch_size", microbatch_size, 1, 1 << 16, "sequences per microbatch");
   check_int(report, "vocab", vocab, 1, 1 << 24, "a vocabulary size");
@@ -59,6 +62,19 @@ void sim_model_config::validate(const issue_sink& report) const {
   if (stages >= 2 && layers >= 1 && layers % (stages - 1) != 0)
     report("layers", "a multiple of the relay stages (stages - 1 = " + std::to_string(stages - 1)
                        + ") so that every relay stage holds as many blocks, got " + std::to_string(layers));
+}
+
+model::model_config sim_model_config::shape() const {
+  model::model_config m;
+  m.arch = arch;
+  m.layers = layers;
+  m.hidden = hidden;
+  m.heads = 1; // the sizes do not depend on the heads
+  m.ffn_hidden = ffn_hidden;
+  m.seq_len = seq_len;
+  m.vocab = vocab;
+  m.stages = stages;
+  return m;
 }
 
 void sim_host_group::validate(const issue_sink& report) const {
@@ -258,15 +274,21 @@ scenario_result parse_scenario(const std::string& text, const std::string& file,
   int relay_stages = m.stages - 1;
   double h = m.hidden;
   double tokens = static_cast<double>(m.microbatch_size) * m.seq_len;
-  double stage_params = 12.0 * h * h * (m.layers / relay_stages);
-  double holder_params = static_cast<double>(m.vocab) * h; // embedding; the head is as large
+  // Sizes as model/sizing.hpp counts them for the modules the runtime trains (every relay
+  // stage holds as many blocks: validate() requires it).
+  auto shape = m.shape();
+  auto relay_span = model::heaviest_relay_stage(shape);
+  auto relay_size = model::size_of(shape, relay_span);
+  auto holder_size = model::size_of(shape, model::partition(shape).front());
+  auto stage_params = static_cast<double>(relay_size.parameters);
+  auto holder_params = static_cast<double>(holder_size.parameters); // embedding + final norm and head
   s.tokens_per_microbatch = tokens;
   s.activation_bytes = tokens * h * m.bytes_per_value;
   // What a relay stage keeps per microbatch from forward to backward: 34 bytes per token and
   // hidden unit per block in 16-bit values (Korthikanti et al., "Reducing Activation
   // Recomputation in Large Transformer Models", 2022, without the attention-score term that
   // fused attention kernels do not keep): 17 values, a low estimate.
-  s.stash_bytes = 17.0 * (m.layers / relay_stages) * s.activation_bytes;
+  s.stash_bytes = 17.0 * relay_span.blocks() * s.activation_bytes;
   s.stage_weight_bytes = stage_params * m.download_bytes_per_param;
   s.microbatches_per_holder = cfg.microbatches_per_holder;
   s.iterations = cfg.iterations;
@@ -286,9 +308,9 @@ scenario_result parse_scenario(const std::string& text, const std::string& file,
                                                 static_cast<std::size_t>(m.bytes_per_value)};
     s.compress_s_per_value = cfg.compression.compress_ns_per_value * 1e-9;
   }
-  // Forward + backward = 6 FLOP per parameter and token.
-  auto relay_s = [&](double tflops) { return 6.0 * stage_params * tokens / (tflops * 1e12); };
-  auto holder_s = [&](double tflops) { return 6.0 * 2 * holder_params * tokens / (tflops * 1e12); };
+  // A training step's FLOPs (forward + backward, model/sizing.hpp) at the host's speed.
+  auto relay_s = [&](double tflops) { return relay_size.training_flops_per_token() * tokens / (tflops * 1e12); };
+  auto holder_s = [&](double tflops) { return holder_size.training_flops_per_token() * tokens / (tflops * 1e12); };
 
   std::map<std::string, int> per_region; // host names: <region>-dh<k> / <region>-r<k>
   std::map<std::string, std::size_t> names;
@@ -359,7 +381,7 @@ scenario_result parse_scenario(const std::string& text, const std::string& file,
     if (per_stage[static_cast<std::size_t>(st)] == 0)
       r.error_for("hosts", "expected at least one relay of stage " + std::to_string(st) + " (model.stages = "
                              + std::to_string(m.stages) + ")");
-  s.holder_gradient_bytes = 2 * holder_params * m.bytes_per_value;
+  s.holder_gradient_bytes = holder_params * m.bytes_per_value;
 
   for (std::size_t i = 0; i < cfg.churn.script.size(); ++i) {
     auto& ev = cfg.churn.script[i];

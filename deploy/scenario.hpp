@@ -14,18 +14,21 @@
 #include <vector>
 
 #include "deploy/cluster_config.hpp"
+#include "model/model_config.hpp"
 #include "routing/routing_config.hpp"
 #include "routing/dtfm.hpp"
 #include "sim/simulator.hpp"
 
 namespace gwtf::deploy {
 
-/// The model as far as the simulation needs it. Per transformer block 12 * hidden^2
-/// parameters; the relay stages share the blocks evenly; the data holders run the embedding
-/// and the head (vocab * hidden parameters each).
+/// The model as far as the simulation needs it. Its sizes come from model/sizing.hpp, the
+/// same counts as the modules the runtime trains: parameters per relay stage (the blocks are
+/// shared evenly), the data holders' embedding and head, and the FLOPs of a training step.
 struct sim_model_config {
+  model::architecture arch = model::architecture::gpt; ///< decoder family
   int layers = 24;                   ///< transformer blocks
   int hidden = 2048;                 ///< model width
+  int ffn_hidden = 0;                ///< MLP width; 0 picks 4*hidden (gpt) or 8*hidden/3 rounded up to 32 (llama)
   int seq_len = 1024;                ///< tokens per sequence
   int microbatch_size = 4;           ///< sequences per microbatch
   int vocab = 32000;                 ///< vocabulary size
@@ -34,6 +37,8 @@ struct sim_model_config {
   double download_bytes_per_param = 10; ///< a joiner's download per parameter (weights + Adam state)
 
   void validate(const issue_sink& report) const;
+  /// The same shape as the runtime's model config (what model/sizing.hpp sizes).
+  model::model_config shape() const;
 };
 
 /// Whether a host group holds data or relays.
@@ -161,8 +166,10 @@ struct sim_scenario_config {
 
 template <class F>
 void visit_fields(F& f, sim_model_config& x) {
+  f("arch", x.arch);
   f("layers", x.layers);
   f("hidden", x.hidden);
+  f("ffn_hidden", x.ffn_hidden);
   f("seq_len", x.seq_len);
   f("microbatch_size", x.microbatch_size);
   f("vocab", x.vocab);

@@ -24,9 +24,17 @@ TEST_CASE("--check derivations for the embedded cluster: partition, bottleneck, 
   cfg.hosts[1].capacity = 2; // stage 1 becomes the bottleneck
   auto text = derived_report(cfg);
   INFO(text);
-  CHECK(text.find("#   stage 0: embedding + final norm, LM head, loss; hosts: dh (capacity 4)") != std::string::npos);
-  CHECK(text.find("#   stage 1: blocks 0-1; hosts: r1 (capacity 2)") != std::string::npos);
-  CHECK(text.find("#   stage 2: blocks 2-3; hosts: r2 (capacity 4)") != std::string::npos);
+  // The defaults: GPT, 4 blocks of width 128 (MLP 512), seq_len 64, vocab 256. Stage 0:
+  // wte 256 x 128 + wpe 64 x 128 + final norm 2 x 128 + head 256 x 128; its step multiplies
+  // only in the head: 3 x 2 x 128 x 256 FLOP per token. A block: 12 x 128^2 + 13 x 128; its
+  // step 3 x 2 x (24 x 128^2 + 4 x 64 x 128) per token.
+  CHECK(text.find("#   stage 0: embedding + final norm, LM head, loss (73984 parameters, 0.20 MFLOP per token "
+                  "forward + backward); hosts: dh (capacity 4)") != std::string::npos);
+  CHECK(text.find("#   stage 1: blocks 0-1 (396544 parameters, 2.56 MFLOP per token forward + backward); "
+                  "hosts: r1 (capacity 2)") != std::string::npos);
+  CHECK(text.find("#   stage 2: blocks 2-3 (396544 parameters, 2.56 MFLOP per token forward + backward); "
+                  "hosts: r2 (capacity 4)") != std::string::npos);
+  CHECK(text.find("MLP width 512, 867072 parameters") != std::string::npos);
   CHECK(text.find("at most 2 microbatches in flight (bottleneck: stage 1, capacity 2)") != std::string::npos);
   CHECK(text.find("global batch: 4 microbatches per iteration (16 sequences)") != std::string::npos);
   // Every line is a YAML comment, so that --check output stays a loadable config.

@@ -81,9 +81,15 @@ TEST_CASE("scenario: derived figures follow the model, hosts are named, drawn an
   CHECK(s.stages == 4);
   CHECK(s.tokens_per_microbatch == 2 * 128);
   CHECK(s.activation_bytes == 2.0 * 128 * 256 * 2);          // tokens x hidden x fp16
-  double stage_params = 12.0 * 256 * 256 * 2;                 // 6 blocks over 3 relay stages
+  // A GPT block with the default MLP (4 d): 12 d^2 weights + 13 d biases and norms; 6 blocks
+  // over 3 relay stages.
+  double d = 256, stage_params = 2 * (12 * d * d + 13 * d);
   CHECK(s.stage_gradient_bytes == stage_params * 2);
   CHECK(s.stage_weight_bytes == stage_params * 10);
+  // The data holders: embedding + positions, final norm (weight, bias) and the head.
+  CHECK(s.holder_gradient_bytes == (1000 * d + 128 * d + 2 * d + 1000 * d) * 2);
+  // Their step: forward 2 FLOP per multiply-add of the head, backward twice that, 10 TFLOP/s.
+  CHECK(s.hosts[0].compute_s == doctest::Approx(3 * 2 * d * 1000 * 256 / 10e12));
   REQUIRE(s.hosts.size() == 7);
   CHECK(s.hosts[0].name == "oregon-dh0");
   CHECK(s.hosts[0].stage == 0);
@@ -95,8 +101,8 @@ TEST_CASE("scenario: derived figures follow the model, hosts are named, drawn an
     ++per_stage[s.hosts[i].stage];
     CHECK(s.hosts[i].capacity >= 1);
     CHECK(s.hosts[i].capacity <= 3);
-    // 6 FLOP per parameter and token at 5..15 TFLOP/s.
-    double flops = 6 * stage_params * 256;
+    // 3 x forward (24 d^2 + 4 seq_len d per block and token) x 256 tokens at 5..15 TFLOP/s.
+    double flops = 3 * 2 * (24 * d * d + 4 * 128 * d) * 256;
     CHECK(s.hosts[i].compute_s >= flops / 15e12 * (1 - 1e-12));
     CHECK(s.hosts[i].compute_s <= flops / 5e12 * (1 + 1e-12));
   }
@@ -112,6 +118,24 @@ TEST_CASE("scenario: derived figures follow the model, hosts are named, drawn an
   for (std::size_t i = 1; i < s.hosts.size(); ++i)
     differs = differs || other.scenario->sim.hosts[i].compute_s != s.hosts[i].compute_s;
   CHECK(differs);
+}
+
+TEST_CASE("scenario: a LLaMA model is sized as the runtime builds it, a wrong arch is named") {
+  auto text = base();
+  auto at = text.find("model: {");
+  text.insert(at + 8, "arch: llama, ");
+  auto r = parse(text);
+  REQUIRE(r.scenario.has_value());
+  auto& s = r.scenario->sim;
+  // SwiGLU at 8 d / 3 rounded up to 32 (704), no biases, two RMSNorm weights; 2 blocks per stage.
+  double d = 256, f = 704;
+  CHECK(s.stage_gradient_bytes == 2 * (4 * d * d + 3 * d * f + 2 * d) * 2);
+  // No learned positions, one norm weight.
+  CHECK(s.holder_gradient_bytes == (1000 * d + d + 1000 * d) * 2);
+  text.replace(text.find("arch: llama"), 11, "arch: bert");
+  auto e = error_of(text);
+  CHECK(e.find("model.arch") != std::string::npos);
+  CHECK(e.find("bert") != std::string::npos);
 }
 
 TEST_CASE("scenario: the script names hosts and regions, events reach the simulation") {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "model/partition.hpp"
+#include "model/sizing.hpp"
 
 using namespace gwtf::model;
 
@@ -48,4 +49,35 @@ TEST_CASE("partition: description and activation size") {
   c.hidden = 256;
   c.seq_len = 128;
   CHECK(activation_bytes(c, 4) == 4 * 128 * 256 * 4);
+}
+
+TEST_CASE("sizing: FLOPs per token follow the textbook counts, the heaviest stage is found") {
+  model_config c;
+  c.arch = architecture::gpt;
+  c.layers = 5;
+  c.stages = 3; // blocks 0-2 and 3-4
+  c.hidden = 64;
+  c.heads = 4;
+  c.seq_len = 32;
+  c.vocab = 100;
+  double d = 64, t = 32, v = 100;
+  auto spans = partition(c);
+  // GPT, MLP 4d: 24 d^2 per block (qkv 6, proj 2, MLP 16) + 4 t d for attention.
+  CHECK(size_of(c, spans[1]).forward_flops_per_token == doctest::Approx(3 * (24 * d * d + 4 * t * d)));
+  CHECK(size_of(c, spans[1]).training_flops_per_token() == doctest::Approx(9 * (24 * d * d + 4 * t * d)));
+  // The data holders' stage: only the LM head multiplies (the embedding is a lookup).
+  CHECK(size_of(c, spans[0]).forward_flops_per_token == doctest::Approx(2 * d * v));
+  CHECK(size_of(c, spans[0]).parameters == entry_parameters(c) + exit_parameters(c));
+  CHECK(entry_parameters(c) == 100 * 64 + 32 * 64);
+  CHECK(heaviest_relay_stage(c).stage == 1);
+  c.layers = 4;
+  c.stages = 4; // 2, 1, 1 blocks
+  CHECK(heaviest_relay_stage(c).blocks() == 2);
+  // LLaMA: SwiGLU's three matrices, no biases, no positions.
+  c.arch = architecture::llama;
+  c.ffn_hidden = 96;
+  CHECK(block_parameters(c) == 2 * 64 + 4 * 64 * 64 + 3 * 64 * 96);
+  CHECK(entry_parameters(c) == 100 * 64);
+  CHECK(size_of(c, partition(c)[2]).forward_flops_per_token
+        == doctest::Approx(2 * (4 * d * d + 3 * d * 96) + 4 * t * d));
 }

@@ -8,6 +8,7 @@
 #include "model/checkpoint.hpp"
 #include "model/pipeline.hpp"
 #include "model/reference.hpp"
+#include "model/sizing.hpp"
 #include "model/torch_runtime.hpp"
 
 #include <doctest/doctest.h> // after torch headers: glog redefines CHECK (toolchain.md)
@@ -330,4 +331,28 @@ TEST_CASE("fast_hash: every flipped bit, length and seed changes the hash") {
   std::vector<std::uint8_t> swapped = buf;
   std::swap_ranges(swapped.begin(), swapped.begin() + 8, swapped.begin() + 8);
   CHECK(fast_hash(swapped.data(), swapped.size()) != base);
+}
+
+TEST_CASE("sizing: every stage's parameter count is what the torch modules allocate") {
+  // Both families, the default and an explicit MLP width, even and uneven partitions.
+  for (auto arch : {architecture::gpt, architecture::llama})
+    for (int ffn : {0, 72})
+      for (int stages : {2, 3, 4}) {
+        auto m = tiny(arch);
+        m.layers = 5;
+        m.stages = stages;
+        m.ffn_hidden = ffn;
+        INFO("arch " << static_cast<int>(arch) << ", ffn_hidden " << ffn << ", stages " << stages);
+        std::int64_t total = 0;
+        auto spans = partition(m);
+        for (int s = 0; s < stages; ++s) {
+          stage st{m, short_run(1), s};
+          std::int64_t allocated = 0;
+          for (auto& p : st.parameters())
+            allocated += p.tensor.numel();
+          CHECK(size_of(m, spans[static_cast<std::size_t>(s)]).parameters == allocated);
+          total += allocated;
+        }
+        CHECK(model_parameters(m) == total);
+      }
 }

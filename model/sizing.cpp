@@ -1,0 +1,59 @@
+#include "model/sizing.hpp"
+
+#include <algorithm>
+
+namespace gwtf::model {
+
+std::int64_t block_parameters(const model_config& cfg) {
+  std::int64_t d = cfg.hidden, f = cfg.resolved_ffn_hidden();
+  if (cfg.arch == architecture::gpt)
+    return 2 * (2 * d)               // norm1, norm2: weight + bias
+           + (3 * d * d + 3 * d)     // attn.qkv
+           + (d * d + d)             // attn.proj
+           + (f * d + f)             // mlp.fc
+           + (d * f + d);            // mlp.proj
+  return 2 * d                       // norm1, norm2: weight
+         + 3 * d * d + d * d         // attn.qkv, attn.proj
+         + 3 * f * d;                // mlp.w1, w3, proj
+}
+
+std::int64_t entry_parameters(const model_config& cfg) {
+  std::int64_t wte = static_cast<std::int64_t>(cfg.vocab) * cfg.hidden;
+  return cfg.arch == architecture::gpt ? wte + static_cast<std::int64_t>(cfg.seq_len) * cfg.hidden : wte;
+}
+
+std::int64_t exit_parameters(const model_config& cfg) {
+  std::int64_t norm = cfg.arch == architecture::gpt ? 2 * cfg.hidden : cfg.hidden;
+  return norm + static_cast<std::int64_t>(cfg.vocab) * cfg.hidden;
+}
+
+std::int64_t model_parameters(const model_config& cfg) {
+  return entry_parameters(cfg) + cfg.layers * block_parameters(cfg) + exit_parameters(cfg);
+}
+
+stage_size size_of(const model_config& cfg, const stage_span& span) {
+  double d = cfg.hidden, f = cfg.resolved_ffn_hidden(), t = cfg.seq_len, v = cfg.vocab;
+  double mlp = cfg.arch == architecture::gpt ? 2 * d * f : 3 * d * f;
+  // Per token: the linear layers' multiply-adds, then q.k over t keys and the mix of t values.
+  double block = 2 * (4 * d * d + mlp) + 2 * 2 * t * d;
+  stage_size s;
+  s.parameters = span.blocks() * block_parameters(cfg);
+  s.forward_flops_per_token = span.blocks() * block;
+  if (span.entry)
+    s.parameters += entry_parameters(cfg);
+  if (span.exit) {
+    s.parameters += exit_parameters(cfg);
+    s.forward_flops_per_token += 2 * d * v; // the LM head
+  }
+  return s;
+}
+
+stage_span heaviest_relay_stage(const model_config& cfg) {
+  auto spans = partition(cfg);
+  if (spans.size() < 2)
+    return spans.front();
+  return *std::max_element(spans.begin() + 1, spans.end(),
+                           [](const stage_span& a, const stage_span& b) { return a.blocks() < b.blocks(); });
+}
+
+} // namespace gwtf::model

@@ -1,0 +1,42 @@
+// Sizes of the model and of its pipeline stages, exact for the modules model/transformer.cpp
+// builds: parameter counts, the FLOPs of a training step per token, the bytes of an
+// activation. Torch-free and pure: the runtime's --check report and the simulator's
+// scenarios (deploy/scenario.cpp) size hosts with these, and test/model checks the
+// parameter counts against what the torch modules really allocate.
+#pragma once
+
+#include <cstdint>
+
+#include "model/model_config.hpp"
+#include "model/partition.hpp"
+
+namespace gwtf::model {
+
+/// One transformer block: attention (qkv, projection), MLP, two norms; GPT adds biases.
+std::int64_t block_parameters(const model_config& cfg);
+/// The entry part: token embedding (+ learned positions for GPT).
+std::int64_t entry_parameters(const model_config& cfg);
+/// The exit part: final norm and LM head (untied from the embedding).
+std::int64_t exit_parameters(const model_config& cfg);
+/// The whole model.
+std::int64_t model_parameters(const model_config& cfg);
+
+/// What one stage holds and computes.
+struct stage_size {
+  std::int64_t parameters = 0;
+  /// Forward FLOPs per token as the kernels run them: 2 per multiply-add of every matrix
+  /// product (linear layers; attention scores and their mix over the whole seq_len, the
+  /// causal mask applied after the product), nothing for lookups, norms and activations.
+  double forward_flops_per_token = 0;
+  /// Forward + backward (the backward computes input and weight gradients: twice the
+  /// forward's products).
+  double training_flops_per_token() const { return 3 * forward_flops_per_token; }
+};
+
+/// The size of `span` (one element of partition(cfg)). Requires a valid cfg.
+stage_size size_of(const model_config& cfg, const stage_span& span);
+
+/// The relay stage with the most blocks (the pipeline's heaviest; the first on ties).
+stage_span heaviest_relay_stage(const model_config& cfg);
+
+} // namespace gwtf::model
