@@ -221,26 +221,45 @@ boundary try_apply(self_ptr self, std::uint64_t i) {
 
 // Asks `from` for the stage state and watches the transfer: a request or chunks lost on a
 // connection going down, or a source that died, must not leave this replica waiting forever.
-void ask_state(self_ptr self, const std::string& from) {
+void ask_state(self_ptr self, const state_source& from) {
   auto& st = self->state;
   auto id = (static_cast<std::uint64_t>(std::hash<std::string>{}(me(st))) << 16) + (++st.transfers);
-  st.download.start(from, id);
-  st.ctx->send(self, from, service::stage, wire::state_request{id, static_cast<std::uint32_t>(st.ctx->stage)});
+  st.download.start(from.host, id, from.checkpoint);
+  wire::state_request r{id, static_cast<std::uint32_t>(st.ctx->stage)};
+  if (from.checkpoint) {
+    r.checkpoint = true;
+    r.iteration = *st.copy_iteration;
+  }
+  st.ctx->send(self, from.host, service::stage, r);
   self->delayed_send(self, std::chrono::milliseconds(st.ctx->spec->faults.connection_timeout_ms), timeout_atom::value,
                      id, std::uint64_t{0});
 }
 
-// Downloads from a live replica of the stage: the one after the last source tried, so that
-// a retry goes elsewhere.
-void request_state(self_ptr self) {
+// Downloads from a live replica of the stage, else (resuming without a checkpoint of its own)
+// the checkpoint another host keeps: the source after the last one tried, so that a retry
+// goes elsewhere. Once every source was asked, the next round waits a connection timeout:
+// hosts without the state answer at once, and that must not become a busy loop.
+void request_state(self_ptr self, bool fresh_round) {
   auto& st = self->state;
-  if (st.ready || st.download.active())
+  if (st.ready || st.download.active() || (st.fetch_armed && !fresh_round))
     return;
-  auto replicas = same_stage(st);
-  if (replicas.empty())
+  std::vector<std::string> others;
+  if (st.copy_iteration)
+    for (auto& [id, stage] : st.peers)
+      if (stage >= 0 && stage != st.ctx->stage && st.gone.count(id) == 0)
+        others.push_back(id);
+  state_source last;
+  if (!fresh_round)
+    last = {st.download.source(), st.download.checkpoint()};
+  auto next = choose_state_source(same_stage(st), others, st.copy_iteration.has_value(), last);
+  if (!next)
     return; // peer_up asks again when one comes
-  auto next = std::upper_bound(replicas.begin(), replicas.end(), st.download.source());
-  ask_state(self, next == replicas.end() ? replicas.front() : *next);
+  if (next->wrapped) {
+    st.fetch_armed = true;
+    self->delayed_send(self, std::chrono::milliseconds(st.ctx->spec->faults.connection_timeout_ms), fetch_atom::value);
+    return;
+  }
+  ask_state(self, next->source);
 }
 
 // The download watchdog: a transfer that received nothing for a connection timeout is asked
@@ -271,7 +290,7 @@ void enter_download(self_ptr self, const std::string& from, bool withdraw) {
   if (withdraw)
     self->send(st.supervisor, stage_atom::value, std::int32_t{-1});
   if (!from.empty())
-    ask_state(self, from);
+    ask_state(self, {from, false});
   else
     request_state(self);
 }
@@ -285,11 +304,23 @@ boundary on_state_chunk(self_ptr self, const std::string& from, const wire::stat
   if (got == state_download::outcome::refused)
     report_failure(self, "state from " + from + " announces " + std::to_string(c.total_bytes) + " bytes (limit "
                            + std::to_string(limit) + ")");
+  if (got == state_download::outcome::declined) { // it has none: the next source
+    request_state(self);
+    return boundary::none;
+  }
   if (got != state_download::outcome::complete)
     return boundary::none;
+  bool copy = st.download.checkpoint();
+  auto what = copy ? "the checkpoint of iteration " + std::to_string(*st.copy_iteration) + " that " + from + " keeps"
+                   : "state from " + from;
   auto blob = st.download.take();
   auto r = st.model->import_state(blob.data(), blob.size());
-  if (!value_or_report(self, r, "state from " + from)) {
+  if (!value_or_report(self, r, what)) {
+    request_state(self);
+    return boundary::none;
+  }
+  if (copy && static_cast<std::uint64_t>(st.model->steps()) != *st.copy_iteration) {
+    report_failure(self, what + ": its state holds " + std::to_string(st.model->steps()) + " steps; asking elsewhere");
     request_state(self);
     return boundary::none;
   }
@@ -314,7 +345,15 @@ boundary on_state_chunk(self_ptr self, const std::string& from, const wire::stat
   st.my_norm.clear();
   auto bytes = static_cast<std::uint64_t>(blob.size());
   self->send(st.supervisor, stage_atom::value, static_cast<std::int32_t>(st.ctx->stage));
-  tell(self, st.ctx->reporter, joined_atom::value, me(st), static_cast<std::uint64_t>(st.current), bytes);
+  if (copy) { // a resume, not a join: at the iteration every host resumes at
+    st.copy_iteration.reset();
+    st.first_iteration = st.current;
+    tell(self, st.ctx->reporter, loaded_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage),
+         static_cast<std::uint64_t>(st.current), st.model->weights_hash(),
+         what + " (fetched over the wire, " + std::to_string(bytes) + " bytes)");
+  } else {
+    tell(self, st.ctx->reporter, joined_atom::value, me(st), static_cast<std::uint64_t>(st.current), bytes);
+  }
   return boundary::loaded;
 }
 

@@ -21,6 +21,7 @@ namespace {
 
 using write_atom = caf::atom_constant<caf::atom("ckptwrite")>;
 using piece_atom = caf::atom_constant<caf::atom("ckptpiece")>;
+using serve_atom = caf::atom_constant<caf::atom("ckptserve")>;
 
 // A replica being received: in order, from one sender and transfer.
 struct assembly {
@@ -33,6 +34,7 @@ struct writer_state {
   std::map<std::pair<std::string, std::uint64_t>, assembly> incoming; // (sender, transfer)
   std::deque<std::pair<std::string, std::uint64_t>> order;             // oldest first
   std::uint64_t transfers = 0;
+  std::map<std::string, clock::time_point> served; // a peer's last checkpoint fetch, when it began
 };
 
 using writer_ptr = caf::stateful_actor<writer_state>*;
@@ -42,21 +44,59 @@ void report(writer_ptr self, const ctx_ptr& ctx, const std::string& what) {
   tell(self, ctx->reporter, failure_atom::value, ctx->host.name, what);
 }
 
+// Sends a state blob to `to` as the STATE_CHUNKs of transfer `id`, each well below the
+// peers' frame limit (node.max_message_bytes).
+void send_chunks(writer_ptr self, const ctx_ptr& ctx, const std::string& to, std::uint64_t id, std::uint32_t stage,
+                 const std::vector<std::uint8_t>& state) {
+  auto chunk = std::min(state_chunk_bytes, static_cast<std::size_t>(ctx->spec->max_message_bytes / 2));
+  for (std::size_t off = 0; off < state.size(); off += chunk) {
+    auto n = std::min(chunk, state.size() - off);
+    ctx->send(self, to, service::stage,
+              wire::state_chunk{id, stage, off, state.size(),
+                                std::vector<std::uint8_t>(state.begin() + static_cast<std::ptrdiff_t>(off),
+                                                          state.begin() + static_cast<std::ptrdiff_t>(off + n))});
+  }
+}
+
 // Sends the state blob to `targets` as STATE_CHUNKs of its stage (not theirs: that is how
 // they tell a replica push from a download).
 void push(writer_ptr self, const ctx_ptr& ctx, std::uint32_t stage, const std::vector<std::uint8_t>& state,
           const std::vector<std::string>& targets) {
-  auto chunk = std::min(state_chunk_bytes, static_cast<std::size_t>(ctx->spec->max_message_bytes / 2));
   for (auto& to : targets) {
     auto id = (static_cast<std::uint64_t>(std::hash<std::string>{}(ctx->host.name)) << 20) ^ (++self->state.transfers);
-    for (std::size_t off = 0; off < state.size(); off += chunk) {
-      auto n = std::min(chunk, state.size() - off);
-      ctx->send(self, to, service::stage,
-                wire::state_chunk{id, stage, off, state.size(),
-                                  std::vector<std::uint8_t>(state.begin() + static_cast<std::ptrdiff_t>(off),
-                                                            state.begin() + static_cast<std::ptrdiff_t>(off + n))});
+    send_chunks(self, ctx, to, id, stage, state);
+  }
+}
+
+// A peer resuming at `iteration` without a checkpoint of its own asks for the one of `stage`
+// that this host keeps: its own file or a copy a peer pushed (under node.data_dir, newest
+// valid first), sent as the STATE_CHUNKs of the peer's transfer; or one empty chunk: none
+// here. A peer is served at most once per connection timeout, so that a peer asking again
+// and again cannot make this host read and send its files without end.
+void serve(writer_ptr self, const ctx_ptr& ctx, const std::string& to, std::uint64_t transfer, std::uint32_t stage,
+           std::uint64_t iteration) {
+  auto none = [&] { ctx->send(self, to, service::stage, wire::state_chunk{transfer, stage, 0, 0, {}}); };
+  auto now = clock::now();
+  auto& last = self->state.served[to];
+  if (ctx->spec->data_dir.empty() || stage >= static_cast<std::uint32_t>(ctx->spec->model.stages)
+      || (last != clock::time_point{} && now - last < std::chrono::milliseconds(ctx->spec->faults.connection_timeout_ms))) {
+    none();
+    return;
+  }
+  for (auto& root : checkpoint_roots(*ctx->spec, ctx->host.name)) {
+    std::vector<std::string> skipped;
+    auto c = model::load_checkpoint(root, stage, ctx->spec->checkpoint_hash, iteration, skipped);
+    for (auto& s : skipped)
+      report(self, ctx, "checkpoint " + s);
+    if (auto* cp = std::get_if<model::checkpoint>(&c)) {
+      last = now;
+      send_chunks(self, ctx, to, transfer, stage, cp->state);
+      tell(self, ctx->reporter, served_atom::value, ctx->host.name, to, stage, iteration,
+           static_cast<std::uint64_t>(cp->state.size()), model::checkpoint_path(root, stage, iteration));
+      return;
     }
   }
+  none();
 }
 
 // A piece of a peer's checkpoint; a complete one is checked and stored.
@@ -144,6 +184,9 @@ caf::behavior checkpoint_writer(writer_ptr self, ctx_ptr ctx, compute_actor owne
                 std::uint64_t total, std::vector<std::uint8_t>& data) {
       wire::state_chunk c{transfer, stage, offset, total, std::move(data)};
       receive(self, ctx, from, c);
+    },
+    [self, ctx](serve_atom, const std::string& to, std::uint64_t transfer, std::uint32_t stage, std::uint64_t iteration) {
+      serve(self, ctx, to, transfer, stage, iteration);
     },
   };
 }
@@ -234,8 +277,17 @@ void resume_from_checkpoint(self_ptr self) {
     }
   }
   if (!found) {
-    // The stage's state comes from a live replica instead, as for any joiner.
-    report_failure(self, "cannot resume: " + why + "; joining to download the stage state");
+    // The stage's state comes from a live replica instead, as for any joiner; resuming at a
+    // given iteration, also from the checkpoint of it that another host keeps (a whole stage
+    // lost: its hosts' disks are gone, the copies on hosts of other stages are not).
+    if (st.ctx->spec->resume_at) {
+      st.copy_iteration = *st.ctx->spec->resume_at;
+      report_failure(self, "cannot resume: " + why + "; downloading the stage state from a live replica, or the "
+                             "checkpoint of iteration " + std::to_string(*st.copy_iteration) + " another host keeps");
+    } else {
+      report_failure(self, "cannot resume: " + why + "; joining to download the stage state (give --resume-at N "
+                             "to fetch the checkpoint of iteration N another host keeps)");
+    }
     st.ready = false;
     if (!is_holder(st))
       self->send(st.supervisor, stage_atom::value, std::int32_t{-1});
@@ -260,8 +312,14 @@ void maybe_checkpoint(self_ptr self, std::uint64_t i) {
        st.model->export_state(), replica_targets(st, training.checkpoint_replicas));
 }
 
+void serve_checkpoint(self_ptr self, const std::string& from, const wire::state_request& r) {
+  tell(self, writer_of(self), serve_atom::value, from, r.transfer_id, r.stage, r.iteration);
+}
+
 void on_replica_chunk(self_ptr self, const std::string& from, wire::state_chunk& chunk) {
   auto& st = self->state;
+  if (chunk.total_bytes == 0)
+    return; // a "none here" answer to a fetch this host no longer makes (its stage changed)
   if (st.ctx->spec->data_dir.empty() || st.ctx->spec->training.checkpoint_every <= 0) {
     if (chunk.offset == 0) // once per replica, not per piece
       report_failure(self, "checkpoint replica from " + from + " refused: this host keeps no checkpoints");

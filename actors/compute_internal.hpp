@@ -90,6 +90,10 @@ struct compute_state {
   // state download (joiners, repairs)
   state_download download;
   std::uint64_t transfers = 0; // downloads asked for (transfer ids)
+  /// Resuming at this iteration without a checkpoint of its own: besides live replicas, every
+  /// host is asked for the checkpoint of it that it keeps (docs/checkpoints.md).
+  std::optional<std::uint64_t> copy_iteration;
+  bool fetch_armed = false; // a new round of sources is due (fetch_atom)
   // data holder
   std::uint32_t holder_index = 0;
   bool running = false;
@@ -177,6 +181,9 @@ void resume_from_checkpoint(self_ptr self);
 void maybe_checkpoint(self_ptr self, std::uint64_t i);
 /// A STATE_CHUNK of another stage than this host's: a piece of a peer's checkpoint replica.
 void on_replica_chunk(self_ptr self, const std::string& from, wire::state_chunk& chunk);
+/// A peer asks for the checkpoint of a stage at an iteration: the writer reads it (this
+/// host's own or a copy it keeps) and sends it as STATE_CHUNKs, or one empty chunk: none.
+void serve_checkpoint(self_ptr self, const std::string& from, const wire::state_request& r);
 /// Where checkpoints of any host may lie under node.data_dir: every host directory and every
 /// replicas/OWNER directory in them, this host's own first.
 std::vector<std::string> checkpoint_roots(const cluster_spec& spec, const std::string& me);
@@ -197,7 +204,8 @@ void take_report(compute_state& st, wire::iteration_done&& d);
 boundary try_share(self_ptr self, std::uint64_t i);
 boundary try_average(self_ptr self, std::uint64_t i);
 boundary try_apply(self_ptr self, std::uint64_t i);
-void request_state(self_ptr self);
+/// Asks the next source for the stage state (`fresh_round`: from the first one again).
+void request_state(self_ptr self, bool fresh_round = false);
 void on_transfer_timeout(self_ptr self, std::uint64_t transfer, std::uint64_t had);
 boundary on_state_chunk(self_ptr self, const std::string& from, const wire::state_chunk& c);
 void behind(self_ptr self, const std::string& from, std::uint64_t their_iteration);

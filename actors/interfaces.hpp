@@ -52,6 +52,7 @@ using resend_atom = caf::atom_constant<caf::atom("resend")>;
 using progress_atom = caf::atom_constant<caf::atom("progress")>;
 using done_atom = caf::atom_constant<caf::atom("done")>;
 using timeout_atom = caf::atom_constant<caf::atom("timeout")>;
+using fetch_atom = caf::atom_constant<caf::atom("fetch")>;
 using start_atom = caf::atom_constant<caf::atom("start")>;
 using stop_atom = caf::atom_constant<caf::atom("stop")>;
 using net_atom = caf::atom_constant<caf::atom("net")>;
@@ -75,6 +76,7 @@ using placed_atom = caf::atom_constant<caf::atom("placed")>;
 using checkpoint_atom = caf::atom_constant<caf::atom("checkpoint")>;
 using loaded_atom = caf::atom_constant<caf::atom("loaded")>;
 using replica_atom = caf::atom_constant<caf::atom("replica")>;
+using served_atom = caf::atom_constant<caf::atom("served")>;
 using probe_atom = caf::atom_constant<caf::atom("probe")>;
 
 /// Where a frame goes inside its destination host.
@@ -228,6 +230,8 @@ caf::actor spawn_metrics_server(caf::actor_system& sys, inspect_server_options o
 // (loaded_atom, host, u32 stage, u64 iteration, u64 weights hash, std::string path)  resumed from a checkpoint
 // (replica_atom, host, std::string owner, u32 stage, u64 iteration, u64 bytes, std::string path)
 //                                         stored a copy of `owner`'s checkpoint
+// (served_atom, host, std::string peer, u32 stage, u64 iteration, u64 bytes, std::string path)
+//                                         sent a peer that resumes the checkpoint it asked for
 
 // --- one host ------------------------------------------------------------------------
 // The supervisor of a host spawns its membership, link probe, flow balancer and stage (or
@@ -341,6 +345,8 @@ using compute_actor = peer_listener_actor::extend<
     caf::reacts_to<tick_atom, std::uint64_t>,
     /// internal: the state download watchdog (transfer id, bytes had at arming)
     caf::reacts_to<timeout_atom, std::uint64_t, std::uint64_t>,
+    /// internal: every source was asked for the stage state once and none had it: a new round
+    caf::reacts_to<fetch_atom>,
     /// link probe: a peer's bandwidth (bytes per wall second) and its compute seconds per
     /// microbatch (0: unknown), for adaptive compression
     caf::reacts_to<latency_atom, std::string, double, double>,

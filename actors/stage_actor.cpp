@@ -326,8 +326,16 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
           } else if constexpr (std::is_same_v<T, wire::replica_hash>) {
             on_replica_hash(self, from, m);
           } else if constexpr (std::is_same_v<T, wire::state_request>) {
-            if (!st.ready || m.stage != static_cast<std::uint32_t>(st.ctx->stage))
+            if (m.checkpoint) {
+              serve_checkpoint(self, from, m);
               return;
+            }
+            if (!st.ready || m.stage != static_cast<std::uint32_t>(st.ctx->stage)) {
+              // None here (not a replica, or one without weights yet): said at once, so that
+              // the asker goes on to its next source instead of waiting out its timeout.
+              st.ctx->send(self, from, service::stage, wire::state_chunk{m.transfer_id, m.stage, 0, 0, {}});
+              return;
+            }
             auto blob = st.model->export_state();
             // Chunks stay well below the peers' frame limit (node.max_message_bytes).
             auto chunk = std::min(state_chunk_bytes, static_cast<std::size_t>(st.ctx->spec->max_message_bytes / 2));
@@ -360,7 +368,7 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
       st.peers[id] = stage;
       st.gone.erase(id);
       st.departed.erase(id);
-      if (!st.ready && stage == st.ctx->stage)
+      if (!st.ready && (stage == st.ctx->stage || st.copy_iteration))
         request_state(self);
       if (is_new)
         catch_up(self, id, stage);
@@ -369,6 +377,10 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
     },
     [self](peer_down_atom, const std::string& id) { on_peer_down(self, id); },
     [self](timeout_atom, std::uint64_t transfer, std::uint64_t had) { on_transfer_timeout(self, transfer, had); },
+    [self](fetch_atom) {
+      self->state.fetch_armed = false;
+      request_state(self, true);
+    },
     [self](left_atom, const std::string& id) { self->state.departed.insert(id); },
     [self](stop_atom) {
       self->state.draining = true;

@@ -4,9 +4,35 @@
 
 namespace gwtf::actors {
 
-void state_download::start(std::string source, std::uint64_t transfer) {
+std::optional<next_source> choose_state_source(const std::vector<std::string>& replicas,
+                                               const std::vector<std::string>& others, bool copies,
+                                               const state_source& last) {
+  std::vector<state_source> all;
+  for (auto& r : replicas)
+    all.push_back({r, false});
+  if (copies)
+    for (auto& o : others)
+      all.push_back({o, true});
+  if (all.empty())
+    return std::nullopt;
+  if (last.host.empty())
+    return next_source{all.front(), false};
+  // After `last` in the order above; a source that is gone meanwhile is passed by its place.
+  auto after = [&](const state_source& s) {
+    if (s.checkpoint != last.checkpoint)
+      return s.checkpoint; // copies come after the replicas
+    return s.host > last.host;
+  };
+  auto it = std::find_if(all.begin(), all.end(), after);
+  if (it == all.end())
+    return next_source{all.front(), true};
+  return next_source{*it, false};
+}
+
+void state_download::start(std::string source, std::uint64_t transfer, bool checkpoint) {
   source_ = std::move(source);
   transfer_ = transfer;
+  checkpoint_ = checkpoint;
   blob_.clear();
   received_.clear();
 }
@@ -35,6 +61,10 @@ state_download::outcome state_download::chunk(const std::string& from, const wir
     return outcome::ignored;
   if (c.total_bytes > limit || c.offset > c.total_bytes || c.data.size() > c.total_bytes - c.offset)
     return outcome::refused;
+  if (c.total_bytes == 0) { // "none here": no state is empty
+    cancel();
+    return outcome::declined;
+  }
   if (blob_.size() != c.total_bytes) { // the first chunk, or the source's state changed size
     blob_.assign(c.total_bytes, 0);
     received_.clear();

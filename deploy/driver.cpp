@@ -498,6 +498,11 @@ caf::behavior driver(driver_ptr self, const cluster_config* cfg, std::shared_ptr
       *self->state.out << "# " << host << " resumed stage " << stage << " at iteration " << i << " from " << path
                        << std::endl;
     },
+    [self](served_atom, const std::string& host, const std::string& peer, std::uint32_t stage, std::uint64_t i,
+           std::uint64_t bytes, const std::string&) {
+      *self->state.out << "# " << host << " sent " << peer << " the checkpoint of stage " << stage << " at iteration "
+                       << i << " (" << bytes << " bytes)" << std::endl;
+    },
     [self](replica_atom, const std::string&, const std::string& owner, std::uint32_t, std::uint64_t i, std::uint64_t,
            const std::string&) {
       ++self->state.result.checkpoint_replicas;

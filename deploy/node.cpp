@@ -238,6 +238,12 @@ caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me
                  << std::hex << hash << std::dec << ")" << std::endl;
       up(loaded_atom::value, host, stage, i, hash, path);
     },
+    [self, up](served_atom, const std::string& host, const std::string& peer, std::uint32_t stage, std::uint64_t i,
+               std::uint64_t bytes, const std::string& path) {
+      line(self) << "sent " << peer << " the checkpoint of stage " << stage << " at iteration " << i << " from "
+                 << path << " (" << bytes << " bytes)" << std::endl;
+      up(served_atom::value, host, peer, stage, i, bytes, path);
+    },
     [self, up](replica_atom, const std::string& host, const std::string& owner, std::uint32_t stage, std::uint64_t i,
                std::uint64_t bytes, const std::string& path) {
       line(self) << "stored " << owner << "'s checkpoint of stage " << stage << " at iteration " << i << " in " << path

@@ -259,6 +259,8 @@ struct filler {
     auto b = body.initStateRequest();
     b.setTransferId(x.transfer_id);
     b.setStage(x.stage);
+    b.setCheckpoint(x.checkpoint);
+    b.setIteration(x.iteration);
   }
   void operator()(const state_chunk& x) {
     auto b = body.initStateChunk();
@@ -699,6 +701,8 @@ void get(schema::NormShare::Reader r, norm_share& x, checker& c) {
 void get(schema::StateRequest::Reader r, state_request& x, checker& c) {
   x.transfer_id = r.getTransferId();
   c.in_range(r.getStage(), 0, max_stage, "stateRequest.stage", x.stage);
+  x.checkpoint = r.getCheckpoint();
+  x.iteration = r.getIteration();
 }
 
 void get(schema::StateChunk::Reader r, state_chunk& x, checker& c) {

@@ -79,7 +79,7 @@ GWTF_WIRE_EQ(bandwidth_sample, x.peer, x.bytes, x.nanos)
 GWTF_WIRE_EQ(gradient_chunk, x.iteration, x.stage, x.contributors, x.microbatches, x.offset,
              x.total_elements, x.values, x.reports)
 GWTF_WIRE_EQ(norm_share, x.iteration, x.stage, x.sum_squares)
-GWTF_WIRE_EQ(state_request, x.transfer_id, x.stage)
+GWTF_WIRE_EQ(state_request, x.transfer_id, x.stage, x.checkpoint, x.iteration)
 GWTF_WIRE_EQ(state_chunk, x.transfer_id, x.stage, x.offset, x.total_bytes, x.data)
 GWTF_WIRE_EQ(inspect_request, x.request_id, x.query)
 GWTF_WIRE_EQ(inspect_reply, x.request_id, x.ok, x.body)

@@ -256,10 +256,14 @@ struct norm_share {
   double sum_squares = 0;
 };
 
-/// Ask a replica for its stage state.
+/// Ask a replica for its stage state, or (`checkpoint`) any host for the checkpoint of `stage`
+/// at `iteration` that it keeps (its own or a copy a peer pushed to it: docs/checkpoints.md).
+/// Answered with STATE_CHUNKs of the transfer, or one empty chunk (total_bytes 0): none here.
 struct state_request {
   std::uint64_t transfer_id = 0;
   std::uint32_t stage = 0;
+  bool checkpoint = false;
+  std::uint64_t iteration = 0; ///< with `checkpoint`: the training steps the state holds
 };
 
 /// A piece of a stage state blob.

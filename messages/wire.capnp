@@ -265,10 +265,14 @@ struct NormShare {
   sumSquares @2 :Float64;
 }
 
-# Ask a replica for its stage state (weights and optimizer).
+# Ask a replica for its stage state (weights and optimizer), or, with `checkpoint`, any host
+# for the checkpoint of `stage` at `iteration` it keeps (its own or a copy pushed to it).
+# Answered with StateChunks of the transfer, or one empty chunk (totalBytes 0): none here.
 struct StateRequest {
   transferId @0 :UInt64;
   stage @1 :UInt32;
+  checkpoint @2 :Bool;
+  iteration @3 :UInt64;
 }
 
 # A piece of a stage state blob (model/stage.hpp export_state).

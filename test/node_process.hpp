@@ -16,6 +16,7 @@
 #include <string>
 #include <sys/wait.h>
 #include <thread>
+#include <vector>
 
 extern char** environ;
 
@@ -48,16 +49,20 @@ struct node_process {
   pid_t pid = -1;
   std::filesystem::path log;
 
-  /// Starts `exe --config config`, its output in `log_file`; false if it cannot start.
-  bool start(const std::string& exe, const std::filesystem::path& config, std::filesystem::path log_file) {
+  /// Starts `exe --config config [args...]`, its output in `log_file`; false if it cannot start.
+  bool start(const std::string& exe, const std::filesystem::path& config, std::filesystem::path log_file,
+             std::vector<std::string> args = {}) {
     log = std::move(log_file);
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_adddup2(&fa, 1, 2);
     std::string path = exe, a1 = "--config", a2 = config.string();
-    char* argv[] = {path.data(), a1.data(), a2.data(), nullptr};
-    int rc = posix_spawn(&pid, path.c_str(), &fa, nullptr, argv, environ);
+    std::vector<char*> argv{path.data(), a1.data(), a2.data()};
+    for (auto& a : args)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    int rc = posix_spawn(&pid, path.c_str(), &fa, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&fa);
     return rc == 0;
   }
@@ -66,6 +71,26 @@ struct node_process {
   node_process(const node_process&) = delete;
   node_process& operator=(const node_process&) = delete;
   ~node_process() { stop(); }
+
+  /// Waits (bounded) for the process to exit: its exit code, 128 + signal, or -1 when it is
+  /// still running at the limit (then it is killed).
+  int wait_exit(std::chrono::seconds limit) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    while (pid > 0) {
+      int status = 0;
+      auto r = waitpid(pid, &status, WNOHANG);
+      if (r == pid) {
+        pid = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        stop();
+        return -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50)); // polling a child, not a race
+    }
+    return -1;
+  }
 
   void stop() {
     if (pid > 0) {

@@ -334,6 +334,49 @@ TEST_CASE("state download: chunks of the transfer in progress fill the blob, oth
   CHECK(d.chunk("r2", chunk(9, 1, 2, {6}), 1, 100) == outcome::ignored);
 }
 
+TEST_CASE("state download: an empty chunk of the source says it has none, other empty chunks are ignored") {
+  using outcome = state_download::outcome;
+  state_download d;
+  d.start("r4", 11, true);
+  CHECK(d.checkpoint());
+  CHECK(d.chunk("r5", wire::state_chunk{11, 3, 0, 0, {}}, 3, 100) == outcome::ignored); // not the source
+  CHECK(d.chunk("r4", wire::state_chunk{12, 3, 0, 0, {}}, 3, 100) == outcome::ignored); // another transfer
+  CHECK(d.active());
+  CHECK(d.chunk("r4", wire::state_chunk{11, 3, 0, 0, {}}, 3, 100) == outcome::declined);
+  CHECK_FALSE(d.active());
+  CHECK(d.source() == "r4"); // where the next source is counted from
+  CHECK(d.chunk("r4", wire::state_chunk{11, 3, 0, 4, {1, 2, 3, 4}}, 3, 100) == outcome::ignored); // ended
+}
+
+TEST_CASE("state source: live replicas first, then every other host's kept checkpoint, then a new round") {
+  std::vector<std::string> replicas{"r3a", "r3b"}, others{"dh1", "r1", "r2"};
+  auto next = [&](const std::string& host, bool checkpoint, bool copies = true) {
+    return choose_state_source(replicas, others, copies, {host, checkpoint});
+  };
+  auto first = next("", false);
+  REQUIRE(first);
+  CHECK(first->source == state_source{"r3a", false});
+  CHECK_FALSE(first->wrapped);
+  CHECK(next("r3a", false)->source == state_source{"r3b", false});
+  CHECK(next("r3b", false)->source == state_source{"dh1", true}); // replicas done: the copies
+  CHECK(next("dh1", true)->source == state_source{"r1", true});
+  CHECK(next("r1", true)->source == state_source{"r2", true});
+  auto round = next("r2", true);
+  CHECK(round->wrapped); // everybody asked once: the caller waits before a new round
+  CHECK(round->source == state_source{"r3a", false});
+  // A source that left meanwhile is passed by its place in the order.
+  CHECK(next("r10", true)->source == state_source{"r2", true});
+  CHECK(next("r3aa", false)->source == state_source{"r3b", false});
+  // Without copies (no iteration to resume at): the replicas only, as any joiner asks.
+  CHECK(next("r3a", false, false)->source == state_source{"r3b", false});
+  CHECK(next("r3b", false, false)->wrapped);
+  // Nobody to ask.
+  CHECK_FALSE(choose_state_source({}, others, false, {}).has_value());
+  auto only_copies = choose_state_source({}, others, true, {});
+  REQUIRE(only_copies);
+  CHECK(only_copies->source == state_source{"dh1", true});
+}
+
 TEST_CASE("link estimator: queued probes do not swing the estimate, only the least round trips count") {
   link_estimator e{4};
   CHECK_FALSE(e.bulk(0.030, 65536)); // no small round trip yet

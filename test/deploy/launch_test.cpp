@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <sys/wait.h>
@@ -24,6 +26,7 @@ namespace {
 namespace fs = std::filesystem;
 const std::string src = GWTF_SOURCE_DIR;
 
+using gwtf::test::node_process;
 using gwtf::test::run_result;
 
 // A fresh directory per case.
@@ -450,6 +453,93 @@ TEST_CASE("launch: processes stopped with --until resume at the consistent cut, 
   for (std::size_t i = 0; i < 4; ++i) {
     INFO("iteration " << 4 + i << ": resumed " << loss[i] << ", reference " << reference[4 + i]);
     CHECK(std::abs(loss[i] - reference[4 + i]) <= 1e-4 * std::abs(reference[4 + i]));
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("node mode: a stage whose hosts lost their disks resumes from the copy another host keeps, over the wire") {
+  // Separate machines: every host has its own node.data_dir. The cluster runs to iteration 4
+  // with checkpoints (launch, one copy of each on a host of another stage), then every host
+  // starts again by itself with --resume-at 4 and its own disk, except r3 (stage 3's only
+  // host), whose disk is gone: it must fetch stage 3's checkpoint from the host that keeps
+  // the copy, over TCP, and the cluster trains on as the reference trainer does.
+  auto dir = workdir("fetch");
+  auto text = config(dir, replicated, 8, "", "launch-loss.csv", "{data_dir: " + (dir / "data").string() + "}");
+  text.replace(text.find("loss_out:"), 9, "checkpoint_every: 2, loss_out:");
+  std::ofstream{dir / "cluster.yaml"} << text;
+  std::ofstream{dir / "reference.yaml"} << config(dir, replicated, 8, "", "reference-loss.csv");
+  auto first = gwtf::test::run_command("timeout -s INT 150 '" + std::string{GWTF_EXE} + "' launch --config '"
+                                       + (dir / "cluster.yaml").string() + "' --logs '" + (dir / "logs1").string()
+                                       + "' --until 4");
+  INFO(findings(first.out) << first.out);
+  REQUIRE(first.code == 0);
+  const std::vector<std::string> hosts{"dh-a", "dh-b", "r1", "r1b", "r2", "r2b", "r3"};
+  // Where the copy of r3's iteration-4 checkpoint lies: on one host of another stage.
+  std::string keeper;
+  for (auto& h : hosts)
+    if (fs::exists(dir / "data" / h / "replicas" / "r3" / "stage-3" / "iteration-0000000004.ckpt"))
+      keeper = h;
+  REQUIRE_MESSAGE(!keeper.empty(), "no host keeps a copy of r3's checkpoint of iteration 4");
+  // The weights r3 had after the step of iteration 3 (its checkpoint of iteration 4).
+  auto r3_first = gwtf::test::read_file(dir / "logs1" / "r3.log");
+  const std::string applied = "applied iteration 3 (stage 3, weights hash ";
+  auto at = r3_first.find(applied);
+  REQUIRE(at != std::string::npos);
+  at += applied.size();
+  auto hash = r3_first.substr(at, r3_first.find(')', at) - at);
+  for (auto& h : hosts) {
+    fs::create_directories(dir / ("disk-" + h));
+    if (h == "r3")
+      fs::remove_all(dir / "data" / h); // its disk is gone
+    else
+      fs::rename(dir / "data" / h, dir / ("disk-" + h) / h);
+  }
+  std::map<std::string, std::unique_ptr<node_process>> nodes;
+  for (auto& h : hosts) {
+    nodes[h] = std::make_unique<node_process>();
+    REQUIRE(nodes[h]->start(GWTF_EXE, dir / "logs1" / (h + ".yaml"), dir / (h + "-2.log"),
+                            {"--set", "node.data_dir=" + (dir / ("disk-" + h)).string(), "--resume-at", "4"}));
+  }
+  std::map<std::string, int> codes;
+  std::string all;
+  for (auto& h : hosts) {
+    codes[h] = nodes[h]->wait_exit(std::chrono::seconds(120));
+    auto log = gwtf::test::read_file(dir / (h + "-2.log"));
+    all += "== " + h + " (last 3000 bytes)\n" + log.substr(log.size() > 3000 ? log.size() - 3000 : 0);
+  }
+  INFO(all);
+  for (auto& h : hosts) {
+    INFO(h);
+    CHECK(codes[h] == 0);
+  }
+  auto r3 = gwtf::test::read_file(dir / "r3-2.log");
+  CHECK(has(r3, "cannot resume: "));
+  CHECK(has(r3, "resumed stage 3 at iteration 4 from the checkpoint of iteration 4 that " + keeper
+                  + " keeps (fetched over the wire, "));
+  CHECK(has(r3, "(weights hash " + hash + ")"));
+  CHECK(has(r3, "applied iteration 7 (stage 3"));
+  CHECK(has(gwtf::test::read_file(dir / (keeper + "-2.log")), "sent r3 the checkpoint of stage 3 at iteration 4 from "));
+  // The loss from iteration 4 on: each data holder's, averaged (they train as many microbatches).
+  auto ref = gwtf::test::run_command("'" + std::string{GWTF_EXE} + "' reference --config '"
+                                     + (dir / "reference.yaml").string() + "'");
+  REQUIRE(ref.code == 0);
+  auto reference = losses(dir / "reference-loss.csv");
+  REQUIRE(reference.size() == 8);
+  for (int i = 4; i < 8; ++i) {
+    double sum = 0;
+    int n = 0;
+    for (auto h : {"dh-a", "dh-b"}) {
+      auto log = gwtf::test::read_file(dir / (std::string{h} + "-2.log"));
+      auto key = "iteration " + std::to_string(i) + " done at " + h + ": 4 microbatches, loss ";
+      auto p = log.find(key);
+      if (p != std::string::npos) {
+        sum += std::stod(log.substr(p + key.size()));
+        ++n;
+      }
+    }
+    INFO("iteration " << i << ": mean of the holders " << (n ? sum / n : 0) << ", reference " << reference[i]);
+    REQUIRE(n == 2);
+    CHECK(std::abs(sum / n - reference[i]) <= 2e-3 * std::abs(reference[i]));
   }
   fs::remove_all(dir);
 }

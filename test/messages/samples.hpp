@@ -58,7 +58,7 @@ inline std::vector<wire::message> all_samples() {
     gradient_chunk{12, 2, {"r2-oregon", "r2-ireland"}, 7, 64, 1024, sample_tensor({32}),
                    {iteration_done{12, "dh-virginia", 4, 13.25, {"dh-virginia", "dh-frankfurt"}}}},
     norm_share{12, 2, 3.5},
-    state_request{314, 2},
+    state_request{314, 2, true, 40},
     state_chunk{314, 2, 16, 64, std::vector<std::uint8_t>(32, 0x5a)},
     inspect_request{1, "flows"},
     inspect_reply{1, true, "flows: []\n"},
