@@ -137,6 +137,15 @@ const std::string five_hosts = "  - {name: dh-a, region: virginia, role: data_ho
 const std::string replicated = five_hosts + "  - {name: r1b, region: london, role: relay, stage: 1, capacity: 4}\n"
                                             "  - {name: r2b, region: ireland, role: relay, stage: 2, capacity: 4}\n";
 
+// The replicated cluster for 8 iterations with checkpoints every `every` under DIR/data
+// (cluster.yaml) and the same without (reference.yaml, for the reference trainer).
+void write_checkpointed(const fs::path& dir, int every) {
+  auto text = config(dir, replicated, 8, "", "launch-loss.csv", "{data_dir: " + (dir / "data").string() + "}");
+  text.replace(text.find("loss_out:"), 9, "checkpoint_every: " + std::to_string(every) + ", loss_out:");
+  std::ofstream{dir / "cluster.yaml"} << text;
+  std::ofstream{dir / "reference.yaml"} << config(dir, replicated, 8, "", "reference-loss.csv");
+}
+
 } // namespace
 
 TEST_CASE("launch: 5 processes over mutual TLS without churn train exactly like the reference trainer") {
@@ -415,10 +424,7 @@ TEST_CASE("launch: a stage whose only process is killed is restored from the che
 
 TEST_CASE("launch: processes stopped with --until resume at the consistent cut, a damaged checkpoint replaced by a copy") {
   auto dir = workdir("resume");
-  auto text = config(dir, replicated, 8, "", "launch-loss.csv", "{data_dir: " + (dir / "data").string() + "}");
-  text.replace(text.find("loss_out:"), 9, "checkpoint_every: 3, loss_out:");
-  std::ofstream{dir / "cluster.yaml"} << text;
-  std::ofstream{dir / "reference.yaml"} << config(dir, replicated, 8, "", "reference-loss.csv");
+  write_checkpointed(dir, 3);
   auto launch = [&](const std::string& args, const std::string& logs) {
     return gwtf::test::run_command("timeout -s INT 150 '" + std::string{GWTF_EXE} + "' launch --config '"
                                    + (dir / "cluster.yaml").string() + "' --logs '" + (dir / logs).string() + "' " + args);
@@ -464,10 +470,7 @@ TEST_CASE("node mode: a stage whose hosts lost their disks resumes from the copy
   // host), whose disk is gone: it must fetch stage 3's checkpoint from the host that keeps
   // the copy, over TCP, and the cluster trains on as the reference trainer does.
   auto dir = workdir("fetch");
-  auto text = config(dir, replicated, 8, "", "launch-loss.csv", "{data_dir: " + (dir / "data").string() + "}");
-  text.replace(text.find("loss_out:"), 9, "checkpoint_every: 2, loss_out:");
-  std::ofstream{dir / "cluster.yaml"} << text;
-  std::ofstream{dir / "reference.yaml"} << config(dir, replicated, 8, "", "reference-loss.csv");
+  write_checkpointed(dir, 2);
   auto first = gwtf::test::run_command("timeout -s INT 150 '" + std::string{GWTF_EXE} + "' launch --config '"
                                        + (dir / "cluster.yaml").string() + "' --logs '" + (dir / "logs1").string()
                                        + "' --until 4");
