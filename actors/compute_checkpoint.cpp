@@ -5,7 +5,10 @@
 // start when the run resumes.
 #include "actors/compute_internal.hpp"
 
+#include <algorithm>
 #include <filesystem>
+#include <map>
+#include <set>
 
 #include "model/checkpoint.hpp"
 
@@ -246,6 +249,28 @@ std::vector<std::string> checkpoint_roots(const cluster_spec& spec, const std::s
   }
   return out;
 }
+
+} // namespace compute
+
+std::vector<wire::held_checkpoint> checkpoint_inventory(const cluster_spec& spec, const std::string& host) {
+  std::set<std::pair<std::uint32_t, std::uint64_t>> held;
+  for (auto& root : compute::checkpoint_roots(spec, host))
+    for (int s = 0; s < spec.model.stages; ++s) {
+      auto its = model::checkpoint_iterations(root, static_cast<std::uint32_t>(s));
+      for (auto i : its)
+        held.emplace(static_cast<std::uint32_t>(s), i);
+    }
+  // The newest 8 per stage: a restore needs the newest iterations every stage shares.
+  std::vector<wire::held_checkpoint> out;
+  std::map<std::uint32_t, int> per_stage;
+  for (auto it = held.rbegin(); it != held.rend(); ++it)
+    if (per_stage[it->first]++ < 8)
+      out.push_back({it->first, it->second});
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
+namespace compute {
 
 void resume_from_checkpoint(self_ptr self) {
   auto& st = self->state;

@@ -154,6 +154,11 @@ enum class boundary {
 
 // shared helpers (stage_actor.cpp)
 std::vector<std::string> live_at(const compute_state& st, int stage);
+/// How long a relay stage stays without a live replica before the hosts restore it
+/// themselves (node mode): twice the connection timeout.
+inline std::chrono::milliseconds restore_delay(const compute_state& st) {
+  return std::chrono::milliseconds(2 * st.ctx->spec->faults.connection_timeout_ms);
+}
 std::vector<candidate> candidates_at(const compute_state& st, int stage);
 std::vector<std::string> live_holders(const compute_state& st);
 std::vector<std::string> same_stage(const compute_state& st);

@@ -30,6 +30,11 @@ public:
   /// True once any gap longer than the timeout was seen, by a stamp or by this check (the
   /// watchdog may not have run yet after a resume). Once true, true for ever.
   bool frozen(std::int64_t now_ms);
+  /// The process follows a restore of a lost stage and starts again in a moment: from now on
+  /// its actors neither send nor open a frame (what they would say belongs to the iteration
+  /// being rolled back). Once set, set for ever.
+  void silence() { silenced_.store(true); }
+  bool silenced() const { return silenced_.load(); }
   /// The longest gap seen so far (ms), for the log line.
   std::int64_t longest_gap_ms() const { return longest_gap_.load(); }
 
@@ -40,6 +45,7 @@ private:
   std::atomic<std::int64_t> last_;
   std::atomic<std::int64_t> longest_gap_{0};
   std::atomic<bool> frozen_{false};
+  std::atomic<bool> silenced_{false};
 };
 
 } // namespace gwtf::actors

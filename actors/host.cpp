@@ -14,6 +14,7 @@
 #include "actors/link_estimator.hpp"
 #include "actors/host_internal.hpp"
 #include "actors/membership_view.hpp"
+#include "actors/stage_restore.hpp"
 #include "routing/balancer.hpp"
 #include "routing/cost_model.hpp"
 #include "routing/placement.hpp"
@@ -42,6 +43,8 @@ struct membership_state {
   std::set<std::string> known; // peers the link found (node mode), besides the declared hosts
   std::int64_t last_tick_ms = 0; // when this host last beat: a long gap means it was frozen
   bool frozen = false;
+  bool restoring = false;        // it follows a RESTORE: the process starts again in a moment
+  std::string restore_problem;   // the last reason a restore could not be planned (said once)
 };
 
 membership_actor::behavior_type membership(metered_ptr<membership_actor, membership_state> self, ctx_ptr ctx,
@@ -93,11 +96,45 @@ membership_actor::behavior_type membership(metered_ptr<membership_actor, members
                  + " ms: declared dead by the peers, rejoining as a new replica");
     return st.frozen;
   };
+  // Node mode's self-restore (docs/checkpoints.md): the live hosts as their heartbeats
+  // describe them, this one first.
+  auto live_hosts = [self] {
+    auto& st = self->state;
+    std::vector<restore_host> out{
+      {st.me.peer_id, st.me.role == wire::peer_role::data_holder, st.me.stage, st.me.checkpoints}};
+    for (auto& id : st.view->live()) {
+      auto& h = st.view->peers().at(id).hello;
+      out.push_back({id, h.role == wire::peer_role::data_holder, h.stage, h.checkpoints});
+    }
+    return out;
+  };
+  // Follows a restore: RESTORE to every live peer but the one it came from (each host
+  // forwards it once, so a peer the decider could not reach still hears it), then the
+  // process falls silent and its reporter starts it again at the cut.
+  auto follow = [self, ctx](const wire::restore& r, const std::string& from) {
+    auto& st = self->state;
+    st.restoring = true;
+    for (auto& id : st.view->live())
+      if (id != from && id != r.decided_by)
+        ctx->send(self, id, service::membership, r);
+    std::int32_t next = -1;
+    if (st.me.role == wire::peer_role::relay)
+      next = r.restorer == ctx->host.name ? static_cast<std::int32_t>(r.stage)
+             : st.me.stage >= 1           ? st.me.stage
+                                          : (ctx->stage >= 1 ? ctx->stage : -1);
+    tell(self, ctx->reporter, restore_atom::value, ctx->host.name, r.stage, r.iteration, r.restorer, r.from_stage,
+         r.decided_by, next);
+    if (ctx->watch)
+      ctx->watch->silence();
+  };
   self->send(self, tick_atom::value);
   return {
     [self, ctx, notify, beat, frozen](tick_atom) {
       if (frozen())
         return;
+      // What it can serve for a restore goes out with every heartbeat.
+      if (ctx->spec->self_restore)
+        self->state.me.checkpoints = checkpoint_inventory(*ctx->spec, ctx->host.name);
       self->state.last_tick_ms = now_ms();
       beat();
       auto changes = self->state.view->tick(now_ms());
@@ -108,10 +145,29 @@ membership_actor::behavior_type membership(metered_ptr<membership_actor, members
       self->delayed_send(self, std::chrono::milliseconds(ctx->spec->faults.heartbeat_interval_ms),
                          tick_atom::value);
     },
-    [self, ctx, notify](deliver_atom, const std::string& from, wire_frame& frame) {
+    [self, ctx, notify, follow](deliver_atom, const std::string& from, wire_frame& frame) {
       auto msg = ctx->open(self, from, std::move(frame));
       if (!msg)
         return;
+      if (auto* r = std::get_if<wire::restore>(&*msg)) {
+        auto& st = self->state;
+        if (st.restoring)
+          return; // it follows one already (this is a forwarded copy)
+        std::optional<std::string> why;
+        if (!ctx->spec->self_restore)
+          why = std::string{"this host does not restore stages by itself (no checkpoints, or its launcher does)"};
+        else if (!st.view->alive(from))
+          why = from + " is not a live peer";
+        else
+          why = check_restore(*r, ctx->spec->model.stages, ctx->host.name, st.me.stage);
+        if (why) {
+          tell(self, ctx->reporter, failure_atom::value, ctx->host.name,
+               "RESTORE of stage " + std::to_string(r->stage) + " from " + from + " refused: " + *why);
+          return;
+        }
+        follow(*r, from);
+        return;
+      }
       if (auto* h = std::get_if<wire::hello>(&*msg)) {
         if (h->peer_id != from) {
           tell(self, ctx->reporter, failure_atom::value, ctx->host.name,
@@ -172,6 +228,26 @@ membership_actor::behavior_type membership(metered_ptr<membership_actor, members
     [self, ctx](stop_atom, bool drained) {
       for (auto& id : self->state.view->live())
         ctx->send(self, id, service::membership, wire::leave{ctx->host.name, ctx->incarnation, drained});
+    },
+    [self, ctx, live_hosts, follow](restore_atom, std::uint32_t stage, std::uint64_t iteration) {
+      // A data holder's compute: `stage` lost while `iteration` stalls. The live data holder
+      // with the lowest name decides; the others' computes ask too, and are ignored here.
+      auto& st = self->state;
+      if (!ctx->spec->self_restore || st.restoring)
+        return;
+      auto live = live_hosts();
+      if (!decides_restore(ctx->host.name, live))
+        return;
+      auto plan = plan_restore(ctx->spec->model.stages, stage, ctx->host.name, live);
+      if (auto* why = std::get_if<std::string>(&plan)) {
+        if (*why != st.restore_problem) // said once; asked again every restore delay
+          tell(self, ctx->reporter, failure_atom::value, ctx->host.name,
+               "cannot restore stage " + std::to_string(stage) + " (iteration " + std::to_string(iteration)
+                 + " stalls): " + *why);
+        st.restore_problem = *why;
+        return;
+      }
+      follow(std::get<wire::restore>(plan), ctx->host.name);
     },
     [self](inspect_atom) -> std::string {
       auto& st = self->state;
@@ -895,6 +971,11 @@ supervisor_actor::behavior_type supervisor(supervisor_ptr self, ctx_ptr ctx) {
       st.leaving = true;
       tell(self, st.ctx->reporter, restart_atom::value, st.ctx->host.name, why);
       self->quit(make_error(ec::frozen, why));
+    },
+    [self](restore_atom, std::uint32_t stage, std::uint64_t iteration) {
+      // The compute of a data holder: a relay stage is lost (node mode's self-restore).
+      if (!self->state.leaving)
+        self->send(self->state.membership, restore_atom::value, stage, iteration);
     },
     [self](place_atom) {
       auto& st = self->state;

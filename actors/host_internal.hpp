@@ -51,12 +51,14 @@ struct host_context {
   }
 
   bool frozen() const { return watch && watch->frozen(steady_ms()); }
+  /// Frozen, or silenced for a restore (the process starts again in a moment).
+  bool mute() const { return watch && (watch->silenced() || watch->frozen(steady_ms())); }
 
   /// Encodes `msg` and hands it to the link layer for `to`'s `svc` (nothing when frozen).
   template <class Self>
   void send(Self* self, const std::string& to, service svc,
             const wire::message& msg) const {
-    if (frozen())
+    if (mute())
       return;
     tell(self, link, send_atom::value, host.name, to, static_cast<std::int32_t>(svc),
                make_frame(msg));
@@ -65,7 +67,7 @@ struct host_context {
   template <class Self>
   std::optional<wire::message> open(Self* self, const std::string& from,
                                     wire_frame&& frame) const {
-    if (frozen())
+    if (mute())
       return std::nullopt; // what arrived for the written-off incarnation
     wire::decode_limits limits;
     limits.max_bytes = static_cast<std::size_t>(spec->max_message_bytes);

@@ -78,6 +78,7 @@ using loaded_atom = caf::atom_constant<caf::atom("loaded")>;
 using replica_atom = caf::atom_constant<caf::atom("replica")>;
 using served_atom = caf::atom_constant<caf::atom("served")>;
 using probe_atom = caf::atom_constant<caf::atom("probe")>;
+using restore_atom = caf::atom_constant<caf::atom("restore")>;
 
 /// Where a frame goes inside its destination host.
 /// `link` is the links' own traffic in node mode (GOSSIP: who is where).
@@ -106,6 +107,9 @@ struct cluster_spec {
   std::optional<std::uint64_t> resume_at;
   /// --until N: stop after N iterations applied; the schedule stays training.iterations'.
   std::optional<std::uint64_t> until;
+  /// Node mode with checkpoints and no launcher: a relay stage whose every replica is gone is
+  /// restored by the hosts themselves (docs/checkpoints.md; launch restores it itself).
+  bool self_restore = false;
   /// compression.mode: the type activations and their gradients travel in (float32: as
   /// computed; float16 / bfloat16: rounded for the wire, fp32 again at the receiver).
   wire::dtype activation_wire_type = wire::dtype::float32;
@@ -125,6 +129,11 @@ struct cluster_spec {
 
 /// Where `host` keeps its checkpoints (model/checkpoint.hpp's root).
 std::string checkpoint_root(const cluster_spec& spec, const std::string& host);
+
+/// The checkpoints `host` can serve from node.data_dir (its own and the copies peers pushed),
+/// by file name (each is verified when it is served), the newest 8 per stage: what its
+/// heartbeats tell peers for a restore of a lost stage.
+std::vector<wire::held_checkpoint> checkpoint_inventory(const cluster_spec& spec, const std::string& host);
 
 // --- link layer (one per process) ------------------------------------------------------
 // (register_atom, host, int32 service, actor)   a host's actor for a service; monitored
@@ -232,6 +241,10 @@ caf::actor spawn_metrics_server(caf::actor_system& sys, inspect_server_options o
 //                                         stored a copy of `owner`'s checkpoint
 // (served_atom, host, std::string peer, u32 stage, u64 iteration, u64 bytes, std::string path)
 //                                         sent a peer that resumes the checkpoint it asked for
+// (restore_atom, host, u32 stage, u64 iteration, std::string restorer, i32 from_stage,
+//  std::string decided_by, i32 next_stage)  node mode: a lost stage is restored; this process
+//                                         starts again at `iteration`, at `next_stage` (-1: a
+//                                         data holder); `decided_by` empty: decided here
 
 // --- one host ------------------------------------------------------------------------
 // The supervisor of a host spawns its membership, link probe, flow balancer and stage (or
@@ -258,6 +271,9 @@ using supervisor_actor = caf::typed_actor<
     caf::reacts_to<drained_atom, bool>,
     /// membership: this host was frozen past the connection timeout; restart as a new replica
     caf::reacts_to<restart_atom, std::string>,
+    /// the compute (a data holder): relay stage S has had no live replica for the restore
+    /// delay while iteration I could not finish; to membership (node mode's self-restore)
+    caf::reacts_to<restore_atom, std::uint32_t, std::uint64_t>,
     /// the stage holds valid weights (>= 0) or downloads them (-1)
     caf::reacts_to<stage_atom, std::int32_t>,
     /// internal: poll membership until the view settles, then place this stage-less relay
@@ -292,6 +308,9 @@ using membership_actor = caf::typed_actor<
     caf::reacts_to<stage_atom, std::int32_t>,
     /// send LEAVE (drained or not) to every live peer
     caf::reacts_to<stop_atom, bool>,
+    /// a data holder's compute: relay stage S is lost while iteration I stalls; the deciding
+    /// holder plans the restore and sends RESTORE to every live peer (docs/checkpoints.md)
+    caf::reacts_to<restore_atom, std::uint32_t, std::uint64_t>,
     /// the inspection shell: this actor's state as a JSON object (docs/shell.md)
     caf::replies_to<inspect_atom>::with<std::string>,
     /// internal: heartbeat, suspicion, frozen check
@@ -353,7 +372,9 @@ using compute_actor = peer_listener_actor::extend<
     /// supervisor: the host's link probe, to be told this stage's compute per microbatch
     caf::reacts_to<probe_atom, probe_actor>,
     /// its checkpoint writer: the checkpoint of this iteration is on disk
-    caf::reacts_to<checkpoint_atom, std::uint64_t>>;
+    caf::reacts_to<checkpoint_atom, std::uint64_t>,
+    /// internal (data holder, self-restore): is relay stage S still lost and iteration I stalled?
+    caf::reacts_to<restore_atom, std::uint32_t, std::uint64_t>>;
 
 /// One in-flight microbatch of a data holder: owns its first hop, attempt and timeout, and
 /// asks the holder (resend_atom) to send it again.

@@ -218,6 +218,22 @@ void on_peer_down(self_ptr self, const std::string& id) {
   // A dead holder or replica may be what an iteration boundary was waiting for.
   resume(self, try_share(self, st.current));
   resume(self, try_average(self, st.current));
+  // The last replica of a relay stage is gone: no ring can close. In node mode with
+  // checkpoints the hosts restore it themselves if it stays so (docs/checkpoints.md).
+  if (is_holder(st) && st.ctx->spec->self_restore && it_stage >= 1 && live_at(st, it_stage).empty())
+    self->delayed_send(self, restore_delay(st), restore_atom::value, static_cast<std::uint32_t>(it_stage), st.current);
+}
+
+// Node mode's self-restore: a relay stage still without a live replica and the iteration
+// no further after the restore delay go to membership, whose deciding holder plans the
+// restore; asked again every delay until a replica is back or the process starts again.
+void check_lost_stage(self_ptr self, std::uint32_t stage, std::uint64_t iteration) {
+  auto& st = self->state;
+  if (!live_at(st, static_cast<int>(stage)).empty() || st.current != iteration
+      || st.current >= st.ctx->spec->end_iteration())
+    return;
+  self->send(st.supervisor, restore_atom::value, stage, iteration);
+  self->delayed_send(self, restore_delay(st), restore_atom::value, stage, iteration);
 }
 
 // A peer this host had not known at its stage (a joiner, a restarted host) missed what was
@@ -376,6 +392,7 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
         resume_stalled(self);
     },
     [self](peer_down_atom, const std::string& id) { on_peer_down(self, id); },
+    [self](restore_atom, std::uint32_t stage, std::uint64_t iteration) { check_lost_stage(self, stage, iteration); },
     [self](timeout_atom, std::uint64_t transfer, std::uint64_t had) { on_transfer_timeout(self, transfer, had); },
     [self](fetch_atom) {
       self->state.fetch_armed = false;

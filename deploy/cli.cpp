@@ -2,6 +2,35 @@
 
 namespace gwtf::deploy {
 
+std::vector<std::string> restore_arguments(const std::vector<std::string>& args, std::uint64_t iteration,
+                                           std::int32_t stage) {
+  const std::string pinned = "hosts[0].stage=";
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const auto& a = args[i];
+    if (a == "--join" || a == "--resume" || a.rfind("--resume-at=", 0) == 0)
+      continue;
+    if (a == "--resume-at") {
+      ++i; // and its value
+      continue;
+    }
+    if (a.rfind("--set=" + pinned, 0) == 0)
+      continue;
+    if (a == "--set" && i + 1 < args.size() && args[i + 1].rfind(pinned, 0) == 0) {
+      ++i;
+      continue;
+    }
+    out.push_back(a);
+  }
+  out.push_back("--resume-at");
+  out.push_back(std::to_string(iteration));
+  if (stage >= 0) {
+    out.push_back("--set");
+    out.push_back(pinned + std::to_string(stage));
+  }
+  return out;
+}
+
 std::string usage_text() {
   return "usage: caf-gwtf --config FILE [--set KEY=VALUE]... [--check] [--join] [--resume | --resume-at N] [--until N]\n"
          "       caf-gwtf launch --config FILE [--set KEY=VALUE]... [--logs DIR] [--resume | --resume-at N] [--until N]\n"

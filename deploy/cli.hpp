@@ -58,6 +58,13 @@ struct cli_error {
 /// Parses argv[1..]; never exits or prints.
 std::variant<cli_options, cli_error> parse_cli(const std::vector<std::string>& args);
 
+/// The arguments a node process starts again with after a restore of a lost stage
+/// (docs/checkpoints.md): `args` without --join, --resume, --resume-at N and the stage an
+/// earlier restore set, plus `--resume-at iteration` and, when `stage` >= 0 (a relay),
+/// `--set hosts[0].stage=stage`.
+std::vector<std::string> restore_arguments(const std::vector<std::string>& args, std::uint64_t iteration,
+                                           std::int32_t stage);
+
 /// The --help text.
 std::string usage_text();
 
@@ -69,6 +76,9 @@ constexpr int usage = 2;      ///< bad command line or unreadable input file
 /// Internal to node mode: the host was frozen past the connection timeout and starts again
 /// as a new process (run_node's caller re-executes itself with --join; never an exit code).
 constexpr int rejoin = 3;
+/// Internal to node mode: a lost stage is being restored; run_node's caller re-executes itself
+/// with restore_arguments (never an exit code).
+constexpr int restore = 4;
 } // namespace exit_code
 
 } // namespace gwtf::deploy

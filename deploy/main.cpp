@@ -258,7 +258,10 @@ int main(int argc, char** argv) {
     no.resume_at = opts.resume_at;
     no.until = opts.until;
     no.report = opts.report;
-    int code = run_node(*cfg, no, std::cout);
+    restore_order restore;
+    int code = run_node(*cfg, no, std::cout, &restore);
+    if (code == exit_code::restore)
+      return restart_self(restore_arguments(args, restore.iteration, restore.stage), "to restore a lost stage");
     return code == exit_code::rejoin ? restart_as_joiner(args) : code;
   }
   if (opts.join || !opts.report.empty()) {

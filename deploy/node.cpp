@@ -49,7 +49,8 @@ struct reporter_state {
   std::deque<std::function<void(const caf::actor&)>> recent;  // idempotent reports, sent again after a reconnect
   caf::actor supervisor, link;
   std::promise<int>* exit_code = nullptr;
-  bool finishing = false, finished = false;
+  restore_order* restore = nullptr; // where to start again after a restore of a lost stage
+  bool finishing = false, finished = false, restoring = false;
   clock::time_point start = clock::now();
   int linger_ms = 1000;
 };
@@ -85,7 +86,7 @@ void finish(reporter_ptr self, int code) {
 // one, watches the host's supervisor, and ends the process with it.
 caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me, std::uint64_t last_iteration,
                             caf::actor upstream, std::string upstream_address, std::promise<int>* exit_code,
-                            int linger_ms) {
+                            int linger_ms, restore_order* restore) {
   auto& st = self->state;
   st.out = out;
   st.me = std::move(me);
@@ -94,6 +95,7 @@ caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me
   st.upstream_address = std::move(upstream_address);
   st.exit_code = exit_code;
   st.linger_ms = linger_ms;
+  st.restore = restore;
   self->set_down_handler([self](caf::down_msg& m) {
     auto& st = self->state;
     if (m.source == st.upstream.address()) {
@@ -266,6 +268,25 @@ caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me
       line(self) << "handled: " << what << std::endl;
       up(failure_atom::value, host, what);
     },
+    [self](restore_atom, const std::string&, std::uint32_t stage, std::uint64_t i, const std::string& restorer,
+           std::int32_t from, const std::string& decided_by, std::int32_t next) {
+      auto& st = self->state;
+      if (!st.restore || st.restoring || st.finished)
+        return;
+      st.restoring = true;
+      line(self) << "every replica of stage " << stage << " is gone: restoring it from the checkpoints of iteration " << i
+                 << " (decided by " << decided_by << "): " << restorer << " takes stage " << stage
+                 << (from >= 0 ? " from stage " + std::to_string(from) : std::string{" (it had no stage)"})
+                 << "; this host starts again at iteration " << i
+                 << (next >= 0 ? " at stage " + std::to_string(next) : std::string{}) << std::endl;
+      *st.restore = restore_order{i, next};
+      // The RESTORE frames it forwarded are still in the middleman's send buffers: linger.
+      self->delayed_send(self, std::chrono::milliseconds(st.linger_ms / 2), restore_atom::value);
+    },
+    [self](restore_atom) {
+      self->send_exit(self->state.link, caf::exit_reason::user_shutdown);
+      finish(self, exit_code::restore);
+    },
     [self](done_atom) {
       self->send_exit(self->state.link, caf::exit_reason::user_shutdown);
       finish(self, exit_code::ok);
@@ -408,7 +429,7 @@ private:
   std::thread thread_; // last: starts once the members above exist
 };
 
-int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& out) {
+int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& out, restore_order* restore) {
   const auto& host = cfg.hosts.front();
   auto listen = parse_endpoint(cfg.node.listen);
   if (!listen) {
@@ -442,6 +463,10 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
     spec->resume = true;
     spec->resume_at = opts.resume_at;
   }
+  // A lost stage is restored by the hosts themselves when they can start again and have
+  // checkpoints; under launch, the launcher restores it (docs/checkpoints.md).
+  spec->self_restore = restore != nullptr && opts.report.empty() && !cfg.node.data_dir.empty()
+                       && cfg.training.checkpoint_every > 0;
   // The TLS identity is loaded before anything starts: a bad file is one clear line here, not
   // an exception inside CAF's multiplexer at the first dial.
   std::shared_ptr<const tls_context> tls, tls_client;
@@ -477,7 +502,7 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
     auto reporter = sys.spawn(node_reporter, &out, host.name,
                               spec->end_iteration() - 1, upstream, opts.report,
                               &exit_promise,
-                              std::max(1000, 2 * cfg.faults.heartbeat_interval_ms));
+                              std::max(1000, 2 * cfg.faults.heartbeat_interval_ms), restore);
     net_link_options lo;
     lo.self = spec->hosts.front();
     lo.bootstrap = cfg.node.bootstrap;
@@ -614,14 +639,11 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
   return code;
 }
 
-int restart_as_joiner(const std::vector<std::string>& args) {
-  std::vector<std::string> next = args;
-  if (std::find(next.begin(), next.end(), "--join") == next.end())
-    next.push_back("--join");
+int restart_self(const std::vector<std::string>& args, const std::string& why) {
   std::error_code ec;
   auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) {
-    std::cerr << "caf-gwtf: cannot start again as a joiner: " << ec.message() << "\n";
+    std::cerr << "caf-gwtf: cannot start again " << why << ": " << ec.message() << "\n";
     return exit_code::failure;
   }
   std::cout.flush();
@@ -636,14 +658,21 @@ int restart_as_joiner(const std::vector<std::string>& args) {
   }
   std::vector<std::string> store;
   store.push_back(exe.string());
-  store.insert(store.end(), next.begin(), next.end());
+  store.insert(store.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& a : store)
     argv.push_back(a.data());
   argv.push_back(nullptr);
   ::execv(store.front().c_str(), argv.data());
-  std::cerr << "caf-gwtf: cannot start again as a joiner: execv " << store.front() << " failed\n";
+  std::cerr << "caf-gwtf: cannot start again " << why << ": execv " << store.front() << " failed\n";
   return exit_code::failure;
+}
+
+int restart_as_joiner(const std::vector<std::string>& args) {
+  std::vector<std::string> next = args;
+  if (std::find(next.begin(), next.end(), "--join") == next.end())
+    next.push_back("--join");
+  return restart_self(next, "as a joiner");
 }
 
 } // namespace gwtf::deploy

@@ -55,6 +55,11 @@ void put(schema::Hello::Builder b, const hello& x) {
   b.setIncarnation(x.incarnation);
   b.setRegion(txt(x.region));
   b.setCluster(x.cluster);
+  auto held = b.initCheckpoints(static_cast<unsigned>(x.checkpoints.size()));
+  for (unsigned i = 0; i < x.checkpoints.size(); ++i) {
+    held[i].setStage(x.checkpoints[i].stage);
+    held[i].setIteration(x.checkpoints[i].iteration);
+  }
 }
 
 void put(schema::MicrobatchRef::Builder b, const microbatch_ref& x) {
@@ -282,6 +287,14 @@ struct filler {
     b.setStage(x.stage);
     b.setHash(x.hash);
   }
+  void operator()(const restore& x) {
+    auto b = body.initRestore();
+    b.setStage(x.stage);
+    b.setIteration(x.iteration);
+    b.setRestorer(txt(x.restorer));
+    b.setFromStage(x.from_stage);
+    b.setDecidedBy(txt(x.decided_by));
+  }
   void operator()(const inspect_request& x) {
     auto b = body.initInspectRequest();
     b.setRequestId(x.request_id);
@@ -395,6 +408,14 @@ void get(schema::Hello::Reader r, hello& x, checker& c, const std::string& f) {
   x.incarnation = r.getIncarnation();
   c.text(r.getRegion(), f + ".region", 0, max_id, x.region);
   x.cluster = r.getCluster();
+  auto held = r.getCheckpoints();
+  if (!c.count(held.size(), f + ".checkpoints", max_peers))
+    return;
+  x.checkpoints.resize(held.size());
+  for (unsigned i = 0; i < held.size() && c.ok(); ++i) {
+    c.in_range(held[i].getStage(), 0, max_stage, at(f + ".checkpoints", i) + ".stage", x.checkpoints[i].stage);
+    x.checkpoints[i].iteration = held[i].getIteration();
+  }
 }
 
 void get_texts(capnp::List<capnp::Text>::Reader list, std::vector<std::string>& out, checker& c,
@@ -743,6 +764,14 @@ void get(schema::ReplicaHash::Reader r, replica_hash& x, checker& c) {
   x.hash = r.getHash();
 }
 
+void get(schema::Restore::Reader r, restore& x, checker& c) {
+  c.in_range(r.getStage(), 1, max_stage, "restore.stage", x.stage);
+  x.iteration = r.getIteration();
+  c.text(r.getRestorer(), "restore.restorer", 1, max_id, x.restorer);
+  c.in_range(r.getFromStage(), -1, max_stage, "restore.fromStage", x.from_stage);
+  c.text(r.getDecidedBy(), "restore.decidedBy", 1, max_id, x.decided_by);
+}
+
 template <class T, class Reader>
 std::variant<message, wire_failure> finish(Reader r, const std::shared_ptr<const void>& owner) {
   checker c;
@@ -783,6 +812,7 @@ std::variant<message, wire_failure> read_body(body_reader body, const std::share
     case B::HOP_PROGRESS: return finish<hop_progress>(body.getHopProgress(), owner);
     case B::ITERATION_DONE: return finish<iteration_done>(body.getIterationDone(), owner);
     case B::REPLICA_HASH: return finish<replica_hash>(body.getReplicaHash(), owner);
+    case B::RESTORE: return finish<restore>(body.getRestore(), owner);
   }
   return fail(wire_error::bad_enum, "envelope.body: unknown message kind "
                                       + std::to_string(static_cast<unsigned>(body.which())));

@@ -30,7 +30,7 @@ constexpr const char* kind_names[] = {
     "cost_advert", "flow_request", "flow_response", "flow_listing", "move_proposal",
     "move_response", "flow_sync", "ping", "pong", "bandwidth_sample", "gradient_chunk",
     "norm_share", "state_request", "state_chunk", "inspect_request", "inspect_reply",
-    "hop_progress", "iteration_done", "replica_hash"};
+    "hop_progress", "iteration_done", "replica_hash", "restore"};
 static_assert(sizeof kind_names / sizeof kind_names[0] == std::variant_size_v<message>);
 } // namespace
 
@@ -53,7 +53,9 @@ bool operator==(const tensor_payload& a, const tensor_payload& b) {
     return fields(a) == fields(b);                                                            \
   }
 
-GWTF_WIRE_EQ(hello, x.peer_id, x.address, x.role, x.stage, x.capacity, x.incarnation, x.region, x.cluster)
+GWTF_WIRE_EQ(held_checkpoint, x.stage, x.iteration)
+GWTF_WIRE_EQ(hello, x.peer_id, x.address, x.role, x.stage, x.capacity, x.incarnation, x.region, x.cluster,
+             x.checkpoints)
 GWTF_WIRE_EQ(leave, x.peer_id, x.incarnation, x.drained)
 GWTF_WIRE_EQ(peer_record, x.peer, x.heartbeat, x.suspected)
 GWTF_WIRE_EQ(gossip, x.peers)
@@ -86,6 +88,7 @@ GWTF_WIRE_EQ(inspect_reply, x.request_id, x.ok, x.body)
 GWTF_WIRE_EQ(hop_progress, x.microbatch, x.path)
 GWTF_WIRE_EQ(iteration_done, x.iteration, x.holder, x.microbatches, x.loss_sum, x.participants)
 GWTF_WIRE_EQ(replica_hash, x.iteration, x.stage, x.hash)
+GWTF_WIRE_EQ(restore, x.stage, x.iteration, x.restorer, x.from_stage, x.decided_by)
 
 #undef GWTF_WIRE_EQ
 

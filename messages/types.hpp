@@ -15,6 +15,12 @@ namespace gwtf::wire {
 /// Role of a peer as it travels on the wire.
 enum class peer_role : std::uint8_t { data_holder, relay };
 
+/// A checkpoint a host keeps (wire.capnp HeldCheckpoint).
+struct held_checkpoint {
+  std::uint32_t stage = 0;     ///< 0..1023
+  std::uint64_t iteration = 0; ///< steps the state holds
+};
+
 /// Membership introduction (wire.capnp Hello).
 struct hello {
   std::string peer_id;           ///< unique host name, 1..64 bytes
@@ -25,6 +31,7 @@ struct hello {
   std::uint64_t incarnation = 0; ///< increases on every restart
   std::string region;            ///< 0..64 bytes, [A-Za-z0-9._-]; empty when unknown
   std::uint64_t cluster = 0;     ///< hash of the cluster's shared config; 0 = unchecked
+  std::vector<held_checkpoint> checkpoints; ///< at most 4096; membership heartbeats only
 };
 
 /// Clean departure.
@@ -299,13 +306,22 @@ struct replica_hash {
   std::uint32_t stage = 0;
   std::uint64_t hash = 0;
 };
+/// Every replica of a relay stage is gone: every host starts again at `iteration`, and
+/// `restorer` takes the lost stage (node mode).
+struct restore {
+  std::uint32_t stage = 0;      ///< 1..1023
+  std::uint64_t iteration = 0;
+  std::string restorer;         ///< 1..64 bytes
+  std::int32_t from_stage = -1; ///< -1..1023
+  std::string decided_by;       ///< 1..64 bytes
+};
 /// Any wire message.
 using message = std::variant<hello, leave, gossip, join_request, join_reply, activation,
                              introduction, cost_advert, flow_request, flow_response,
                              flow_listing, move_proposal, move_response, flow_sync, ping, pong,
                              bandwidth_sample, gradient_chunk, norm_share, state_request,
                              state_chunk, inspect_request, inspect_reply, hop_progress,
-                             iteration_done, replica_hash>;
+                             iteration_done, replica_hash, restore>;
 
 /// Name of the message kind held, e.g. "flow_request".
 const char* kind_name(const message& m);
@@ -325,7 +341,7 @@ GWTF_WIRE_EQ(move_response) GWTF_WIRE_EQ(flow_sync) GWTF_WIRE_EQ(ping) GWTF_WIRE
 GWTF_WIRE_EQ(bandwidth_sample) GWTF_WIRE_EQ(gradient_chunk) GWTF_WIRE_EQ(norm_share)
 GWTF_WIRE_EQ(state_request) GWTF_WIRE_EQ(state_chunk) GWTF_WIRE_EQ(inspect_request)
 GWTF_WIRE_EQ(inspect_reply) GWTF_WIRE_EQ(hop_progress) GWTF_WIRE_EQ(iteration_done)
-GWTF_WIRE_EQ(replica_hash)
+GWTF_WIRE_EQ(replica_hash) GWTF_WIRE_EQ(held_checkpoint) GWTF_WIRE_EQ(restore)
 #undef GWTF_WIRE_EQ
 
 } // namespace gwtf::wire

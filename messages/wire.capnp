@@ -30,6 +30,14 @@ struct Hello {
   region @6 :Text;        # region of its network matrix (emulation); may be empty
   cluster @7 :UInt64;     # hash of what every host must agree on (model, data, training,
                           # data-holder roster); a peer of another cluster is refused
+  checkpoints @8 :List(HeldCheckpoint); # membership heartbeats: the checkpoints it can serve
+                          # (its own and copies peers pushed); empty in link gossip
+}
+
+# A checkpoint a host keeps under node.data_dir (docs/checkpoints.md).
+struct HeldCheckpoint {
+  stage @0 :UInt32;
+  iteration @1 :UInt64;   # the steps the state holds
 }
 
 # A peer leaves cleanly; its flows are re-routed at once, without waiting for failure
@@ -309,6 +317,16 @@ struct ReplicaHash {
   hash @2 :UInt64;
 }
 
+# Every replica of relay stage `stage` is gone: every host starts again at the consistent cut
+# `iteration` and `restorer` takes the lost stage (node mode; docs/checkpoints.md). Sent by the
+# data holder that decided to every live peer; each forwards it once.
+struct Restore {
+  stage @0 :UInt32;       # the lost stage
+  iteration @1 :UInt64;   # the newest iteration every stage has a checkpoint of somewhere
+  restorer @2 :Text;      # the relay that takes the lost stage
+  fromStage @3 :Int32;    # its stage until now (-1: it had none)
+  decidedBy @4 :Text;     # the data holder that decided
+}
 # --- inspection ---------------------------------------------------------------------
 
 struct InspectRequest {
@@ -354,5 +372,6 @@ struct Envelope {
     hopProgress @25 :HopProgress;
     iterationDone @26 :IterationDone;
     replicaHash @27 :ReplicaHash;
+    restore @28 :Restore;
   }
 }

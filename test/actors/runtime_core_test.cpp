@@ -11,6 +11,7 @@
 #include "actors/state_download.hpp"
 #include "actors/link_emulator.hpp"
 #include "actors/membership_view.hpp"
+#include "actors/stage_restore.hpp"
 
 using namespace gwtf;
 using namespace gwtf::actors;
@@ -141,7 +142,7 @@ TEST_CASE("freeze watch: a gap past the timeout is a freeze for ever, seen by a 
 
 TEST_CASE("membership view: heartbeats, silence, restarts and clean leaves") {
   membership_view v{"me", 800};
-  wire::hello h{"r1", "x", wire::peer_role::relay, 1, 4, 7, "", 0};
+  wire::hello h{"r1", "x", wire::peer_role::relay, 1, 4, 7, "", 0, {}};
   auto c = v.heard(h, 0);
   REQUIRE(c.size() == 1);
   CHECK(c[0].up);
@@ -165,7 +166,7 @@ TEST_CASE("membership view: heartbeats, silence, restarts and clean leaves") {
   CHECK(v.live_at(1).empty());
   CHECK(v.left(wire::leave{"r1", 8}).size() == 1);
   CHECK(v.heard(moved, 1200).empty()); // a late heartbeat of the incarnation that left
-  CHECK(v.heard(wire::hello{"me", "x", wire::peer_role::relay, 1, 1, 1, "", 0}, 0).empty());
+  CHECK(v.heard(wire::hello{"me", "x", wire::peer_role::relay, 1, 1, 1, "", 0, {}}, 0).empty());
 }
 
 TEST_CASE("iteration barrier: holders, then shares covering every reported microbatch, then a norm per stage") {
@@ -405,4 +406,93 @@ TEST_CASE("link estimator: queued probes do not swing the estimate, only the lea
   CHECK_FALSE(e.bulk(0.1, 0));
   e.small(std::nan(""));
   CHECK(*e.least_small() == doctest::Approx(0.040));
+}
+
+namespace {
+
+// A 4-stage cluster as its heartbeats describe it: holders at 0, relays at 1..3, each host
+// keeping checkpoints of the given (stage, iteration) pairs.
+restore_host holder(std::string name, std::vector<wire::held_checkpoint> held) {
+  return {std::move(name), true, 0, std::move(held)};
+}
+restore_host relay(std::string name, std::int32_t stage, std::vector<wire::held_checkpoint> held) {
+  return {std::move(name), false, stage, std::move(held)};
+}
+
+} // namespace
+
+TEST_CASE("stage restore: the live data holder with the lowest name decides, relays never") {
+  std::vector<restore_host> live{holder("dh-b", {}), holder("dh-a", {}), relay("a-relay", 1, {})};
+  CHECK(decides_restore("dh-a", live));
+  CHECK_FALSE(decides_restore("dh-b", live));
+  CHECK_FALSE(decides_restore("a-relay", live)); // the lowest name, but no data holder
+  live.erase(live.begin() + 1);                  // dh-a is gone: dh-b decides
+  CHECK(decides_restore("dh-b", live));
+}
+
+TEST_CASE("stage restore: the cut is the newest iteration every stage has somewhere, copies included") {
+  // Stage 3 is lost; its checkpoints survive as copies on r1 (iterations 2, 4) and dh-b (6).
+  // Stage 2 has 4 and 6 but not 8; stage 0 has 8: the cut is 6 (stage 3's copy on dh-b).
+  std::vector<restore_host> live{
+    holder("dh-a", {{0, 4}, {0, 6}, {0, 8}}), holder("dh-b", {{0, 6}, {3, 6}}),
+    relay("r1", 1, {{1, 4}, {1, 6}, {1, 8}, {3, 2}, {3, 4}}), relay("r1b", 1, {{1, 6}}),
+    relay("r2", 2, {{2, 4}, {2, 6}}), relay("r2b", 2, {{2, 4}})};
+  CHECK(lost_stages(4, live) == std::vector<std::uint32_t>{3});
+  auto plan = plan_restore(4, 3, "dh-a", live);
+  REQUIRE(std::holds_alternative<wire::restore>(plan));
+  auto r = std::get<wire::restore>(plan);
+  CHECK(r.stage == 3);
+  CHECK(r.iteration == 6);
+  CHECK(r.decided_by == "dh-a");
+  // Stages 1 and 2 have two live relays each: the lower stage gives its first name.
+  CHECK(r.restorer == "r1");
+  CHECK(r.from_stage == 1);
+  // Without dh-b's copy of 6, the cut falls back to 4 (r1's copy).
+  live[1].checkpoints = {{0, 6}};
+  CHECK(std::get<wire::restore>(plan_restore(4, 3, "dh-a", live)).iteration == 4);
+}
+
+TEST_CASE("stage restore: a relay without a stage restores first, else only a stage with a spare relay") {
+  std::vector<wire::held_checkpoint> all{{0, 2}, {1, 2}, {2, 2}, {3, 2}};
+  std::vector<restore_host> live{holder("dh-a", all), relay("r1", 1, {}), relay("r2", 2, {}), relay("r2b", 2, {}),
+                                 relay("r2c", 2, {}), relay("r1b", 1, {})};
+  auto from_stage_2 = std::get<wire::restore>(plan_restore(4, 3, "dh-a", live));
+  CHECK(from_stage_2.restorer == "r2"); // stage 2 has three, stage 1 two
+  CHECK(from_stage_2.from_stage == 2);
+  live.push_back(relay("zz-joiner", -1, {}));
+  auto joiner = std::get<wire::restore>(plan_restore(4, 3, "dh-a", live));
+  CHECK(joiner.restorer == "zz-joiner");
+  CHECK(joiner.from_stage == -1);
+  // One relay per stage and nobody without a stage: nobody to spare.
+  std::vector<restore_host> thin{holder("dh-a", all), relay("r1", 1, {}), relay("r2", 2, {})};
+  auto none = plan_restore(4, 3, "dh-a", thin);
+  REQUIRE(std::holds_alternative<std::string>(none));
+  CHECK(std::get<std::string>(none)
+        == "no relay to spare for stage 3: no relay without a stage and no stage with two live relays");
+}
+
+TEST_CASE("stage restore: no cut, a stage that is not lost, and orders a host refuses are named") {
+  std::vector<restore_host> live{holder("dh-a", {{0, 4}, {1, 4}, {2, 4}}), relay("r1", 1, {}), relay("r1b", 1, {}),
+                                 relay("r2", 2, {})};
+  auto no_copy = plan_restore(4, 3, "dh-a", live);
+  REQUIRE(std::holds_alternative<std::string>(no_copy));
+  CHECK(std::get<std::string>(no_copy) == "no live host keeps a checkpoint of stage 3: stage 3 cannot be restored");
+  live[0].checkpoints.push_back({3, 2});
+  auto no_cut = plan_restore(4, 3, "dh-a", live);
+  REQUIRE(std::holds_alternative<std::string>(no_cut));
+  CHECK(std::get<std::string>(no_cut).rfind("no iteration of which every stage has a checkpoint on a live host", 0) == 0);
+  auto served = plan_restore(4, 2, "dh-a", live);
+  REQUIRE(std::holds_alternative<std::string>(served));
+  CHECK(std::get<std::string>(served) == "stage 2 is not lost: r2 serves it");
+  CHECK(std::holds_alternative<std::string>(plan_restore(4, 4, "dh-a", live)));
+
+  wire::restore order{3, 4, "r1", 1, "dh-a"};
+  CHECK_FALSE(check_restore(order, 4, "r1", 1).has_value()); // the restorer, where the order says
+  CHECK_FALSE(check_restore(order, 4, "r2", 2).has_value()); // another relay
+  CHECK_FALSE(check_restore(order, 4, "dh-b", 0).has_value());
+  CHECK(check_restore(order, 4, "r1", 2).value()
+        == "it names this host as the restorer from stage 1, but this host is at stage 2");
+  CHECK(check_restore(order, 4, "r3", 3).value() == "this host serves stage 3, which it calls lost");
+  CHECK(check_restore(wire::restore{5, 4, "r1", 1, "dh-a"}, 4, "r2", 2).value()
+        == "stage 5 is not a relay stage of this model (1..3)");
 }

@@ -153,3 +153,26 @@ TEST_CASE("cli: import takes a config, a Hugging Face directory and where to wri
   CHECK(fails({"import", "--config", "c.yaml", "--from", "hf", "--checkpoint", "d", "--iteration", "3"})
         == "unknown import option '--iteration' (see --help)");
 }
+
+TEST_CASE("cli: a node that follows a restore starts again at the cut, a relay pinned to its stage") {
+  using gwtf::deploy::restore_arguments;
+  std::vector<std::string> first{"--config", "r1.yaml", "--set", "node.data_dir=/d", "--join"};
+  CHECK(restore_arguments(first, 4, 3)
+        == std::vector<std::string>{"--config", "r1.yaml", "--set", "node.data_dir=/d", "--resume-at", "4", "--set",
+                                    "hosts[0].stage=3"});
+  // A second restore replaces the first one's cut and stage; a data holder gets no stage.
+  auto again = restore_arguments(first, 4, 3);
+  CHECK(restore_arguments(again, 8, 1)
+        == std::vector<std::string>{"--config", "r1.yaml", "--set", "node.data_dir=/d", "--resume-at", "8", "--set",
+                                    "hosts[0].stage=1"});
+  CHECK(restore_arguments({"--config=dh.yaml", "--resume", "--resume-at=2", "--set=hosts[0].stage=1"}, 6, -1)
+        == std::vector<std::string>{"--config=dh.yaml", "--resume-at", "6"});
+  // What comes back parses as a node command line.
+  auto parsed = gwtf::deploy::parse_cli(restore_arguments(first, 4, 3));
+  REQUIRE(std::holds_alternative<gwtf::deploy::cli_options>(parsed));
+  auto& o = std::get<gwtf::deploy::cli_options>(parsed);
+  CHECK(o.resume);
+  CHECK(o.resume_at == std::optional<std::uint64_t>{4});
+  CHECK_FALSE(o.join);
+  CHECK(o.sets == std::vector<std::string>{"node.data_dir=/d", "hosts[0].stage=3"});
+}

@@ -463,6 +463,94 @@ TEST_CASE("launch: processes stopped with --until resume at the consistent cut, 
   fs::remove_all(dir);
 }
 
+namespace {
+
+const std::vector<std::string> replicated_hosts{"dh-a", "dh-b", "r1", "r1b", "r2", "r2b", "r3"};
+
+// Separate machines after a launch of the replicated cluster to iteration `until` with
+// checkpoints every 2: each host's data_dir moves to its own DIR/disk-HOST (`lost`: gone),
+// and every host starts again by itself, as `caf-gwtf --config` with --resume-at `until`,
+// its output in DIR/HOST-2.log. Returns the processes by host name.
+std::map<std::string, std::unique_ptr<node_process>> own_disks(const fs::path& dir, int until,
+                                                               const std::string& lost = "",
+                                                               const std::vector<std::string>& extra = {}) {
+  write_checkpointed(dir, 2);
+  auto first = gwtf::test::run_command("timeout -s INT 150 '" + std::string{GWTF_EXE} + "' launch --config '"
+                                       + (dir / "cluster.yaml").string() + "' --logs '" + (dir / "logs1").string()
+                                       + "' --until " + std::to_string(until));
+  INFO(findings(first.out) << first.out);
+  REQUIRE(first.code == 0);
+  for (auto& h : replicated_hosts) {
+    fs::create_directories(dir / ("disk-" + h));
+    if (h == lost)
+      fs::remove_all(dir / "data" / h); // its disk is gone
+    else
+      fs::rename(dir / "data" / h, dir / ("disk-" + h) / h);
+  }
+  std::map<std::string, std::unique_ptr<node_process>> nodes;
+  for (auto& h : replicated_hosts) {
+    nodes[h] = std::make_unique<node_process>();
+    std::vector<std::string> args{"--set", "node.data_dir=" + (dir / ("disk-" + h)).string(), "--resume-at",
+                                  std::to_string(until)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    REQUIRE(nodes[h]->start(GWTF_EXE, dir / "logs1" / (h + ".yaml"), dir / (h + "-2.log"), args));
+  }
+  return nodes;
+}
+
+// The weights hash `log` reports after applying `iteration` at `stage` (empty: none).
+std::string weights_hash(const std::string& log, std::uint64_t iteration, int stage) {
+  const std::string applied = "applied iteration " + std::to_string(iteration) + " (stage " + std::to_string(stage)
+                              + ", weights hash ";
+  auto at = log.find(applied);
+  if (at == std::string::npos)
+    return {};
+  at += applied.size();
+  return log.substr(at, log.find(')', at) - at);
+}
+
+// The exit codes of the nodes (bounded wait each) and the tails of their DIR/HOST-2.log.
+std::pair<std::map<std::string, int>, std::string> wait_all(const fs::path& dir,
+                                                            std::map<std::string, std::unique_ptr<node_process>>& nodes) {
+  std::map<std::string, int> codes;
+  std::string all;
+  for (auto& [h, node] : nodes) {
+    codes[h] = node->wait_exit(std::chrono::seconds(120));
+    auto log = gwtf::test::read_file(dir / (h + "-2.log"));
+    all += "== " + h + " (last 3000 bytes)\n" + log.substr(log.size() > 3000 ? log.size() - 3000 : 0);
+  }
+  return {codes, all};
+}
+
+// From iteration `from` to 7: the mean of the two data holders' losses (the last time each
+// logged the iteration: a replayed iteration counts as trained the second time) against the
+// reference trainer's, within 2e-3 (the holders print 4 digits).
+void check_holder_losses(const fs::path& dir, std::uint64_t from) {
+  auto ref = gwtf::test::run_command("'" + std::string{GWTF_EXE} + "' reference --config '"
+                                     + (dir / "reference.yaml").string() + "'");
+  REQUIRE(ref.code == 0);
+  auto reference = losses(dir / "reference-loss.csv");
+  REQUIRE(reference.size() == 8);
+  for (auto i = from; i < 8; ++i) {
+    double sum = 0;
+    int n = 0;
+    for (auto h : {"dh-a", "dh-b"}) {
+      auto log = gwtf::test::read_file(dir / (std::string{h} + "-2.log"));
+      auto key = "iteration " + std::to_string(i) + " done at " + h + ": 4 microbatches, loss ";
+      auto p = log.rfind(key);
+      if (p != std::string::npos) {
+        sum += std::stod(log.substr(p + key.size()));
+        ++n;
+      }
+    }
+    INFO("iteration " << i << ": mean of the holders " << (n ? sum / n : 0) << ", reference " << reference[i]);
+    REQUIRE(n == 2);
+    CHECK(std::abs(sum / n - reference[i]) <= 2e-3 * std::abs(reference[i]));
+  }
+}
+
+} // namespace
+
 TEST_CASE("node mode: a stage whose hosts lost their disks resumes from the copy another host keeps, over the wire") {
   // Separate machines: every host has its own node.data_dir. The cluster runs to iteration 4
   // with checkpoints (launch, one copy of each on a host of another stage), then every host
@@ -470,48 +558,19 @@ TEST_CASE("node mode: a stage whose hosts lost their disks resumes from the copy
   // host), whose disk is gone: it must fetch stage 3's checkpoint from the host that keeps
   // the copy, over TCP, and the cluster trains on as the reference trainer does.
   auto dir = workdir("fetch");
-  write_checkpointed(dir, 2);
-  auto first = gwtf::test::run_command("timeout -s INT 150 '" + std::string{GWTF_EXE} + "' launch --config '"
-                                       + (dir / "cluster.yaml").string() + "' --logs '" + (dir / "logs1").string()
-                                       + "' --until 4");
-  INFO(findings(first.out) << first.out);
-  REQUIRE(first.code == 0);
-  const std::vector<std::string> hosts{"dh-a", "dh-b", "r1", "r1b", "r2", "r2b", "r3"};
-  // Where the copy of r3's iteration-4 checkpoint lies: on one host of another stage.
+  // Where the copy of r3's iteration-4 checkpoint lies (found before the disks move): on one
+  // host of another stage; and the weights r3 had after the step of iteration 3.
+  auto nodes = own_disks(dir, 4, "r3");
   std::string keeper;
-  for (auto& h : hosts)
-    if (fs::exists(dir / "data" / h / "replicas" / "r3" / "stage-3" / "iteration-0000000004.ckpt"))
+  for (auto& h : replicated_hosts)
+    if (fs::exists(dir / ("disk-" + h) / h / "replicas" / "r3" / "stage-3" / "iteration-0000000004.ckpt"))
       keeper = h;
+  auto hash = weights_hash(gwtf::test::read_file(dir / "logs1" / "r3.log"), 3, 3);
   REQUIRE_MESSAGE(!keeper.empty(), "no host keeps a copy of r3's checkpoint of iteration 4");
-  // The weights r3 had after the step of iteration 3 (its checkpoint of iteration 4).
-  auto r3_first = gwtf::test::read_file(dir / "logs1" / "r3.log");
-  const std::string applied = "applied iteration 3 (stage 3, weights hash ";
-  auto at = r3_first.find(applied);
-  REQUIRE(at != std::string::npos);
-  at += applied.size();
-  auto hash = r3_first.substr(at, r3_first.find(')', at) - at);
-  for (auto& h : hosts) {
-    fs::create_directories(dir / ("disk-" + h));
-    if (h == "r3")
-      fs::remove_all(dir / "data" / h); // its disk is gone
-    else
-      fs::rename(dir / "data" / h, dir / ("disk-" + h) / h);
-  }
-  std::map<std::string, std::unique_ptr<node_process>> nodes;
-  for (auto& h : hosts) {
-    nodes[h] = std::make_unique<node_process>();
-    REQUIRE(nodes[h]->start(GWTF_EXE, dir / "logs1" / (h + ".yaml"), dir / (h + "-2.log"),
-                            {"--set", "node.data_dir=" + (dir / ("disk-" + h)).string(), "--resume-at", "4"}));
-  }
-  std::map<std::string, int> codes;
-  std::string all;
-  for (auto& h : hosts) {
-    codes[h] = nodes[h]->wait_exit(std::chrono::seconds(120));
-    auto log = gwtf::test::read_file(dir / (h + "-2.log"));
-    all += "== " + h + " (last 3000 bytes)\n" + log.substr(log.size() > 3000 ? log.size() - 3000 : 0);
-  }
+  REQUIRE(!hash.empty());
+  auto [codes, all] = wait_all(dir, nodes);
   INFO(all);
-  for (auto& h : hosts) {
+  for (auto& h : replicated_hosts) {
     INFO(h);
     CHECK(codes[h] == 0);
   }
@@ -522,27 +581,60 @@ TEST_CASE("node mode: a stage whose hosts lost their disks resumes from the copy
   CHECK(has(r3, "(weights hash " + hash + ")"));
   CHECK(has(r3, "applied iteration 7 (stage 3"));
   CHECK(has(gwtf::test::read_file(dir / (keeper + "-2.log")), "sent r3 the checkpoint of stage 3 at iteration 4 from "));
-  // The loss from iteration 4 on: each data holder's, averaged (they train as many microbatches).
-  auto ref = gwtf::test::run_command("'" + std::string{GWTF_EXE} + "' reference --config '"
-                                     + (dir / "reference.yaml").string() + "'");
-  REQUIRE(ref.code == 0);
-  auto reference = losses(dir / "reference-loss.csv");
-  REQUIRE(reference.size() == 8);
-  for (int i = 4; i < 8; ++i) {
-    double sum = 0;
-    int n = 0;
-    for (auto h : {"dh-a", "dh-b"}) {
-      auto log = gwtf::test::read_file(dir / (std::string{h} + "-2.log"));
-      auto key = "iteration " + std::to_string(i) + " done at " + h + ": 4 microbatches, loss ";
-      auto p = log.find(key);
-      if (p != std::string::npos) {
-        sum += std::stod(log.substr(p + key.size()));
-        ++n;
-      }
-    }
-    INFO("iteration " << i << ": mean of the holders " << (n ? sum / n : 0) << ", reference " << reference[i]);
-    REQUIRE(n == 2);
-    CHECK(std::abs(sum / n - reference[i]) <= 2e-3 * std::abs(reference[i]));
+  check_holder_losses(dir, 4);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("node mode: the hosts restore a stage whose only host is killed by themselves, the loss as the reference's") {
+  // Separate machines, each with its own disk, resume at iteration 2 (after a launch) and
+  // train on by themselves. Once a copy of stage 3's checkpoint of iteration 4 is stored on
+  // a host of another stage, r3 (stage 3's only host) is killed. Nobody steps in: dh-a (the
+  // data holder with the lowest name) sees the stage lost, picks the cut and r1 (stages 1
+  // and 2 have two hosts each; the lower stage gives its first name), and every process
+  // starts itself again at the cut, r1 at stage 3 with the copy, which it fetches over TCP
+  // or finds on its own disk.
+  // The emulated network's delays at a quarter: the iterations after the copy is stored
+  // take seconds, so that the kill lands well before the run's end.
+  auto dir = workdir("selfrestore");
+  auto nodes = own_disks(dir, 2, "", {"--set", "emulation.time_scale=0.25"});
+  std::string keeper;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (keeper.empty() && std::chrono::steady_clock::now() < deadline) {
+    for (auto& h : replicated_hosts)
+      if (h != "r3" && has(gwtf::test::read_file(dir / (h + "-2.log")), "stored r3's checkpoint of stage 3 at iteration 4"))
+        keeper = h;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20)); // polling files, not a race
   }
+  REQUIRE_MESSAGE(!keeper.empty(), "no host stored a copy of r3's checkpoint of iteration 4");
+  ::kill(nodes["r3"]->pid, SIGKILL);
+  CHECK(nodes["r3"]->wait_exit(std::chrono::seconds(10)) == 128 + SIGKILL);
+  nodes.erase("r3");
+  auto [codes, all] = wait_all(dir, nodes);
+  INFO(all);
+  for (auto& [h, code] : codes) {
+    INFO(h);
+    CHECK(code == 0);
+  }
+  auto dh_a = gwtf::test::read_file(dir / "dh-a-2.log");
+  const std::string decided = "every replica of stage 3 is gone: restoring it from the checkpoints of iteration ";
+  auto at = dh_a.find(decided);
+  REQUIRE_MESSAGE(at != std::string::npos, "dh-a never restored stage 3");
+  auto cut = std::stoull(dh_a.substr(at + decided.size()));
+  CHECK(cut >= 4);
+  CHECK(has(dh_a, decided + std::to_string(cut) + " (decided by dh-a): r1 takes stage 3 from stage 1"));
+  for (auto& [h, node] : nodes) {
+    INFO(h);
+    CHECK(has(gwtf::test::read_file(dir / (h + "-2.log")), decided + std::to_string(cut) + " (decided by dh-a)"));
+  }
+  // r1 took stage 3 with exactly the weights r3 had at the cut, and trained it to the end.
+  auto r1 = gwtf::test::read_file(dir / "r1-2.log");
+  auto r1_after = r1.substr(r1.find(decided) == std::string::npos ? 0 : r1.find(decided));
+  CHECK(has(r1_after, "this host starts again at iteration " + std::to_string(cut) + " at stage 3"));
+  CHECK(has(r1_after, "resumed stage 3 at iteration " + std::to_string(cut) + " from "));
+  auto hash = weights_hash(gwtf::test::read_file(dir / "r3-2.log"), cut - 1, 3);
+  REQUIRE(!hash.empty());
+  CHECK(has(r1_after, "(weights hash " + hash + ")"));
+  CHECK(has(r1_after, "applied iteration 7 (stage 3"));
+  check_holder_losses(dir, cut);
   fs::remove_all(dir);
 }

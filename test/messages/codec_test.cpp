@@ -450,6 +450,36 @@ TEST_CASE("codec: numbers, ranges and consistency of protocol messages") {
     l.initFlows(65537);
   }));
   CHECK(many.detail == "flowListing.flows: at most 65536 entries, got 65537");
+
+  // A heartbeat's checkpoint inventory and a RESTORE: bounded lists, stages in range, names.
+  auto held = reject(craft([](auto env) {
+    auto h = env.initBody().initHello();
+    valid_hello(h);
+    h.initCheckpoints(4097);
+  }));
+  CHECK(held.detail == "hello.checkpoints: at most 4096 entries, got 4097");
+  auto held_stage = reject(craft([](auto env) {
+    auto h = env.initBody().initHello();
+    valid_hello(h);
+    auto c = h.initCheckpoints(2);
+    c[0].setStage(1);
+    c[1].setStage(1024);
+  }));
+  CHECK(held_stage.detail == "hello.checkpoints[1].stage: 0..1023, got 1024");
+  auto restore_stage = reject(craft([](auto env) {
+    auto r = env.initBody().initRestore();
+    r.setStage(0); // stage 0 is the data holders': never a lost relay stage
+    r.setRestorer("r1");
+    r.setDecidedBy("dh-a");
+  }));
+  CHECK(restore_stage.detail == "restore.stage: 1..1023, got 0");
+  auto restore_name = reject(craft([](auto env) {
+    auto r = env.initBody().initRestore();
+    r.setStage(2);
+    r.setRestorer("r1/../x");
+    r.setDecidedBy("dh-a");
+  }));
+  CHECK(restore_name.detail == "restore.restorer: byte 2 (0x2f) is not allowed here");
 }
 
 TEST_CASE("codec: an unknown message kind from a newer peer is a typed error") {

@@ -32,7 +32,7 @@ inline wire::activation sample_sparse_activation() {
 /// Every message kind, in variant order.
 inline std::vector<wire::message> all_samples() {
   using namespace wire;
-  hello h{"relay-fra-7", "10.0.1.7:4242", peer_role::relay, 2, 8, 42, "", 0};
+  hello h{"relay-fra-7", "10.0.1.7:4242", peer_role::relay, 2, 8, 42, "", 0, {{2, 40}, {2, 42}, {1, 42}}};
   hello dh{"dh-virginia", "10.0.0.1:4242", peer_role::data_holder, 0, 6, 1, "", 0};
   flow_entry f1{1001, "dh-virginia", "r1-ohio", "r3-frankfurt", 0.125, 0.25, 0.0625, 1.5};
   flow_entry f2{1002, "dh-frankfurt", "r1-london", "", 0.5, 0.75, 0, 0};
@@ -65,6 +65,7 @@ inline std::vector<wire::message> all_samples() {
     hop_progress{microbatch_ref{12, 1, 3}, {"dh-virginia", "r1-ohio", "r2-oregon"}},
     iteration_done{12, "dh-virginia", 4, 13.25, {"dh-virginia", "dh-frankfurt"}},
     replica_hash{12, 2, 0x0123456789abcdefULL},
+    restore{3, 40, "r1-ohio", 1, "dh-virginia"},
   };
   return out;
 }
