@@ -45,6 +45,9 @@ struct membership_state {
   bool frozen = false;
   bool restoring = false;        // it follows a RESTORE: the process starts again in a moment
   std::string restore_problem;   // the last reason a restore could not be planned (said once)
+  bool awaiting_cut = false;     // started with plain --resume, no weights until the cut is agreed
+  std::vector<std::string> resume_view; // the live hosts when the resume plan last changed
+  std::int64_t resume_view_since = 0;
 };
 
 membership_actor::behavior_type membership(metered_ptr<membership_actor, membership_state> self, ctx_ptr ctx,
@@ -59,6 +62,9 @@ membership_actor::behavior_type membership(metered_ptr<membership_actor, members
                                                         : wire::peer_role::relay;
   st.me.stage = ctx->joining ? -1 : ctx->stage;
   st.me.capacity = static_cast<std::uint32_t>(ctx->host.capacity);
+  st.awaiting_cut = ctx->awaits_cut();
+  if (ctx->spec->self_restore)
+    st.me.checkpoints = checkpoint_inventory(*ctx->spec, ctx->host.name);
   st.me.incarnation = ctx->incarnation;
   auto notify = [self](const std::vector<view_change>& changes) {
     for (auto& c : changes)
@@ -127,14 +133,45 @@ membership_actor::behavior_type membership(metered_ptr<membership_actor, members
     if (ctx->watch)
       ctx->watch->silence();
   };
+  // Plain --resume in node mode: the deciding data holder orders the cut once every data
+  // holder and every relay stage is there and the live hosts stayed the same for a
+  // connection timeout (their heartbeats, with what they keep, have arrived).
+  auto agree_on_cut = [self, ctx, live_hosts, follow] {
+    auto& st = self->state;
+    if (!st.awaiting_cut || st.restoring)
+      return;
+    auto live = live_hosts();
+    if (!decides_restore(ctx->host.name, live))
+      return;
+    std::vector<std::string> names;
+    for (auto& h : live)
+      names.push_back(h.name);
+    auto now = now_ms();
+    if (names != st.resume_view) {
+      st.resume_view = names;
+      st.resume_view_since = now;
+    }
+    if (now - st.resume_view_since < ctx->spec->faults.connection_timeout_ms)
+      return;
+    auto plan = plan_resume(ctx->spec->model.stages, ctx->spec->holders, ctx->host.name, live);
+    if (auto* why = std::get_if<std::string>(&plan)) {
+      if (*why != st.restore_problem)
+        tell(self, ctx->reporter, failure_atom::value, ctx->host.name,
+             "resuming: no cut agreed yet: " + *why);
+      st.restore_problem = *why;
+      return;
+    }
+    follow(std::get<wire::restore>(plan), ctx->host.name);
+  };
   self->send(self, tick_atom::value);
   return {
-    [self, ctx, notify, beat, frozen](tick_atom) {
+    [self, ctx, notify, beat, frozen, agree_on_cut](tick_atom) {
       if (frozen())
         return;
       // What it can serve for a restore goes out with every heartbeat.
       if (ctx->spec->self_restore)
         self->state.me.checkpoints = checkpoint_inventory(*ctx->spec, ctx->host.name);
+      agree_on_cut();
       self->state.last_tick_ms = now_ms();
       beat();
       auto changes = self->state.view->tick(now_ms());
@@ -159,7 +196,7 @@ membership_actor::behavior_type membership(metered_ptr<membership_actor, members
         else if (!st.view->alive(from))
           why = from + " is not a live peer";
         else
-          why = check_restore(*r, ctx->spec->model.stages, ctx->host.name, st.me.stage);
+          why = check_restore(*r, ctx->spec->model.stages, ctx->host.name, st.me.stage, st.awaiting_cut);
         if (why) {
           tell(self, ctx->reporter, failure_atom::value, ctx->host.name,
                "RESTORE of stage " + std::to_string(r->stage) + " from " + from + " refused: " + *why);
@@ -222,6 +259,8 @@ membership_actor::behavior_type membership(metered_ptr<membership_actor, members
     [self, beat, frozen](stage_atom, std::int32_t stage) {
       if (frozen())
         return;
+      if (stage >= 0) // it holds weights now (a host that came after the cut downloaded them)
+        self->state.awaiting_cut = false;
       self->state.me.stage = stage;
       beat();
     },
@@ -233,7 +272,7 @@ membership_actor::behavior_type membership(metered_ptr<membership_actor, members
       // A data holder's compute: `stage` lost while `iteration` stalls. The live data holder
       // with the lowest name decides; the others' computes ask too, and are ignored here.
       auto& st = self->state;
-      if (!ctx->spec->self_restore || st.restoring)
+      if (!ctx->spec->self_restore || st.restoring || st.awaiting_cut)
         return;
       auto live = live_hosts();
       if (!decides_restore(ctx->host.name, live))

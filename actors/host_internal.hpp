@@ -51,6 +51,9 @@ struct host_context {
   }
 
   bool frozen() const { return watch && watch->frozen(steady_ms()); }
+  /// Node mode, started with plain --resume: the host loads nothing until the cluster agreed
+  /// on the iteration to resume at (docs/checkpoints.md), then starts again with --resume-at.
+  bool awaits_cut() const { return spec->self_restore && spec->resume && !spec->resume_at && !joining; }
   /// Frozen, or silenced for a restore (the process starts again in a moment).
   bool mute() const { return watch && (watch->silenced() || watch->frozen(steady_ms())); }
 

@@ -271,8 +271,17 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
   st.barrier = std::make_unique<iteration_barrier>(ctx->spec->model.stages);
   st.ready = !ctx->joining;
   st.run_origin = ctx->incarnation;
-  if (ctx->spec->resume && !ctx->joining)
+  if (ctx->awaits_cut()) {
+    // Node mode, plain --resume: which of its checkpoints is the cluster's cut is decided by
+    // the hosts together (membership); the process then starts again with --resume-at. Until
+    // then it has no weights; a host that comes after the others agreed downloads the live
+    // state from a replica instead, as a joiner does.
+    st.ready = false;
+    report_failure(self, "resuming: waiting for the cluster to agree on the iteration to resume at (the newest "
+                         "of which every stage has a checkpoint on a live host)");
+  } else if (ctx->spec->resume && !ctx->joining) {
     resume_from_checkpoint(self);
+  }
   if (ctx->stage == 0) {
     auto& holders = ctx->spec->holders;
     st.holder_index = static_cast<std::uint32_t>(std::find(holders.begin(), holders.end(), ctx->host.name)

@@ -31,6 +31,42 @@ std::vector<std::uint32_t> lost_stages(int stages, const std::vector<restore_hos
   return out;
 }
 
+std::variant<std::uint64_t, std::string> newest_cut(int stages, const std::vector<restore_host>& live) {
+  // Per stage, the iterations some live host keeps; the newest all stages share.
+  std::vector<std::set<std::uint64_t>> held(static_cast<std::size_t>(stages));
+  for (auto& h : live)
+    for (auto& c : h.checkpoints)
+      if (c.stage < static_cast<std::uint32_t>(stages))
+        held[c.stage].insert(c.iteration);
+  for (auto it = held[0].rbegin(); it != held[0].rend(); ++it) {
+    bool everywhere = true;
+    for (int s = 1; s < stages && everywhere; ++s)
+      everywhere = held[static_cast<std::size_t>(s)].count(*it) > 0;
+    if (everywhere)
+      return *it;
+  }
+  for (int s = 0; s < stages; ++s)
+    if (held[static_cast<std::size_t>(s)].empty())
+      return "no live host keeps a checkpoint of stage " + std::to_string(s);
+  return std::string{"no iteration of which every stage has a checkpoint on a live host"};
+}
+
+std::variant<wire::restore, std::string> plan_resume(int stages, const std::vector<std::string>& holders,
+                                                     const std::string& me, const std::vector<restore_host>& live) {
+  std::set<std::string> names;
+  for (auto& h : live)
+    names.insert(h.name);
+  for (auto& h : holders)
+    if (names.count(h) == 0)
+      return "data holder " + h + " is not here yet";
+  if (auto lost = lost_stages(stages, live); !lost.empty())
+    return "no live host of stage " + std::to_string(lost.front()) + " yet";
+  auto cut = newest_cut(stages, live);
+  if (auto* why = std::get_if<std::string>(&cut))
+    return *why;
+  return wire::restore{0, std::get<std::uint64_t>(cut), "", -1, me};
+}
+
 std::variant<wire::restore, std::string> plan_restore(int stages, std::uint32_t lost, const std::string& me,
                                                       const std::vector<restore_host>& live) {
   auto name = "stage " + std::to_string(lost);
@@ -39,26 +75,9 @@ std::variant<wire::restore, std::string> plan_restore(int stages, std::uint32_t 
   for (auto& h : live)
     if (!h.data_holder && h.stage == static_cast<std::int32_t>(lost))
       return name + " is not lost: " + h.name + " serves it";
-  // The cut: per stage, the iterations some live host keeps; the newest all stages share.
-  std::vector<std::set<std::uint64_t>> held(static_cast<std::size_t>(stages));
-  for (auto& h : live)
-    for (auto& c : h.checkpoints)
-      if (c.stage < static_cast<std::uint32_t>(stages))
-        held[c.stage].insert(c.iteration);
-  std::optional<std::uint64_t> cut;
-  for (auto it = held[0].rbegin(); it != held[0].rend() && !cut; ++it) {
-    bool everywhere = true;
-    for (int s = 1; s < stages && everywhere; ++s)
-      everywhere = held[static_cast<std::size_t>(s)].count(*it) > 0;
-    if (everywhere)
-      cut = *it;
-  }
-  if (!cut) {
-    for (int s = 0; s < stages; ++s)
-      if (held[static_cast<std::size_t>(s)].empty())
-        return "no live host keeps a checkpoint of stage " + std::to_string(s) + ": " + name + " cannot be restored";
-    return "no iteration of which every stage has a checkpoint on a live host: " + name + " cannot be restored";
-  }
+  auto cut = newest_cut(stages, live);
+  if (auto* why = std::get_if<std::string>(&cut))
+    return *why + ": " + name + " cannot be restored";
   // The restorer: a relay without a stage (a joiner), else one of the stage with the most
   // live hosts, if it keeps at least one.
   std::map<std::int32_t, std::vector<std::string>> relays;
@@ -82,11 +101,16 @@ std::variant<wire::restore, std::string> plan_restore(int stages, std::uint32_t 
   }
   if (restorer.empty())
     return "no relay to spare for " + name + ": no relay without a stage and no stage with two live relays";
-  return wire::restore{lost, *cut, restorer, from, me};
+  return wire::restore{lost, std::get<std::uint64_t>(cut), restorer, from, me};
 }
 
 std::optional<std::string> check_restore(const wire::restore& r, int stages, const std::string& me,
-                                         std::int32_t my_stage) {
+                                         std::int32_t my_stage, bool awaiting_cut) {
+  if (r.stage == 0) // a resume order: for hosts started with plain --resume, waiting for it
+    return awaiting_cut ? std::nullopt
+                        : std::optional<std::string>{"this host is not waiting for the cluster's cut to resume at"};
+  if (awaiting_cut)
+    return "this host is waiting for the cluster's cut to resume at, not training";
   if (static_cast<int>(r.stage) >= stages)
     return "stage " + std::to_string(r.stage) + " is not a relay stage of this model (1.." + std::to_string(stages - 1)
            + ")";

@@ -28,6 +28,17 @@ bool decides_restore(const std::string& me, const std::vector<restore_host>& liv
 /// The relay stages (1..stages-1) that no live host serves.
 std::vector<std::uint32_t> lost_stages(int stages, const std::vector<restore_host>& live);
 
+/// The newest iteration of which, for every stage, some live host keeps a checkpoint (its
+/// own or a copy), or an error naming what is missing.
+std::variant<std::uint64_t, std::string> newest_cut(int stages, const std::vector<restore_host>& live);
+
+/// A cluster started with plain --resume in node mode agrees on where to resume: once `me`
+/// decides (decides_restore), every data holder of `holders` is live and every relay stage
+/// has a live host, the order to start again at newest_cut (a RESTORE of stage 0: no stage is
+/// lost, no restorer). An error says what is missing.
+std::variant<wire::restore, std::string> plan_resume(int stages, const std::vector<std::string>& holders,
+                                                     const std::string& me, const std::vector<restore_host>& live);
+
 /// The restore of `lost` (a relay stage no live host serves), decided by `me`:
 /// - the cut: the newest iteration of which, for every stage, some live host keeps a
 ///   checkpoint (its own or a copy);
@@ -37,10 +48,11 @@ std::vector<std::uint32_t> lost_stages(int stages, const std::vector<restore_hos
 std::variant<wire::restore, std::string> plan_restore(int stages, std::uint32_t lost, const std::string& me,
                                                       const std::vector<restore_host>& live);
 
-/// Whether this host (`me`, at `my_stage`) follows a RESTORE a peer sent: an error says why
-/// not (a stage out of range, this host serves the stage it calls lost, this host is the
-/// restorer but not at the stage the order thinks, ...).
+/// Whether this host (`me`, at `my_stage`; `awaiting_cut`: started with plain --resume and
+/// waiting for the cluster's cut) follows a RESTORE a peer sent: an error says why not (a
+/// stage out of range, this host serves the stage it calls lost, this host is the restorer
+/// but not at the stage the order thinks, a resume order to a host that is not waiting for one).
 std::optional<std::string> check_restore(const wire::restore& r, int stages, const std::string& me,
-                                         std::int32_t my_stage);
+                                         std::int32_t my_stage, bool awaiting_cut);
 
 } // namespace gwtf::actors

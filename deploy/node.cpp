@@ -274,11 +274,16 @@ caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me
       if (!st.restore || st.restoring || st.finished)
         return;
       st.restoring = true;
-      line(self) << "every replica of stage " << stage << " is gone: restoring it from the checkpoints of iteration " << i
-                 << " (decided by " << decided_by << "): " << restorer << " takes stage " << stage
-                 << (from >= 0 ? " from stage " + std::to_string(from) : std::string{" (it had no stage)"})
-                 << "; this host starts again at iteration " << i
-                 << (next >= 0 ? " at stage " + std::to_string(next) : std::string{}) << std::endl;
+      auto& l = line(self);
+      if (stage == 0) // a resume order: no stage lost
+        l << "the cluster resumes at iteration " << i
+          << ", the newest of which every stage has a checkpoint on a live host (decided by " << decided_by << ")";
+      else
+        l << "every replica of stage " << stage << " is gone: restoring it from the checkpoints of iteration " << i
+          << " (decided by " << decided_by << "): " << restorer << " takes stage " << stage
+          << (from >= 0 ? " from stage " + std::to_string(from) : std::string{" (it had no stage)"});
+      l << "; this host starts again at iteration " << i << (next >= 0 ? " at stage " + std::to_string(next) : std::string{})
+        << std::endl;
       *st.restore = restore_order{i, next};
       // The RESTORE frames it forwarded are still in the middleman's send buffers: linger.
       self->delayed_send(self, std::chrono::milliseconds(st.linger_ms / 2), restore_atom::value);

@@ -765,10 +765,11 @@ void get(schema::ReplicaHash::Reader r, replica_hash& x, checker& c) {
 }
 
 void get(schema::Restore::Reader r, restore& x, checker& c) {
-  c.in_range(r.getStage(), 1, max_stage, "restore.stage", x.stage);
+  c.in_range(r.getStage(), 0, max_stage, "restore.stage", x.stage);
   x.iteration = r.getIteration();
-  c.text(r.getRestorer(), "restore.restorer", 1, max_id, x.restorer);
-  c.in_range(r.getFromStage(), -1, max_stage, "restore.fromStage", x.from_stage);
+  // Stage 0: a resume order (no stage lost): no restorer. Else the relay that takes the stage.
+  c.text(r.getRestorer(), "restore.restorer", x.stage == 0 ? 0 : 1, x.stage == 0 ? 0 : max_id, x.restorer);
+  c.in_range(r.getFromStage(), -1, x.stage == 0 ? -1 : max_stage, "restore.fromStage", x.from_stage);
   c.text(r.getDecidedBy(), "restore.decidedBy", 1, max_id, x.decided_by);
 }
 

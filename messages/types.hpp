@@ -307,12 +307,13 @@ struct replica_hash {
   std::uint64_t hash = 0;
 };
 /// Every replica of a relay stage is gone: every host starts again at `iteration`, and
-/// `restorer` takes the lost stage (node mode).
+/// `restorer` takes the lost stage (node mode). Stage 0: a resume order (no stage lost): a
+/// cluster started with plain --resume starts again at its cut.
 struct restore {
-  std::uint32_t stage = 0;      ///< 1..1023
+  std::uint32_t stage = 0;      ///< 0..1023
   std::uint64_t iteration = 0;
-  std::string restorer;         ///< 1..64 bytes
-  std::int32_t from_stage = -1; ///< -1..1023
+  std::string restorer;         ///< 1..64 bytes; empty for stage 0
+  std::int32_t from_stage = -1; ///< -1..1023; -1 for stage 0
   std::string decided_by;       ///< 1..64 bytes
 };
 /// Any wire message.

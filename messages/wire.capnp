@@ -318,13 +318,14 @@ struct ReplicaHash {
 }
 
 # Every replica of relay stage `stage` is gone: every host starts again at the consistent cut
-# `iteration` and `restorer` takes the lost stage (node mode; docs/checkpoints.md). Sent by the
-# data holder that decided to every live peer; each forwards it once.
+# `iteration` and `restorer` takes the lost stage (node mode; docs/checkpoints.md). Stage 0:
+# no stage is lost, a cluster started with plain --resume starts again at its cut (no
+# restorer). Sent by the data holder that decided to every live peer; each forwards it once.
 struct Restore {
-  stage @0 :UInt32;       # the lost stage
+  stage @0 :UInt32;       # the lost stage (0: a resume order)
   iteration @1 :UInt64;   # the newest iteration every stage has a checkpoint of somewhere
-  restorer @2 :Text;      # the relay that takes the lost stage
-  fromStage @3 :Int32;    # its stage until now (-1: it had none)
+  restorer @2 :Text;      # the relay that takes the lost stage (empty for a resume order)
+  fromStage @3 :Int32;    # its stage until now (-1: it had none; always for a resume order)
   decidedBy @4 :Text;     # the data holder that decided
 }
 # --- inspection ---------------------------------------------------------------------

@@ -487,12 +487,35 @@ TEST_CASE("stage restore: no cut, a stage that is not lost, and orders a host re
   CHECK(std::holds_alternative<std::string>(plan_restore(4, 4, "dh-a", live)));
 
   wire::restore order{3, 4, "r1", 1, "dh-a"};
-  CHECK_FALSE(check_restore(order, 4, "r1", 1).has_value()); // the restorer, where the order says
-  CHECK_FALSE(check_restore(order, 4, "r2", 2).has_value()); // another relay
-  CHECK_FALSE(check_restore(order, 4, "dh-b", 0).has_value());
-  CHECK(check_restore(order, 4, "r1", 2).value()
+  CHECK_FALSE(check_restore(order, 4, "r1", 1, false).has_value()); // the restorer, where the order says
+  CHECK_FALSE(check_restore(order, 4, "r2", 2, false).has_value()); // another relay
+  CHECK_FALSE(check_restore(order, 4, "dh-b", 0, false).has_value());
+  CHECK(check_restore(order, 4, "r1", 2, false).value()
         == "it names this host as the restorer from stage 1, but this host is at stage 2");
-  CHECK(check_restore(order, 4, "r3", 3).value() == "this host serves stage 3, which it calls lost");
-  CHECK(check_restore(wire::restore{5, 4, "r1", 1, "dh-a"}, 4, "r2", 2).value()
+  CHECK(check_restore(order, 4, "r3", 3, false).value() == "this host serves stage 3, which it calls lost");
+  CHECK(check_restore(wire::restore{5, 4, "r1", 1, "dh-a"}, 4, "r2", 2, false).value()
         == "stage 5 is not a relay stage of this model (1..3)");
+}
+
+TEST_CASE("stage restore: a cluster started with plain --resume agrees on its cut once everyone is there") {
+  // Every host's newest files differ: dh-a and r1 reached 8, the rest 6; stage 3's only
+  // host kept 4 and 6. The cut is 6, not any host's newest.
+  std::vector<restore_host> live{holder("dh-a", {{0, 6}, {0, 8}}), relay("r1", 1, {{1, 6}, {1, 8}}),
+                                 relay("r2", 2, {{2, 4}, {2, 6}})};
+  std::vector<std::string> holders{"dh-a", "dh-b"};
+  auto early = plan_resume(4, holders, "dh-a", live);
+  REQUIRE(std::holds_alternative<std::string>(early));
+  CHECK(std::get<std::string>(early) == "data holder dh-b is not here yet");
+  live.push_back(holder("dh-b", {{0, 6}}));
+  CHECK(std::get<std::string>(plan_resume(4, holders, "dh-a", live)) == "no live host of stage 3 yet");
+  live.push_back(relay("r3", 3, {{3, 4}, {3, 6}}));
+  auto order = plan_resume(4, holders, "dh-a", live);
+  REQUIRE(std::holds_alternative<wire::restore>(order));
+  CHECK(std::get<wire::restore>(order) == wire::restore{0, 6, "", -1, "dh-a"});
+  // Only a host waiting for its cut follows a resume order; a waiting host follows nothing else.
+  auto resume = std::get<wire::restore>(order);
+  CHECK_FALSE(check_restore(resume, 4, "r2", 2, true).has_value());
+  CHECK(check_restore(resume, 4, "r2", 2, false).value() == "this host is not waiting for the cluster's cut to resume at");
+  CHECK(check_restore(wire::restore{3, 4, "r1", 1, "dh-a"}, 4, "r2", 2, true).value()
+        == "this host is waiting for the cluster's cut to resume at, not training");
 }

@@ -468,12 +468,8 @@ namespace {
 const std::vector<std::string> replicated_hosts{"dh-a", "dh-b", "r1", "r1b", "r2", "r2b", "r3"};
 
 // Separate machines after a launch of the replicated cluster to iteration `until` with
-// checkpoints every 2: each host's data_dir moves to its own DIR/disk-HOST (`lost`: gone),
-// and every host starts again by itself, as `caf-gwtf --config` with --resume-at `until`,
-// its output in DIR/HOST-2.log. Returns the processes by host name.
-std::map<std::string, std::unique_ptr<node_process>> own_disks(const fs::path& dir, int until,
-                                                               const std::string& lost = "",
-                                                               const std::vector<std::string>& extra = {}) {
+// checkpoints every 2: each host's data_dir moves to its own DIR/disk-HOST (`lost`: gone).
+void launch_then_own_disks(const fs::path& dir, int until, const std::string& lost = "") {
   write_checkpointed(dir, 2);
   auto first = gwtf::test::run_command("timeout -s INT 150 '" + std::string{GWTF_EXE} + "' launch --config '"
                                        + (dir / "cluster.yaml").string() + "' --logs '" + (dir / "logs1").string()
@@ -487,13 +483,17 @@ std::map<std::string, std::unique_ptr<node_process>> own_disks(const fs::path& d
     else
       fs::rename(dir / "data" / h, dir / ("disk-" + h) / h);
   }
+}
+
+// Every host starts again by itself, as `caf-gwtf --config` with its own disk and `args`,
+// its output in DIR/HOST-2.log. Returns the processes by host name.
+std::map<std::string, std::unique_ptr<node_process>> start_own(const fs::path& dir, const std::vector<std::string>& args) {
   std::map<std::string, std::unique_ptr<node_process>> nodes;
   for (auto& h : replicated_hosts) {
+    std::vector<std::string> all{"--set", "node.data_dir=" + (dir / ("disk-" + h)).string()};
+    all.insert(all.end(), args.begin(), args.end());
     nodes[h] = std::make_unique<node_process>();
-    std::vector<std::string> args{"--set", "node.data_dir=" + (dir / ("disk-" + h)).string(), "--resume-at",
-                                  std::to_string(until)};
-    args.insert(args.end(), extra.begin(), extra.end());
-    REQUIRE(nodes[h]->start(GWTF_EXE, dir / "logs1" / (h + ".yaml"), dir / (h + "-2.log"), args));
+    REQUIRE(nodes[h]->start(GWTF_EXE, dir / "logs1" / (h + ".yaml"), dir / (h + "-2.log"), all));
   }
   return nodes;
 }
@@ -560,7 +560,8 @@ TEST_CASE("node mode: a stage whose hosts lost their disks resumes from the copy
   auto dir = workdir("fetch");
   // Where the copy of r3's iteration-4 checkpoint lies (found before the disks move): on one
   // host of another stage; and the weights r3 had after the step of iteration 3.
-  auto nodes = own_disks(dir, 4, "r3");
+  launch_then_own_disks(dir, 4, "r3");
+  auto nodes = start_own(dir, {"--resume-at", "4"});
   std::string keeper;
   for (auto& h : replicated_hosts)
     if (fs::exists(dir / ("disk-" + h) / h / "replicas" / "r3" / "stage-3" / "iteration-0000000004.ckpt"))
@@ -596,7 +597,8 @@ TEST_CASE("node mode: the hosts restore a stage whose only host is killed by the
   // The emulated network's delays at a quarter: the iterations after the copy is stored
   // take seconds, so that the kill lands well before the run's end.
   auto dir = workdir("selfrestore");
-  auto nodes = own_disks(dir, 2, "", {"--set", "emulation.time_scale=0.25"});
+  launch_then_own_disks(dir, 2);
+  auto nodes = start_own(dir, {"--resume-at", "2", "--set", "emulation.time_scale=0.25"});
   std::string keeper;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (keeper.empty() && std::chrono::steady_clock::now() < deadline) {
@@ -636,5 +638,44 @@ TEST_CASE("node mode: the hosts restore a stage whose only host is killed by the
   CHECK(has(r1_after, "(weights hash " + hash + ")"));
   CHECK(has(r1_after, "applied iteration 7 (stage 3"));
   check_holder_losses(dir, cut);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("node mode: hosts started with plain --resume agree on the newest cut, not each its own newest") {
+  // Separate machines after a launch to iteration 4 (checkpoints of 2 and 4 on every host),
+  // but stage 3's checkpoint of 4 is gone everywhere (r3's file and the copy): each host's
+  // own newest is 4, except r3's, 2. Every host is started with plain --resume: dh-a (the
+  // data holder with the lowest name) waits until every holder and stage is there, orders
+  // the cut (2), and every process starts itself again at it.
+  auto dir = workdir("agreedcut");
+  launch_then_own_disks(dir, 4);
+  int removed = 0;
+  for (auto& e : fs::recursive_directory_iterator(dir))
+    if (e.path().filename() == "iteration-0000000004.ckpt" && e.path().parent_path().filename() == "stage-3")
+      removed += static_cast<int>(fs::remove(e.path()));
+  REQUIRE(removed >= 2); // r3's own file and at least one copy
+  auto hash = weights_hash(gwtf::test::read_file(dir / "logs1" / "r3.log"), 1, 3);
+  REQUIRE(!hash.empty());
+  auto nodes = start_own(dir, {"--resume"});
+  auto [codes, all] = wait_all(dir, nodes);
+  INFO(all);
+  for (auto& [h, code] : codes) {
+    INFO(h);
+    CHECK(code == 0);
+  }
+  const std::string agreed = "the cluster resumes at iteration 2, the newest of which every stage has a checkpoint on "
+                             "a live host (decided by dh-a)";
+  for (auto& h : replicated_hosts) {
+    INFO(h);
+    auto log = gwtf::test::read_file(dir / (h + "-2.log"));
+    CHECK(has(log, "resuming: waiting for the cluster to agree on the iteration to resume at"));
+    auto at = log.find(agreed);
+    REQUIRE(at != std::string::npos);
+    CHECK(has(log.substr(at), " resumed stage "));
+    CHECK(has(log.substr(at), " at iteration 2 from "));
+    CHECK_FALSE(has(log.substr(0, at), " resumed stage ")); // nothing loaded before the agreement
+  }
+  CHECK(has(gwtf::test::read_file(dir / "r3-2.log"), "(weights hash " + hash + ")"));
+  check_holder_losses(dir, 2);
   fs::remove_all(dir);
 }

@@ -468,11 +468,34 @@ TEST_CASE("codec: numbers, ranges and consistency of protocol messages") {
   CHECK(held_stage.detail == "hello.checkpoints[1].stage: 0..1023, got 1024");
   auto restore_stage = reject(craft([](auto env) {
     auto r = env.initBody().initRestore();
-    r.setStage(0); // stage 0 is the data holders': never a lost relay stage
+    r.setStage(1024);
     r.setRestorer("r1");
     r.setDecidedBy("dh-a");
   }));
-  CHECK(restore_stage.detail == "restore.stage: 1..1023, got 0");
+  CHECK(restore_stage.detail == "restore.stage: 0..1023, got 1024");
+  // Stage 0 is a resume order (no stage lost): it names no restorer and no stage it came from.
+  auto resume_restorer = reject(craft([](auto env) {
+    auto r = env.initBody().initRestore();
+    r.setRestorer("r1");
+    r.setFromStage(-1);
+    r.setDecidedBy("dh-a");
+  }));
+  CHECK(resume_restorer.detail == "restore.restorer: 0..0 bytes, got 2");
+  auto resume_from = reject(craft([](auto env) {
+    auto r = env.initBody().initRestore();
+    r.setFromStage(1);
+    r.setDecidedBy("dh-a");
+  }));
+  CHECK(resume_from.detail == "restore.fromStage: -1..-1, got 1");
+  auto resume = craft([](auto env) {
+    auto r = env.initBody().initRestore();
+    r.setIteration(8);
+    r.setFromStage(-1);
+    r.setDecidedBy("dh-a");
+  });
+  auto ok = decode(resume.data(), resume.size());
+  REQUIRE(std::holds_alternative<message>(ok));
+  CHECK(std::get<message>(ok) == message{restore{0, 8, "", -1, "dh-a"}});
   auto restore_name = reject(craft([](auto env) {
     auto r = env.initBody().initRestore();
     r.setStage(2);

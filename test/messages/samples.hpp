@@ -33,14 +33,14 @@ inline wire::activation sample_sparse_activation() {
 inline std::vector<wire::message> all_samples() {
   using namespace wire;
   hello h{"relay-fra-7", "10.0.1.7:4242", peer_role::relay, 2, 8, 42, "", 0, {{2, 40}, {2, 42}, {1, 42}}};
-  hello dh{"dh-virginia", "10.0.0.1:4242", peer_role::data_holder, 0, 6, 1, "", 0};
+  hello dh{"dh-virginia", "10.0.0.1:4242", peer_role::data_holder, 0, 6, 1, "", 0, {}};
   flow_entry f1{1001, "dh-virginia", "r1-ohio", "r3-frankfurt", 0.125, 0.25, 0.0625, 1.5};
   flow_entry f2{1002, "dh-frankfurt", "r1-london", "", 0.5, 0.75, 0, 0};
   std::vector<message> out{
     h,
     leave{"relay-fra-7", 42, true},
     gossip{{peer_record{h, 17, false}, peer_record{dh, 3, true}}},
-    join_request{hello{"joiner-1", "10.0.9.9:4242", peer_role::relay, -1, 4, 0, "", 0}},
+    join_request{hello{"joiner-1", "10.0.9.9:4242", peer_role::relay, -1, 4, 0, "", 0, {}}},
     join_reply{true, 2, {"r2-oregon", "r2-ireland"}, ""},
     activation{microbatch_ref{12, 1, 3, 1732456789012}, direction::forward, {"dh-virginia", "r1-ohio"},
                sample_tensor({2, 4, 8}), 1, "r2-oregon"},
