@@ -368,6 +368,29 @@ void behind(self_ptr self, const std::string& from, std::uint64_t their_iteratio
   enter_download(self, from, false);
 }
 
+// A relay that started again without --resume or --join while the cluster trained on (a
+// container restarted with the same arguments) holds the seed's weights at iteration 0. With
+// a live replica of its stage it is only behind (above); as the stage's only host nobody can
+// bring it up to date, and it must not pass for the stage: it withdraws (no stage), so that
+// the stage counts as lost and, in node mode with checkpoints, the hosts restore it, this
+// stage-less host first in line to take it. Its signal: a norm or a holder's report of an
+// iteration past its own, which no host can have reached without its stage's only replica.
+bool stranded(self_ptr self, const std::string& from, std::uint64_t their_iteration) {
+  auto& st = self->state;
+  if (!st.ready || is_holder(st) || their_iteration <= st.current || !same_stage(st).empty())
+    return false;
+  report_failure(self, "stranded: " + from + " is at iteration " + std::to_string(their_iteration)
+                         + ", this host at " + std::to_string(st.current) + ", and no other live host serves stage "
+                         + std::to_string(st.ctx->stage) + ": these weights are not the cluster's (started again "
+                         + "without --resume or --join?); withdrawing from the stage"
+                         + (st.ctx->spec->self_restore ? ", which the hosts restore from the checkpoints"
+                                                       : "; without checkpoints it cannot be restored"));
+  st.ready = false;
+  st.pending.clear();
+  self->send(st.supervisor, stage_atom::value, std::int32_t{-1});
+  return true;
+}
+
 // The step verification of iteration i, once this replica's hash and every other replica's
 // are in; true when this replica diverged (it is downloading the majority's state now).
 bool check_vote(self_ptr self, std::uint64_t i) {

@@ -214,6 +214,10 @@ void request_state(self_ptr self, bool fresh_round = false);
 void on_transfer_timeout(self_ptr self, std::uint64_t transfer, std::uint64_t had);
 boundary on_state_chunk(self_ptr self, const std::string& from, const wire::state_chunk& c);
 void behind(self_ptr self, const std::string& from, std::uint64_t their_iteration);
+/// `from` is at `their_iteration`, past this relay's, and no other live host serves its
+/// stage: its weights are not the cluster's and nobody can bring it up to date. It withdraws
+/// from the stage (true); false when it is not so stranded.
+bool stranded(self_ptr self, const std::string& from, std::uint64_t their_iteration);
 void on_replica_hash(self_ptr self, const std::string& from, const wire::replica_hash& h);
 void stall_watch(self_ptr self, std::uint64_t seen);
 

@@ -321,7 +321,7 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
               st.ledger->on_progress(m);
             }
           } else if constexpr (std::is_same_v<T, wire::iteration_done>) {
-            if (m.holder != from)
+            if (m.holder != from || stranded(self, from, m.iteration))
               return;
             auto i = m.iteration;
             take_report(st, std::move(m));
@@ -344,8 +344,8 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
             }
             resume(self, try_average(self, m.iteration));
           } else if constexpr (std::is_same_v<T, wire::norm_share>) {
-            if (m.iteration < st.current)
-              return; // applied here already (a catch-up for a peer that was behind)
+            if (m.iteration < st.current || stranded(self, from, m.iteration))
+              return; // applied here already (a catch-up for a peer that was behind), or stranded
             st.barrier->norm(m.iteration, m.stage, m.sum_squares);
             resume(self, try_apply(self, m.iteration));
           } else if constexpr (std::is_same_v<T, wire::replica_hash>) {

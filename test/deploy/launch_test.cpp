@@ -679,3 +679,58 @@ TEST_CASE("node mode: hosts started with plain --resume agree on the newest cut,
   check_holder_losses(dir, 2);
   fs::remove_all(dir);
 }
+
+TEST_CASE("node mode: the only host of a stage started again with its old arguments withdraws and takes its stage back") {
+  // As a container runtime restarts a crashed container: r3 (stage 3's only host) is killed
+  // and started again with exactly the arguments of its first start (no --resume, no --join):
+  // it holds the seed's weights at iteration 2 while the cluster is further. It must not pass
+  // for stage 3: the first norm or report from a host past its iteration strands it, it
+  // withdraws, and the hosts restore the stage with it as the restorer (a relay without a
+  // stage is first in line), from its own disk.
+  auto dir = workdir("stranded");
+  launch_then_own_disks(dir, 2);
+  const std::vector<std::string> args{"--resume-at", "2", "--set", "emulation.time_scale=0.25"};
+  auto nodes = start_own(dir, args);
+  REQUIRE(has(nodes["r3"]->wait_for("applied iteration 4 (stage 3", std::chrono::seconds(60)),
+              "applied iteration 4 (stage 3"));
+  ::kill(nodes["r3"]->pid, SIGKILL);
+  CHECK(nodes["r3"]->wait_exit(std::chrono::seconds(10)) == 128 + SIGKILL);
+  REQUIRE(has(nodes["dh-a"]->wait_for("peer r3 silent past the connection timeout", std::chrono::seconds(30)),
+              "peer r3 silent past the connection timeout"));
+  auto first_log = gwtf::test::read_file(dir / "r3-2.log");
+  std::vector<std::string> again{"--set", "node.data_dir=" + (dir / "disk-r3").string()};
+  again.insert(again.end(), args.begin(), args.end());
+  nodes["r3"] = std::make_unique<node_process>();
+  REQUIRE(nodes["r3"]->start(GWTF_EXE, dir / "logs1" / "r3.yaml", dir / "r3-3.log", again));
+  std::map<std::string, int> codes;
+  std::string all;
+  for (auto& [h, node] : nodes) {
+    codes[h] = node->wait_exit(std::chrono::seconds(120));
+    auto log = gwtf::test::read_file(dir / (h + (h == "r3" ? "-3.log" : "-2.log")));
+    all += "== " + h + " (last 3000 bytes)\n" + log.substr(log.size() > 3000 ? log.size() - 3000 : 0);
+  }
+  INFO(all);
+  for (auto& [h, code] : codes) {
+    INFO(h);
+    CHECK(code == 0);
+  }
+  auto r3 = gwtf::test::read_file(dir / "r3-3.log");
+  CHECK(has(r3, "stranded: "));
+  CHECK(has(r3, "no other live host serves stage 3: these weights are not the cluster's"));
+  auto dh_a = gwtf::test::read_file(dir / "dh-a-2.log");
+  const std::string decided = "every replica of stage 3 is gone: restoring it from the checkpoints of iteration ";
+  auto at = dh_a.find(decided);
+  REQUIRE_MESSAGE(at != std::string::npos, "dh-a never restored stage 3");
+  auto cut = std::stoull(dh_a.substr(at + decided.size()));
+  CHECK(cut >= 4);
+  CHECK(has(dh_a, decided + std::to_string(cut) + " (decided by dh-a): r3 takes stage 3 (it had no stage)"));
+  // r3 takes its stage back from its own file of the cut: the weights it had then.
+  auto hash = weights_hash(first_log, cut - 1, 3);
+  REQUIRE(!hash.empty());
+  auto r3_after = r3.substr(r3.find(decided) == std::string::npos ? 0 : r3.find(decided));
+  CHECK(has(r3_after, "resumed stage 3 at iteration " + std::to_string(cut) + " from " + (dir / "disk-r3").string()));
+  CHECK(has(r3_after, "(weights hash " + hash + ")"));
+  CHECK(has(r3_after, "applied iteration 7 (stage 3"));
+  check_holder_losses(dir, cut);
+  fs::remove_all(dir);
+}
