@@ -277,7 +277,7 @@ membership_actor::behavior_type membership(metered_ptr<membership_actor, members
       auto live = live_hosts();
       if (!decides_restore(ctx->host.name, live))
         return;
-      auto plan = plan_restore(ctx->spec->model.stages, stage, ctx->host.name, live);
+      auto plan = plan_restore(ctx->spec->model.stages, stage, ctx->host.name, live, ctx->spec->holders);
       if (auto* why = std::get_if<std::string>(&plan)) {
         if (*why != st.restore_problem) // said once; asked again every restore delay
           tell(self, ctx->reporter, failure_atom::value, ctx->host.name,

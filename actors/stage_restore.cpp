@@ -67,14 +67,37 @@ std::variant<wire::restore, std::string> plan_resume(int stages, const std::vect
   return wire::restore{0, std::get<std::uint64_t>(cut), "", -1, me};
 }
 
+bool holder_quorum(const std::vector<std::string>& roster, const std::vector<restore_host>& live) {
+  if (roster.empty())
+    return false;
+  std::set<std::string> here;
+  for (auto& h : live)
+    if (h.data_holder)
+      here.insert(h.name);
+  std::size_t n = 0;
+  for (auto& h : roster)
+    n += here.count(h);
+  auto lowest = *std::min_element(roster.begin(), roster.end());
+  return 2 * n > roster.size() || (2 * n == roster.size() && here.count(lowest) > 0);
+}
+
 std::variant<wire::restore, std::string> plan_restore(int stages, std::uint32_t lost, const std::string& me,
-                                                      const std::vector<restore_host>& live) {
+                                                      const std::vector<restore_host>& live,
+                                                      const std::vector<std::string>& roster) {
   auto name = "stage " + std::to_string(lost);
   if (lost < 1 || static_cast<int>(lost) >= stages)
     return name + " is not a relay stage of this model (1.." + std::to_string(stages - 1) + ")";
   for (auto& h : live)
     if (!h.data_holder && h.stage == static_cast<std::int32_t>(lost))
       return name + " is not lost: " + h.name + " serves it";
+  if (!holder_quorum(roster, live)) {
+    std::size_t n = 0;
+    for (auto& h : live)
+      n += h.data_holder && std::find(roster.begin(), roster.end(), h.name) != roster.end();
+    return "this host sees " + std::to_string(n) + " of the " + std::to_string(roster.size())
+           + " data holders, no quorum (a partition?): only the side with more than half of them (half "
+             "with the lowest-named) restores a stage";
+  }
   auto cut = newest_cut(stages, live);
   if (auto* why = std::get_if<std::string>(&cut))
     return *why + ": " + name + " cannot be restored";

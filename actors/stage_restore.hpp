@@ -39,14 +39,21 @@ std::variant<std::uint64_t, std::string> newest_cut(int stages, const std::vecto
 std::variant<wire::restore, std::string> plan_resume(int stages, const std::vector<std::string>& holders,
                                                      const std::string& me, const std::vector<restore_host>& live);
 
-/// The restore of `lost` (a relay stage no live host serves), decided by `me`:
+/// Whether the live hosts include a quorum of the data holders of `roster`: more than half,
+/// or exactly half with the roster's lowest name among them. Two sides of a partition never
+/// both have one, so they never both restore (and then train apart).
+bool holder_quorum(const std::vector<std::string>& roster, const std::vector<restore_host>& live);
+
+/// The restore of `lost` (a relay stage no live host serves), decided by `me`, once the live
+/// hosts hold a quorum of the data holders of `roster`:
 /// - the cut: the newest iteration of which, for every stage, some live host keeps a
 ///   checkpoint (its own or a copy);
 /// - the restorer: a live relay without a stage (first name), else a relay of the stage with
 ///   the most live hosts, at least two (ties: the lower stage, then the first name).
-/// An error says why there is none (no cut, no relay to spare, the stage is not lost).
+/// An error says why there is none (no quorum, no cut, no relay to spare, the stage is not lost).
 std::variant<wire::restore, std::string> plan_restore(int stages, std::uint32_t lost, const std::string& me,
-                                                      const std::vector<restore_host>& live);
+                                                      const std::vector<restore_host>& live,
+                                                      const std::vector<std::string>& roster);
 
 /// Whether this host (`me`, at `my_stage`; `awaiting_cut`: started with plain --resume and
 /// waiting for the cluster's cut) follows a RESTORE a peer sent: an error says why not (a

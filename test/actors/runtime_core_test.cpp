@@ -438,7 +438,7 @@ TEST_CASE("stage restore: the cut is the newest iteration every stage has somewh
     relay("r1", 1, {{1, 4}, {1, 6}, {1, 8}, {3, 2}, {3, 4}}), relay("r1b", 1, {{1, 6}}),
     relay("r2", 2, {{2, 4}, {2, 6}}), relay("r2b", 2, {{2, 4}})};
   CHECK(lost_stages(4, live) == std::vector<std::uint32_t>{3});
-  auto plan = plan_restore(4, 3, "dh-a", live);
+  auto plan = plan_restore(4, 3, "dh-a", live, {"dh-a", "dh-b"});
   REQUIRE(std::holds_alternative<wire::restore>(plan));
   auto r = std::get<wire::restore>(plan);
   CHECK(r.stage == 3);
@@ -449,23 +449,23 @@ TEST_CASE("stage restore: the cut is the newest iteration every stage has somewh
   CHECK(r.from_stage == 1);
   // Without dh-b's copy of 6, the cut falls back to 4 (r1's copy).
   live[1].checkpoints = {{0, 6}};
-  CHECK(std::get<wire::restore>(plan_restore(4, 3, "dh-a", live)).iteration == 4);
+  CHECK(std::get<wire::restore>(plan_restore(4, 3, "dh-a", live, {"dh-a", "dh-b"})).iteration == 4);
 }
 
 TEST_CASE("stage restore: a relay without a stage restores first, else only a stage with a spare relay") {
   std::vector<wire::held_checkpoint> all{{0, 2}, {1, 2}, {2, 2}, {3, 2}};
   std::vector<restore_host> live{holder("dh-a", all), relay("r1", 1, {}), relay("r2", 2, {}), relay("r2b", 2, {}),
                                  relay("r2c", 2, {}), relay("r1b", 1, {})};
-  auto from_stage_2 = std::get<wire::restore>(plan_restore(4, 3, "dh-a", live));
+  auto from_stage_2 = std::get<wire::restore>(plan_restore(4, 3, "dh-a", live, {"dh-a", "dh-b"}));
   CHECK(from_stage_2.restorer == "r2"); // stage 2 has three, stage 1 two
   CHECK(from_stage_2.from_stage == 2);
   live.push_back(relay("zz-joiner", -1, {}));
-  auto joiner = std::get<wire::restore>(plan_restore(4, 3, "dh-a", live));
+  auto joiner = std::get<wire::restore>(plan_restore(4, 3, "dh-a", live, {"dh-a", "dh-b"}));
   CHECK(joiner.restorer == "zz-joiner");
   CHECK(joiner.from_stage == -1);
   // One relay per stage and nobody without a stage: nobody to spare.
   std::vector<restore_host> thin{holder("dh-a", all), relay("r1", 1, {}), relay("r2", 2, {})};
-  auto none = plan_restore(4, 3, "dh-a", thin);
+  auto none = plan_restore(4, 3, "dh-a", thin, {"dh-a", "dh-b"});
   REQUIRE(std::holds_alternative<std::string>(none));
   CHECK(std::get<std::string>(none)
         == "no relay to spare for stage 3: no relay without a stage and no stage with two live relays");
@@ -474,17 +474,17 @@ TEST_CASE("stage restore: a relay without a stage restores first, else only a st
 TEST_CASE("stage restore: no cut, a stage that is not lost, and orders a host refuses are named") {
   std::vector<restore_host> live{holder("dh-a", {{0, 4}, {1, 4}, {2, 4}}), relay("r1", 1, {}), relay("r1b", 1, {}),
                                  relay("r2", 2, {})};
-  auto no_copy = plan_restore(4, 3, "dh-a", live);
+  auto no_copy = plan_restore(4, 3, "dh-a", live, {"dh-a", "dh-b"});
   REQUIRE(std::holds_alternative<std::string>(no_copy));
   CHECK(std::get<std::string>(no_copy) == "no live host keeps a checkpoint of stage 3: stage 3 cannot be restored");
   live[0].checkpoints.push_back({3, 2});
-  auto no_cut = plan_restore(4, 3, "dh-a", live);
+  auto no_cut = plan_restore(4, 3, "dh-a", live, {"dh-a", "dh-b"});
   REQUIRE(std::holds_alternative<std::string>(no_cut));
   CHECK(std::get<std::string>(no_cut).rfind("no iteration of which every stage has a checkpoint on a live host", 0) == 0);
-  auto served = plan_restore(4, 2, "dh-a", live);
+  auto served = plan_restore(4, 2, "dh-a", live, {"dh-a", "dh-b"});
   REQUIRE(std::holds_alternative<std::string>(served));
   CHECK(std::get<std::string>(served) == "stage 2 is not lost: r2 serves it");
-  CHECK(std::holds_alternative<std::string>(plan_restore(4, 4, "dh-a", live)));
+  CHECK(std::holds_alternative<std::string>(plan_restore(4, 4, "dh-a", live, {"dh-a", "dh-b"})));
 
   wire::restore order{3, 4, "r1", 1, "dh-a"};
   CHECK_FALSE(check_restore(order, 4, "r1", 1, false).has_value()); // the restorer, where the order says
@@ -518,4 +518,25 @@ TEST_CASE("stage restore: a cluster started with plain --resume agrees on its cu
   CHECK(check_restore(resume, 4, "r2", 2, false).value() == "this host is not waiting for the cluster's cut to resume at");
   CHECK(check_restore(wire::restore{3, 4, "r1", 1, "dh-a"}, 4, "r2", 2, true).value()
         == "this host is waiting for the cluster's cut to resume at, not training");
+}
+
+TEST_CASE("stage restore: only the side of a partition with a quorum of the data holders restores") {
+  std::vector<std::string> roster{"dh-b", "dh-a", "dh-c"};
+  std::vector<wire::held_checkpoint> all{{0, 2}, {1, 2}, {2, 2}, {3, 2}};
+  std::vector<restore_host> with_a{holder("dh-a", all), relay("r1", 1, {}), relay("r1b", 1, {}), relay("r2", 2, {})};
+  CHECK_FALSE(holder_quorum(roster, with_a)); // 1 of 3
+  auto refused = plan_restore(4, 3, "dh-a", with_a, roster);
+  REQUIRE(std::holds_alternative<std::string>(refused));
+  CHECK(std::get<std::string>(refused)
+        == "this host sees 1 of the 3 data holders, no quorum (a partition?): only the side with more than half of "
+           "them (half with the lowest-named) restores a stage");
+  with_a.push_back(holder("dh-c", {}));
+  CHECK(holder_quorum(roster, with_a)); // 2 of 3
+  CHECK(std::holds_alternative<wire::restore>(plan_restore(4, 3, "dh-a", with_a, roster)));
+  // Two holders split one and one: the side of the lowest name (dh-a) has it, the other not.
+  std::vector<std::string> two{"dh-b", "dh-a"};
+  CHECK(holder_quorum(two, {holder("dh-a", {})}));
+  CHECK_FALSE(holder_quorum(two, {holder("dh-b", {}), relay("r1", 1, {})}));
+  // A holder that is not in the roster counts for nothing.
+  CHECK_FALSE(holder_quorum(two, {holder("dh-x", {}), holder("dh-b", {})}));
 }
