@@ -549,6 +549,34 @@ void check_holder_losses(const fs::path& dir, std::uint64_t from) {
   }
 }
 
+// dh-a's line of the restore of stage 3 in node mode, up to the cut.
+const std::string stage3_restored = "every replica of stage 3 is gone: restoring it from the checkpoints of iteration ";
+
+// The cut dh-a restored stage 3 from (checked: at least 4, and `taker` took the stage).
+std::uint64_t restore_cut(const fs::path& dir, const std::string& taker) {
+  auto dh_a = gwtf::test::read_file(dir / "dh-a-2.log");
+  auto at = dh_a.find(stage3_restored);
+  REQUIRE_MESSAGE(at != std::string::npos, "dh-a never restored stage 3");
+  auto cut = std::stoull(dh_a.substr(at + stage3_restored.size()));
+  CHECK(cut >= 4);
+  CHECK(has(dh_a, stage3_restored + std::to_string(cut) + " (decided by dh-a): " + taker));
+  return cut;
+}
+
+// What `log` says from its restore line on (all of it when it has none).
+std::string after_restore(const std::string& log) {
+  auto at = log.find(stage3_restored);
+  return log.substr(at == std::string::npos ? 0 : at);
+}
+
+// Every node exited 0.
+void check_exits(const std::map<std::string, int>& codes) {
+  for (auto& [h, code] : codes) {
+    INFO(h);
+    CHECK(code == 0);
+  }
+}
+
 } // namespace
 
 TEST_CASE("node mode: a stage whose hosts lost their disks resumes from the copy another host keeps, over the wire") {
@@ -571,10 +599,8 @@ TEST_CASE("node mode: a stage whose hosts lost their disks resumes from the copy
   REQUIRE(!hash.empty());
   auto [codes, all] = wait_all(dir, nodes);
   INFO(all);
-  for (auto& h : replicated_hosts) {
-    INFO(h);
-    CHECK(codes[h] == 0);
-  }
+  REQUIRE(codes.size() == replicated_hosts.size());
+  check_exits(codes);
   auto r3 = gwtf::test::read_file(dir / "r3-2.log");
   CHECK(has(r3, "cannot resume: "));
   CHECK(has(r3, "resumed stage 3 at iteration 4 from the checkpoint of iteration 4 that " + keeper
@@ -613,24 +639,14 @@ TEST_CASE("node mode: the hosts restore a stage whose only host is killed by the
   nodes.erase("r3");
   auto [codes, all] = wait_all(dir, nodes);
   INFO(all);
-  for (auto& [h, code] : codes) {
-    INFO(h);
-    CHECK(code == 0);
-  }
-  auto dh_a = gwtf::test::read_file(dir / "dh-a-2.log");
-  const std::string decided = "every replica of stage 3 is gone: restoring it from the checkpoints of iteration ";
-  auto at = dh_a.find(decided);
-  REQUIRE_MESSAGE(at != std::string::npos, "dh-a never restored stage 3");
-  auto cut = std::stoull(dh_a.substr(at + decided.size()));
-  CHECK(cut >= 4);
-  CHECK(has(dh_a, decided + std::to_string(cut) + " (decided by dh-a): r1 takes stage 3 from stage 1"));
+  check_exits(codes);
+  auto cut = restore_cut(dir, "r1 takes stage 3 from stage 1");
   for (auto& [h, node] : nodes) {
     INFO(h);
-    CHECK(has(gwtf::test::read_file(dir / (h + "-2.log")), decided + std::to_string(cut) + " (decided by dh-a)"));
+    CHECK(has(gwtf::test::read_file(dir / (h + "-2.log")), stage3_restored + std::to_string(cut) + " (decided by dh-a)"));
   }
   // r1 took stage 3 with exactly the weights r3 had at the cut, and trained it to the end.
-  auto r1 = gwtf::test::read_file(dir / "r1-2.log");
-  auto r1_after = r1.substr(r1.find(decided) == std::string::npos ? 0 : r1.find(decided));
+  auto r1_after = after_restore(gwtf::test::read_file(dir / "r1-2.log"));
   CHECK(has(r1_after, "this host starts again at iteration " + std::to_string(cut) + " at stage 3"));
   CHECK(has(r1_after, "resumed stage 3 at iteration " + std::to_string(cut) + " from "));
   auto hash = weights_hash(gwtf::test::read_file(dir / "r3-2.log"), cut - 1, 3);
@@ -659,10 +675,7 @@ TEST_CASE("node mode: hosts started with plain --resume agree on the newest cut,
   auto nodes = start_own(dir, {"--resume"});
   auto [codes, all] = wait_all(dir, nodes);
   INFO(all);
-  for (auto& [h, code] : codes) {
-    INFO(h);
-    CHECK(code == 0);
-  }
+  check_exits(codes);
   const std::string agreed = "the cluster resumes at iteration 2, the newest of which every stage has a checkpoint on "
                              "a live host (decided by dh-a)";
   for (auto& h : replicated_hosts) {
@@ -710,24 +723,15 @@ TEST_CASE("node mode: the only host of a stage started again with its old argume
     all += "== " + h + " (last 3000 bytes)\n" + log.substr(log.size() > 3000 ? log.size() - 3000 : 0);
   }
   INFO(all);
-  for (auto& [h, code] : codes) {
-    INFO(h);
-    CHECK(code == 0);
-  }
+  check_exits(codes);
   auto r3 = gwtf::test::read_file(dir / "r3-3.log");
   CHECK(has(r3, "stranded: "));
   CHECK(has(r3, "no other live host serves stage 3: these weights are not the cluster's"));
-  auto dh_a = gwtf::test::read_file(dir / "dh-a-2.log");
-  const std::string decided = "every replica of stage 3 is gone: restoring it from the checkpoints of iteration ";
-  auto at = dh_a.find(decided);
-  REQUIRE_MESSAGE(at != std::string::npos, "dh-a never restored stage 3");
-  auto cut = std::stoull(dh_a.substr(at + decided.size()));
-  CHECK(cut >= 4);
-  CHECK(has(dh_a, decided + std::to_string(cut) + " (decided by dh-a): r3 takes stage 3 (it had no stage)"));
+  auto cut = restore_cut(dir, "r3 takes stage 3 (it had no stage)");
   // r3 takes its stage back from its own file of the cut: the weights it had then.
   auto hash = weights_hash(first_log, cut - 1, 3);
   REQUIRE(!hash.empty());
-  auto r3_after = r3.substr(r3.find(decided) == std::string::npos ? 0 : r3.find(decided));
+  auto r3_after = after_restore(r3);
   CHECK(has(r3_after, "resumed stage 3 at iteration " + std::to_string(cut) + " from " + (dir / "disk-r3").string()));
   CHECK(has(r3_after, "(weights hash " + hash + ")"));
   CHECK(has(r3_after, "applied iteration 7 (stage 3"));
