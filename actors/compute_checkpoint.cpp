@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 
+#include "actors/push_pacer.hpp"
 #include "model/checkpoint.hpp"
 
 namespace gwtf::actors {
@@ -25,6 +26,7 @@ namespace {
 using write_atom = caf::atom_constant<caf::atom("ckptwrite")>;
 using piece_atom = caf::atom_constant<caf::atom("ckptpiece")>;
 using serve_atom = caf::atom_constant<caf::atom("ckptserve")>;
+using pace_atom = caf::atom_constant<caf::atom("ckptpace")>;
 
 // A replica being received: in order, from one sender and transfer.
 struct assembly {
@@ -38,6 +40,8 @@ struct writer_state {
   std::deque<std::pair<std::string, std::uint64_t>> order;             // oldest first
   std::uint64_t transfers = 0;
   std::map<std::string, clock::time_point> served; // a peer's last checkpoint fetch, when it began
+  std::unique_ptr<push_pacer> pacer; // training.checkpoint_push_mb_s > 0: copies paced
+  bool pacing = false;               // a pace_atom is on its way
 };
 
 using writer_ptr = caf::stateful_actor<writer_state>*;
@@ -47,11 +51,15 @@ void report(writer_ptr self, const ctx_ptr& ctx, const std::string& what) {
   tell(self, ctx->reporter, failure_atom::value, ctx->host.name, what);
 }
 
+std::size_t chunk_bytes(const ctx_ptr& ctx) {
+  return std::min(state_chunk_bytes, static_cast<std::size_t>(ctx->spec->max_message_bytes / 2));
+}
+
 // Sends a state blob to `to` as the STATE_CHUNKs of transfer `id`, each well below the
 // peers' frame limit (node.max_message_bytes).
 void send_chunks(writer_ptr self, const ctx_ptr& ctx, const std::string& to, std::uint64_t id, std::uint32_t stage,
                  const std::vector<std::uint8_t>& state) {
-  auto chunk = std::min(state_chunk_bytes, static_cast<std::size_t>(ctx->spec->max_message_bytes / 2));
+  auto chunk = chunk_bytes(ctx);
   for (std::size_t off = 0; off < state.size(); off += chunk) {
     auto n = std::min(chunk, state.size() - off);
     ctx->send(self, to, service::stage,
@@ -61,14 +69,51 @@ void send_chunks(writer_ptr self, const ctx_ptr& ctx, const std::string& to, std
   }
 }
 
-// Sends the state blob to `targets` as STATE_CHUNKs of its stage (not theirs: that is how
-// they tell a replica push from a download).
-void push(writer_ptr self, const ctx_ptr& ctx, std::uint32_t stage, const std::vector<std::uint8_t>& state,
-          const std::vector<std::string>& targets) {
-  for (auto& to : targets) {
-    auto id = (static_cast<std::uint64_t>(std::hash<std::string>{}(ctx->host.name)) << 20) ^ (++self->state.transfers);
-    send_chunks(self, ctx, to, id, stage, state);
+// Paced copies: sends the next piece and comes back after its gap, until none is left.
+void pace(writer_ptr self, const ctx_ptr& ctx) {
+  auto& st = self->state;
+  auto p = st.pacer->next();
+  if (!p) {
+    st.pacing = false;
+    return;
   }
+  auto bytes = p->data.size();
+  ctx->send(self, p->to, service::stage, wire::state_chunk{p->transfer, p->stage, p->offset, p->total, std::move(p->data)});
+  st.pacing = true;
+  self->delayed_send(self, std::chrono::microseconds(st.pacer->gap_us(bytes)), pace_atom::value);
+}
+
+// Sends the state blob to `targets` as STATE_CHUNKs of its stage (not theirs: that is how
+// they tell a replica push from a download): at once, or paced (training.checkpoint_push_mb_s).
+void push(writer_ptr self, const ctx_ptr& ctx, std::uint32_t stage, std::uint64_t iteration,
+          std::vector<std::uint8_t>&& state, const std::vector<std::string>& targets) {
+  auto& st = self->state;
+  auto rate = ctx->spec->training.checkpoint_push_mb_s;
+  // The run's last checkpoint goes at once, and what is still paced with it: training is
+  // over, nothing to make room for, and the host leaves soon.
+  if (iteration >= ctx->spec->end_iteration()) {
+    rate = 0;
+    while (st.pacer && !st.pacer->empty()) {
+      auto p = st.pacer->next();
+      ctx->send(self, p->to, service::stage,
+                wire::state_chunk{p->transfer, p->stage, p->offset, p->total, std::move(p->data)});
+    }
+  }
+  std::shared_ptr<const std::vector<std::uint8_t>> shared;
+  if (rate > 0) {
+    if (!st.pacer)
+      st.pacer = std::make_unique<push_pacer>(chunk_bytes(ctx), rate * 1e6);
+    shared = std::make_shared<const std::vector<std::uint8_t>>(std::move(state));
+  }
+  for (auto& to : targets) {
+    auto id = (static_cast<std::uint64_t>(std::hash<std::string>{}(ctx->host.name)) << 20) ^ (++st.transfers);
+    if (shared)
+      st.pacer->add(to, id, stage, iteration, shared);
+    else
+      send_chunks(self, ctx, to, id, stage, state);
+  }
+  if (shared && !st.pacing)
+    pace(self, ctx);
 }
 
 // A peer resuming at `iteration` without a checkpoint of its own asks for the one of `stage`
@@ -181,8 +226,9 @@ caf::behavior checkpoint_writer(writer_ptr self, ctx_ptr ctx, compute_actor owne
              model::checkpoint_path(root, stage, iteration));
         self->send(owner, checkpoint_atom::value, iteration);
       }
-      push(self, ctx, stage, state, targets);
+      push(self, ctx, stage, iteration, std::move(state), targets);
     },
+    [self, ctx](pace_atom) { pace(self, ctx); },
     [self, ctx](piece_atom, const std::string& from, std::uint64_t transfer, std::uint32_t stage, std::uint64_t offset,
                 std::uint64_t total, std::vector<std::uint8_t>& data) {
       wire::state_chunk c{transfer, stage, offset, total, std::move(data)};

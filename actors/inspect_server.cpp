@@ -51,9 +51,12 @@ void refuse(server_ptr self, caf::io::connection_handle hdl, const std::string& 
   self->close(hdl);
 }
 
-void reply(server_ptr self, caf::io::connection_handle hdl, const wire::inspect_reply& r) {
-  if (self->state.clients.count(hdl) == 0)
-    return; // the client went away meanwhile
+void reply(server_ptr self, caf::io::connection_handle hdl, const wire::inspect_reply& r, std::uint64_t serial = 0) {
+  auto it = self->state.clients.find(hdl);
+  // The client went away meanwhile, or (`serial` given: an answer that took its time) the
+  // handle now names a newer connection, which must not get another client's answer.
+  if (it == self->state.clients.end() || (serial != 0 && it->second.serial != serial))
+    return;
   auto bytes = wire::encode(wire::message{r});
   auto n = static_cast<std::uint32_t>(bytes.size());
   std::vector<std::uint8_t> out{static_cast<std::uint8_t>(n >> 24), static_cast<std::uint8_t>(n >> 16),
@@ -97,9 +100,13 @@ void on_frame(server_ptr self, caf::io::connection_handle hdl, const std::vector
   // supervisor bounds it by one timeout, this by two; a trace runs for its seconds first.
   auto hop = parse_hop(req->query).has_value();
   auto timeout = std::chrono::milliseconds(st.opts.timeout_ms * (hop ? 2 : 1) + extra_answer_ms(req->query));
+  auto serial = st.clients.at(hdl).serial;
   self->request(sup, timeout, inspect_atom::value, req->query)
-    .then([self, hdl, id](std::string& body) { reply(self, hdl, wire::inspect_reply{id, true, std::move(body)}); },
-          [self, hdl, id](caf::error& e) { reply(self, hdl, wire::inspect_reply{id, false, shell_text(e)}); });
+    .then(
+      [self, hdl, id, serial](std::string& body) {
+        reply(self, hdl, wire::inspect_reply{id, true, std::move(body)}, serial);
+      },
+      [self, hdl, id, serial](caf::error& e) { reply(self, hdl, wire::inspect_reply{id, false, shell_text(e)}, serial); });
 }
 
 caf::behavior inspect_server(server_ptr self, inspect_server_options opts) {

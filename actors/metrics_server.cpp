@@ -21,21 +21,25 @@ struct http_client {
   std::string head;
   bool answered = false;
   bool closing = false; // the response is written: close when it is out
+  std::uint64_t serial = 0; // handles are socket numbers, reused after a close: this names the connection
 };
 
 struct metrics_state {
   inspect_server_options opts;
   broker_listener listener;
   std::map<caf::io::connection_handle, http_client> clients;
+  std::uint64_t next_serial = 0;
 };
 
 using metrics_ptr = caf::stateful_actor<metrics_state, caf::io::broker>*;
 
 void respond(metrics_ptr self, caf::io::connection_handle hdl, int code, const std::string& type,
-             const std::string& body) {
+             const std::string& body, std::uint64_t serial = 0) {
   auto it = self->state.clients.find(hdl);
-  if (it == self->state.clients.end())
-    return; // gone meanwhile
+  // Gone meanwhile, or (`serial` given: an answer that took its time) the handle now names a
+  // newer connection, which must not get this answer and be closed after it.
+  if (it == self->state.clients.end() || (serial != 0 && it->second.serial != serial))
+    return;
   const char* reason = code == 200   ? "OK"
                        : code == 400 ? "Bad Request"
                        : code == 404 ? "Not Found"
@@ -72,28 +76,30 @@ void on_request(metrics_ptr self, caf::io::connection_handle hdl, const std::str
   auto& st = self->state;
   auto sup = caf::actor_cast<supervisor_actor>(st.opts.supervisor);
   auto query = path == "/metrics" ? std::string{"metrics"} : std::string{"status"};
+  auto serial = st.clients.at(hdl).serial;
   self->request(sup, std::chrono::milliseconds(st.opts.timeout_ms), inspect_atom::value, query)
     .then(
-      [self, hdl, path](std::string& body) {
+      [self, hdl, path, serial](std::string& body) {
         if (path == "/metrics") {
-          respond(self, hdl, 200, "text/plain; version=0.0.4; charset=utf-8", body);
+          respond(self, hdl, 200, "text/plain; version=0.0.4; charset=utf-8", body, serial);
           return;
         }
         if (path == "/healthz") {
-          respond(self, hdl, 200, "text/plain", "ok\n");
+          respond(self, hdl, 200, "text/plain", "ok\n", serial);
           return;
         }
         auto j = nlohmann::json::parse(body, nullptr, false);
         bool ready = j.is_object() && j.contains("ready") && j["ready"].is_boolean() && j["ready"].get<bool>()
                      && j.contains("stage") && j["stage"].is_number_integer() && j["stage"].get<int>() >= 0;
         respond(self, hdl, ready ? 200 : 503, "text/plain",
-                ready ? "ready\n" : "not ready: the host holds no valid weights of a stage yet\n");
+                ready ? "ready\n" : "not ready: the host holds no valid weights of a stage yet\n", serial);
       },
-      [self, hdl](caf::error& e) {
+      [self, hdl, serial](caf::error& e) {
         respond(self, hdl, 503, "text/plain",
                 "the host did not answer: " + (e == caf::sec::request_timeout ? std::string{"timeout"}
                                                                               : caf::to_string(e))
-                  + "\n");
+                  + "\n",
+                serial);
       });
 }
 
@@ -104,7 +110,8 @@ caf::behavior metrics_server(metrics_ptr self, inspect_server_options opts) {
   return {
     [self](caf::get_atom) { return self->state.listener.answer(); },
     [self](const caf::io::new_connection_msg& msg) {
-      self->state.clients[msg.handle] = http_client{};
+      auto& c = self->state.clients[msg.handle] = http_client{};
+      c.serial = ++self->state.next_serial;
       self->configure_read(msg.handle, caf::io::receive_policy::at_most(4096));
     },
     [self](caf::io::new_data_msg& msg) {
@@ -113,18 +120,24 @@ caf::behavior metrics_server(metrics_ptr self, inspect_server_options opts) {
         return; // one request per connection: the rest is ignored
       auto& c = it->second;
       c.head.append(msg.buf.begin(), msg.buf.end());
-      auto eol = c.head.find("\r\n");
-      if (eol == std::string::npos)
-        eol = c.head.find('\n');
-      if (eol == std::string::npos) {
+      // The answer waits for the whole head (its blank line): answering and closing at the
+      // request line would reset a client still writing its headers (bash's printf to
+      // /dev/tcp, the image's HEALTHCHECK, writes them in pieces and died of SIGPIPE).
+      auto end = c.head.find("\r\n\r\n");
+      if (end == std::string::npos)
+        end = c.head.find("\n\n");
+      if (end == std::string::npos) {
         if (c.head.size() > max_head) {
           self->send(self->state.opts.reporter, failure_atom::value, self->state.opts.host_name,
                      "metrics: closed a connection from " + self->remote_addr(msg.handle)
-                       + ": no request line in 8 KiB");
+                       + ": no complete request head in 8 KiB");
           respond(self, msg.handle, 400, "text/plain", "request head too large\n");
         }
         return;
       }
+      auto eol = c.head.find('\n');
+      if (eol > 0 && c.head[eol - 1] == '\r')
+        --eol;
       c.answered = true;
       on_request(self, msg.handle, c.head.substr(0, eol));
     },

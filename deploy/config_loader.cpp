@@ -807,6 +807,7 @@ std::uint64_t checkpoint_hash(const cluster_config& cfg) {
   shared.training.checkpoint_every = 0;
   shared.training.checkpoint_keep = 1;
   shared.training.checkpoint_replicas = 0;
+  shared.training.checkpoint_push_mb_s = 0;
   if (shared.training.data_holders.empty())
     for (auto& h : cfg.hosts)
       if (h.role == actors::host_role::data_holder)

@@ -73,6 +73,8 @@ void training_config::validate(const issue_sink& report) const {
   check_int(report, "checkpoint_every", checkpoint_every, 0, 100'000'000, "a number of iterations (0 = no checkpoints)");
   check_int(report, "checkpoint_keep", checkpoint_keep, 1, 1'000'000, "a number of checkpoints to keep");
   check_int(report, "checkpoint_replicas", checkpoint_replicas, 0, 16, "a number of hosts to copy each checkpoint to");
+  check_real(report, "checkpoint_push_mb_s", checkpoint_push_mb_s, 0.0, bound::closed, 1e6, bound::closed,
+             "megabytes per second per copy (0 = unpaced)");
   check_int(report, "data_holders", static_cast<long long>(data_holders.size()), 0, 4095,
             "a number of data holders (the wire's holder index has 12 bits)");
   for (std::size_t i = 0; i < data_holders.size(); ++i) {

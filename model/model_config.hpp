@@ -86,6 +86,10 @@ struct training_config {
   /// Each checkpoint is also pushed to this many live hosts of other stages, which store the
   /// bytes under node.data_dir/HOST/replicas/OWNER/ (docs/checkpoints.md); 0 = none.
   int checkpoint_replicas = 1;
+  /// The pace of those copies, in MB/s per copy (0 = as fast as the link takes them): chunks
+  /// leave one by one with gaps, so that activations between the same hosts are not queued
+  /// behind a whole stage's state (docs/checkpoints.md).
+  double checkpoint_push_mb_s = 0;
 
   /// Reports every field that is out of range or inconsistent.
   void validate(const issue_sink& report) const;
@@ -128,6 +132,7 @@ void visit_fields(F& f, training_config& x) {
   f("checkpoint_every", x.checkpoint_every);
   f("checkpoint_keep", x.checkpoint_keep);
   f("checkpoint_replicas", x.checkpoint_replicas);
+  f("checkpoint_push_mb_s", x.checkpoint_push_mb_s);
 }
 
 } // namespace gwtf::model

@@ -1,6 +1,7 @@
 // The pure cores behind the host actors: no CAF, no threads, no clock.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "actors/freeze_watch.hpp"
@@ -12,6 +13,7 @@
 #include "actors/link_emulator.hpp"
 #include "actors/membership_view.hpp"
 #include "actors/stage_restore.hpp"
+#include "actors/push_pacer.hpp"
 
 using namespace gwtf;
 using namespace gwtf::actors;
@@ -539,4 +541,46 @@ TEST_CASE("stage restore: only the side of a partition with a quorum of the data
   CHECK_FALSE(holder_quorum(two, {holder("dh-b", {}), relay("r1", 1, {})}));
   // A holder that is not in the roster counts for nothing.
   CHECK_FALSE(holder_quorum(two, {holder("dh-x", {}), holder("dh-b", {})}));
+}
+
+TEST_CASE("push pacer: pieces round robin over the copies, at the pace of each, a newer checkpoint replacing an older") {
+  auto blob = [](std::size_t n, std::uint8_t v) { return std::make_shared<const std::vector<std::uint8_t>>(n, v); };
+  push_pacer p{4, 1000.0}; // 4-byte pieces, 1000 bytes/s per copy
+  p.add("r2", 7, 1, 4, blob(10, 1));
+  p.add("dh-b", 8, 1, 4, blob(6, 2));
+  std::vector<std::string> order;
+  std::vector<std::uint64_t> offsets;
+  std::vector<std::int64_t> gaps;
+  std::size_t bytes = 0;
+  while (auto piece = p.next()) {
+    order.push_back(piece->to);
+    offsets.push_back(piece->offset);
+    CHECK(piece->total == (piece->to == "r2" ? 10u : 6u));
+    CHECK(piece->data == std::vector<std::uint8_t>(piece->data.size(), piece->to == "r2" ? 1 : 2));
+    bytes += piece->data.size();
+    gaps.push_back(p.gap_us(piece->data.size()));
+  }
+  CHECK(order == std::vector<std::string>{"r2", "dh-b", "r2", "dh-b", "r2"});
+  CHECK(offsets == std::vector<std::uint64_t>{0, 0, 4, 4, 8});
+  CHECK(bytes == 16);
+  // Two copies under way: a 4-byte piece every 2 ms (each copy at 1000 bytes/s); one left:
+  // its 2-byte pieces 2 ms apart.
+  CHECK(gaps == std::vector<std::int64_t>{2000, 2000, 2000, 2000, 2000});
+  CHECK(p.empty());
+
+  // The checkpoint of iteration 6 replaces the unfinished push of 4 to the same peer, not
+  // another peer's, nor another stage's.
+  p.add("r2", 9, 1, 4, blob(12, 3));
+  p.add("r3", 10, 1, 4, blob(12, 3));
+  p.add("r2", 11, 2, 4, blob(12, 3));
+  REQUIRE(p.next()->transfer == 9);
+  p.add("r2", 12, 1, 6, blob(8, 4));
+  CHECK(p.pushes() == 3);
+  std::vector<std::uint64_t> transfers;
+  while (auto piece = p.next())
+    transfers.push_back(piece->transfer);
+  CHECK(std::count(transfers.begin(), transfers.end(), 9) == 0);
+  CHECK(std::count(transfers.begin(), transfers.end(), 12) == 2);
+  CHECK(std::count(transfers.begin(), transfers.end(), 10) == 3);
+  CHECK(std::count(transfers.begin(), transfers.end(), 11) == 3);
 }

@@ -344,6 +344,9 @@ TEST_CASE("cluster: checkpoints are copied to hosts of other stages, and a stage
   cfg.node.data_dir = dir.string();
   cfg.training.checkpoint_every = 3;
   cfg.training.checkpoint_replicas = 1;
+  // Paced copies (chunk by chunk, each copy at 200 MB/s: 4.8 MB in about 24 ms, well within
+  // the two iterations to the next checkpoint); the last checkpoint's go at once.
+  cfg.training.checkpoint_push_mb_s = 200;
   std::ostringstream first_log;
   auto first = deploy::run_embedded(cfg, first_log, 90, {false, std::nullopt, 5});
   INFO(first_log.str());
@@ -355,19 +358,22 @@ TEST_CASE("cluster: checkpoints are copied to hosts of other stages, and a stage
     std::ifstream f{p, std::ios::binary};
     return std::string{std::istreambuf_iterator<char>{f}, std::istreambuf_iterator<char>{}};
   };
-  std::map<std::string, int> copies; // owner -> copies of its iteration-5 file, byte-identical
+  std::map<std::string, int> copies; // owner -> copies of its files of 3 (paced) and 5, byte-identical
   std::error_code ec;
   for (auto& holder : fs::directory_iterator(dir))
     for (auto& owner : fs::directory_iterator(holder.path() / "replicas", ec))
-      for (auto& stage : fs::directory_iterator(owner.path())) {
-        auto copy = stage.path() / "iteration-0000000005.ckpt";
-        auto original = dir / owner.path().filename() / stage.path().filename() / "iteration-0000000005.ckpt";
-        REQUIRE(fs::exists(copy));
-        CHECK_MESSAGE(bytes(copy) == bytes(original), copy);
-        CHECK(holder.path().filename() != owner.path().filename());
-        ++copies[owner.path().filename().string()];
-      }
+      for (auto& stage : fs::directory_iterator(owner.path()))
+        for (auto file : {"iteration-0000000003.ckpt", "iteration-0000000005.ckpt"}) {
+          auto copy = stage.path() / file;
+          auto original = dir / owner.path().filename() / stage.path().filename() / file;
+          REQUIRE(fs::exists(copy));
+          CHECK_MESSAGE(bytes(copy) == bytes(original), copy);
+          CHECK(holder.path().filename() != owner.path().filename());
+          ++copies[owner.path().filename().string()];
+        }
   CHECK(copies.size() == cfg.hosts.size());
+  for (auto& [owner, n] : copies)
+    CHECK_MESSAGE(n == 2, owner);
   // Both stage-3 hosts lose their disks; their stage survives in the copies.
   fs::remove_all(dir / "r3-virginia");
   fs::remove_all(dir / "r3-frankfurt");

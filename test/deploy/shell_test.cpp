@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/inspect_view.hpp"
+#include "deploy/run_command.hpp"
 #include "deploy/shell.hpp"
 #include "node_process.hpp"
 
@@ -112,9 +113,16 @@ int connect_to(std::uint16_t port) {
 }
 
 // One HTTP request over a raw socket; the whole response (the server closes after it).
-std::string http(std::uint16_t port, const std::string& request) {
+// `request` written in pieces as `parts` says (each a length; the rest goes last), then the answer.
+std::string http(std::uint16_t port, const std::string& request, std::vector<std::size_t> parts = {}) {
   int fd = connect_to(port);
-  REQUIRE(::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size()));
+  std::size_t at = 0;
+  parts.push_back(request.size());
+  for (auto n : parts) {
+    n = std::min(n, request.size() - at);
+    REQUIRE(::send(fd, request.data() + at, n, MSG_NOSIGNAL) == static_cast<ssize_t>(n));
+    at += n;
+  }
   std::string out;
   char buf[4096];
   ssize_t n;
@@ -420,7 +428,17 @@ TEST_CASE("shell against a node process: answers, errors, a hostile client, dead
   CHECK(http(mport, "GET /nope HTTP/1.0\r\n\r\n").rfind("HTTP/1.1 404", 0) == 0);
   CHECK(http(mport, "POST /metrics HTTP/1.0\r\n\r\n").rfind("HTTP/1.1 405", 0) == 0);
   CHECK(http(mport, "garbage\r\n\r\n").rfind("HTTP/1.1 400", 0) == 0);
-  CHECK(http(mport, std::string(9000, 'x')).rfind("HTTP/1.1 400", 0) == 0); // no request line in 8 KiB
+  CHECK(http(mport, std::string(9000, 'x')).rfind("HTTP/1.1 400", 0) == 0); // no complete head in 8 KiB
+  // A head in pieces (bash's printf to /dev/tcp in the image's HEALTHCHECK writes it so) is
+  // answered once complete: every piece is taken, none meets a closed connection.
+  for (int round = 0; round < 20; ++round)
+    CHECK(http(mport, "GET /healthz HTTP/1.0\r\nHost: localhost\r\n\r\n", {23, 17}).rfind("HTTP/1.1 200", 0) == 0);
+  // The image's HEALTHCHECK itself, as the container runtime runs it (SIGPIPE not ignored).
+  for (int round = 0; round < 10; ++round) {
+    auto hc = gwtf::test::run_command("GWTF_METRICS_PORT=" + std::to_string(mport) + " env --default-signal=PIPE bash '"
+                                      + std::string{GWTF_SOURCE_DIR} + "/deploy/healthcheck'");
+    CHECK(hc.code == 0);
+  }
 
   auto refused = shell(target, "drain", false); // a read-only shell by default
   CHECK(refused.code == 1);
