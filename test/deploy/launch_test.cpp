@@ -206,18 +206,19 @@ TEST_CASE("launch: sparse top-k activations and gradients cross TCP between proc
 
 TEST_CASE("launch: SIGKILL in a forward and in a backward pass loses no microbatch") {
   // A crash fires in the host's next forward (backward) pass: the host must carry work. With
-  // capacity 2 per stage-1 and stage-2 replica and 4 flows (r3's capacity), every one of them
-  // carries two flows until the crashes, which therefore both come in iteration 3 (a crash
-  // later could find its host idle: once r1b died, the balancers may route every flow through
-  // r2b, and an armed r2 would never crash; seen in CI). Built flows are not re-routed
+  // 4 flows (r3's capacity), capacity 2 per stage-1 replica and 3 / 1 at stage 2, r1b carries
+  // two flows and r2 three, so at least one of r1's two flows goes on through r2: once r1b
+  // dies in its forward, r1's microbatches still reach r2, whose armed backward fires in the
+  // same iteration. (With 2 / 2 at stage 2, r1's flows could both go through r2b: r2, then
+  // idle, never crashed; seen in CI on 2026-11-26.) Built flows are not re-routed
   // (reroute_gain 0, as in the cluster crash test): a re-route also moved r2's flows away.
   auto dir = workdir("kill");
   const std::string hosts = "  - {name: dh-a, region: virginia, role: data_holder, capacity: 6}\n"
                             "  - {name: dh-b, region: frankfurt, role: data_holder, capacity: 6}\n"
                             "  - {name: r1, region: ohio, role: relay, stage: 1, capacity: 2}\n"
                             "  - {name: r1b, region: london, role: relay, stage: 1, capacity: 2}\n"
-                            "  - {name: r2, region: oregon, role: relay, stage: 2, capacity: 2}\n"
-                            "  - {name: r2b, region: ireland, role: relay, stage: 2, capacity: 2}\n"
+                            "  - {name: r2, region: oregon, role: relay, stage: 2, capacity: 3}\n"
+                            "  - {name: r2b, region: ireland, role: relay, stage: 2, capacity: 1}\n"
                             "  - {name: r3, region: virginia, role: relay, stage: 3, capacity: 4}\n";
   auto l = launch_and_reference(dir, hosts, 12,
                                 "{at_iteration: 3, action: crash, host: r1b, phase: forward},"
