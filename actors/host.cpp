@@ -636,7 +636,8 @@ int dtfm_stage_of(const host_context& ctx, const std::vector<std::int32_t>& flat
 
 // A relay without a declared stage places itself once its membership view has settled
 // (the same live peers at three heartbeats in a row, a data holder among them, or a
-// connection timeout after it first saw a holder), at the stage routing/placement chooses
+// connection timeout after it first saw a holder; a founding relay with placement.relays:
+// once it sees that many relays and every roster data holder, or placement.wait_ms), at the stage routing/placement chooses
 // (placement.policy gwtf) or DT-FM gives it (dtfm; joiners: the bottleneck rule).
 void on_placement_view(supervisor_ptr self, const std::vector<std::int32_t>& flat,
                        const std::vector<std::string>& unplaced, const std::vector<std::int32_t>& unplaced_capacity,
@@ -652,14 +653,35 @@ void on_placement_view(supervisor_ptr self, const std::vector<std::int32_t>& fla
     holder = holder || flat[i] == 0;
   }
   auto seen = known.size() + unplaced.size();
-  bool settled = holder && seen == st.place_seen;
-  st.place_seen = seen;
-  if (holder)
+  std::string incomplete; // placement.relays: who was missing when the wait ran out
+  if (spec.placement_relays > 0 && !st.ctx->joining) {
+    // A founding relay waits for the cluster it founds: every relay that founds it and every
+    // data holder of the roster, or placement.wait_ms from its first look.
+    auto holders = static_cast<std::size_t>(std::count_if(known.begin(), known.end(), [](auto& n) { return n.stage == 0; }));
+    auto relays = 1 + unplaced.size() + (known.size() - holders);
+    auto want_holders = std::max<std::size_t>(1, spec.holders.size());
+    auto want_relays = static_cast<std::size_t>(spec.placement_relays);
     ++st.place_polls;
-  auto waited_ms = static_cast<std::int64_t>(st.place_polls) * spec.faults.heartbeat_interval_ms;
-  if (!(settled && st.place_polls >= 3) && !(holder && waited_ms >= spec.faults.connection_timeout_ms)) {
-    self->delayed_send(self, std::chrono::milliseconds(spec.faults.heartbeat_interval_ms), place_atom::value);
-    return;
+    auto waited_ms = static_cast<std::int64_t>(st.place_polls) * spec.faults.heartbeat_interval_ms;
+    bool complete = relays >= want_relays && holders >= want_holders;
+    if (!complete && !(holder && waited_ms >= spec.placement_wait_ms)) {
+      self->delayed_send(self, std::chrono::milliseconds(spec.faults.heartbeat_interval_ms), place_atom::value);
+      return;
+    }
+    if (!complete)
+      incomplete = "; after " + std::to_string(waited_ms / 1000) + " s (placement.wait_ms) it saw " + std::to_string(relays)
+                   + " of " + std::to_string(want_relays) + " relays and " + std::to_string(holders) + " of "
+                   + std::to_string(want_holders) + " data holders";
+  } else {
+    bool settled = holder && seen == st.place_seen;
+    st.place_seen = seen;
+    if (holder)
+      ++st.place_polls;
+    auto waited_ms = static_cast<std::int64_t>(st.place_polls) * spec.faults.heartbeat_interval_ms;
+    if (!(settled && st.place_polls >= 3) && !(holder && waited_ms >= spec.faults.connection_timeout_ms)) {
+      self->delayed_send(self, std::chrono::milliseconds(spec.faults.heartbeat_interval_ms), place_atom::value);
+      return;
+    }
   }
   // Relays without a stage that see each other place themselves in name order, each counting
   // the ones before it: two joining at once do not both fill the same bottleneck. (A placed
@@ -691,6 +713,7 @@ void on_placement_view(supervisor_ptr self, const std::vector<std::int32_t>& fla
   std::string why = "by " + policy + " from " + std::to_string(known.size()) + " live peers; relay capacity per stage:";
   for (int s = 1; s < spec.model.stages; ++s)
     why += " " + std::to_string(capacity[s]);
+  why += incomplete;
   auto ctx = std::make_shared<host_context>(*st.ctx);
   ctx->stage = stage;
   ctx->host.stage = stage;

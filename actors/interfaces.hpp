@@ -120,6 +120,10 @@ struct cluster_spec {
   /// and its region matrix; unset: the bottleneck rule.
   std::optional<routing::dtfm_request> dtfm;
   std::shared_ptr<const routing::network_matrix> dtfm_network;
+  /// placement.relays / wait_ms: a founding stage-less relay places itself once it sees this
+  /// many relays and every data holder of `holders` (or after wait_ms); 0: once its view settles.
+  int placement_relays = 0;
+  int placement_wait_ms = 60000;
   /// Iterations this run applies before it ends: training.iterations, or --until's N.
   std::uint64_t end_iteration() const {
     auto planned = static_cast<std::uint64_t>(training.iterations);

@@ -31,12 +31,31 @@ struct placement_config {
   /// dtfm: the region matrix (configs/networks format) its cost model reads; empty: the
   /// emulation.network matrix.
   std::string network;
+  /// Node mode: the relays that found the cluster (stage-less or not). A founding relay
+  /// without a stage places itself once it sees this many relays and every data holder of
+  /// training.data_holders, so all of them place from the same view (DT-FM's partition is
+  /// the same everywhere only then); 0: once its view has settled (the same live peers at
+  /// three heartbeats in a row), which a host slow to start can miss. `launch` sets it.
+  int relays = 0;
+  /// Node mode with `relays`: the longest a founding relay waits for them (from its first
+  /// look at its view); then it places itself from what it sees, and logs who was missing.
+  int wait_ms = 60000;
+
+  template <class Report>
+  void validate(Report&& report) const {
+    if (relays < 0 || relays > 4096)
+      report("relays", "a relay count in [0, 4096], got " + std::to_string(relays));
+    if (wait_ms < 0 || wait_ms > 3600000)
+      report("wait_ms", "milliseconds in [0, 3600000], got " + std::to_string(wait_ms));
+  }
 };
 
 template <class F>
 void visit_fields(F& f, placement_config& x) {
   f("policy", x.policy);
   f("network", x.network);
+  f("relays", x.relays);
+  f("wait_ms", x.wait_ms);
 }
 
 /// How activations and their gradients travel between stages (docs/config.md, compression).

@@ -316,6 +316,7 @@ void validate_cluster(cluster_config& cfg, reader& r, const fs::path& base_dir,
   cfg.routing.validate(section("routing"));
   cfg.faults.validate(section("faults"));
   cfg.compression.validate(section("compression"));
+  cfg.placement.validate(section("placement"));
 
   if (cfg.hosts.empty())
     r.error_for("hosts", "expected a non-empty list of the virtual hosts this process runs");

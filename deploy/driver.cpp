@@ -611,6 +611,8 @@ std::shared_ptr<actors::cluster_spec> make_spec(const cluster_config& cfg) {
   if (mode == compression_mode::adaptive)
     spec->adaptive = routing::compression_policy{cfg.compression.min_density,
                                                  cfg.compression.links == compression_links::all, 2};
+  spec->placement_relays = cfg.placement.relays;
+  spec->placement_wait_ms = cfg.placement.wait_ms;
   if (cfg.placement.policy == placement_policy::dtfm && cfg.placement_network) {
     spec->dtfm = dtfm_request_for(cfg);
     spec->dtfm_network = std::make_shared<const routing::network_matrix>(*cfg.placement_network);

@@ -114,6 +114,10 @@ public:
         initial_.insert(h.name);
       }
     }
+    int founding_relays = 0;
+    for (auto& h : cfg_.hosts)
+      if (h.role == actors::host_role::relay && initial_.count(h.name) > 0)
+        ++founding_relays;
     for (std::size_t i = 0; i < cfg_.hosts.size(); ++i) {
       auto& h = cfg_.hosts[i]; // as declared: a relay without a stage places itself
       cluster_config c = cfg_;
@@ -132,6 +136,9 @@ public:
           c.node.bootstrap.push_back(address_[other]);
       }
       c.training.data_holders = spec_->holders;
+      // The relays that start with the run: a stage-less one places itself once it sees them
+      // all (DT-FM then partitions the same relays in every process, however slow they start).
+      c.placement.relays = founding_relays;
       c.training.loss_out.clear();
       c.faults.script.clear();
       c.faults.crash_rate = 0; // the launcher injects every fault

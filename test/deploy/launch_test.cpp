@@ -319,6 +319,9 @@ TEST_CASE("launch: with placement.policy dtfm every founding relay takes the sta
     CHECK_MESSAGE(has(l.r.out, "# " + name + " placed itself at stage " + stage + " (by DT-FM"), pair);
   }
   CHECK(relays == 6);
+  // Each waited until it saw all six relays and both data holders (placement.relays, which
+  // launch sets), however slowly the others started, not until its view merely settled.
+  CHECK_FALSE(has(l.r.out, "(placement.wait_ms)"));
   CHECK(has(l.r.out, "exactly-once violations 0; replica disagreements 0"));
   REQUIRE(l.loss.size() == 8);
   check_band(l, 1e-3);
