@@ -67,9 +67,14 @@ std::optional<double> flow_balancer::ring_cost(const held_flow& f) const {
 }
 
 std::optional<wire::flow_entry> flow_balancer::entry(const held_flow& f) const {
-  if (holder() || !ring_cost(f) || !is_peer(f.prev, prev_stage()) || !is_peer(f.next, next_stage()))
+  // ring_cost(f) known, prev and next peers of the neighbouring stages (one lookup each).
+  if (holder() || !f.built || !f.tail_known || f.next.empty() || !f.head_known || f.prev.empty())
     return std::nullopt;
-  return wire::flow_entry{f.id, f.target, f.prev, f.next, f.head, edge(f.prev), edge(f.next), f.tail};
+  auto prev = peers_.find(f.prev), next = peers_.find(f.next);
+  if (prev == peers_.end() || prev->second.stage != prev_stage() || next == peers_.end()
+      || next->second.stage != next_stage())
+    return std::nullopt;
+  return wire::flow_entry{f.id, f.target, f.prev, f.next, f.head, prev->second.edge, next->second.edge, f.tail};
 }
 
 // The cost from here back to the data holder changed: tell the upstream hop (it answers
@@ -100,13 +105,21 @@ void flow_balancer::send_up_cost(const held_flow& f, std::vector<outgoing>& out)
 }
 
 template <class T>
-bool flow_balancer::due(std::map<std::string, sent<T>>& log, const std::string& to, const T& what,
-                        std::int64_t now) {
+bool flow_balancer::due(std::map<std::string, sent<T>>& log, const std::string& to,
+                        const std::shared_ptr<const T>& what, std::int64_t now) {
   auto it = log.find(to);
-  if (it != log.end() && it->second.what == what && now - it->second.at < cfg_.refresh_ticks)
+  if (it != log.end() && (it->second.what == what || *it->second.what == *what)
+      && now - it->second.at < cfg_.refresh_ticks)
     return false;
   log[to] = sent<T>{what, now};
   return true;
+}
+
+template <class T>
+const std::shared_ptr<const T>& flow_balancer::remember(std::shared_ptr<const T>& latest, T&& fresh) {
+  if (!latest || *latest != fresh)
+    latest = std::make_shared<const T>(std::move(fresh));
+  return latest;
 }
 
 void flow_balancer::add_peer(const std::string& id, int stage, double edge_cost, double link_s) {
@@ -174,17 +187,20 @@ std::vector<wire::target_cost> flow_balancer::advert() const {
   std::vector<wire::target_cost> out;
   if (holder() || spare() <= 0)
     return out;
-  std::set<std::string> targets;
+  std::vector<const std::string*> targets; // the data holders known, each once, in name order
   for (auto& [id, p] : peers_) {
     if (p.stage == 0)
-      targets.insert(id);
+      targets.push_back(&id);
     for (auto& [t, c] : p.costs)
-      targets.insert(t);
+      targets.push_back(&t);
   }
+  auto by_name = [](const std::string* a, const std::string* b) { return *a < *b; };
+  std::sort(targets.begin(), targets.end(), by_name);
+  targets.erase(std::unique(targets.begin(), targets.end(), [](auto* a, auto* b) { return *a == *b; }), targets.end());
   auto on_link = cfg_.link_load ? flows_by_next() : std::map<std::string, int>{}; // once, not per target
-  for (auto& t : targets)
-    if (auto best = pick_next(t, {}, on_link))
-      out.push_back(wire::target_cost{t, best->second, -spare()});
+  for (auto* t : targets)
+    if (auto best = pick_next(*t, {}, on_link))
+      out.push_back(wire::target_cost{*t, best->second, -spare()});
   return out;
 }
 
@@ -204,17 +220,17 @@ std::vector<outgoing> flow_balancer::tick(std::int64_t now) {
   std::vector<outgoing> out;
   // Introductions once, then cost adverts to the previous stage (one advert, computed once:
   // it is the same for every receiver): when it changed, else every refresh_ticks.
-  std::optional<std::vector<wire::target_cost>> ad;
+  const std::shared_ptr<const std::vector<wire::target_cost>>* ad = nullptr;
   for (auto& [id, p] : peers_) {
     if (p.stage != prev_stage() || holder())
       continue;
     if (!ad)
-      ad = advert();
+      ad = &remember(last_advert_, advert());
     if (!introduced_) {
-      out.push_back({id, wire::introduction{self_, stage_, static_cast<std::uint32_t>(capacity_), *ad}});
+      out.push_back({id, wire::introduction{self_, stage_, static_cast<std::uint32_t>(capacity_), **ad}});
       adverts_sent_[id] = {*ad, now};
     } else if (due(adverts_sent_, id, *ad, now)) {
-      out.push_back({id, wire::cost_advert{*ad}});
+      out.push_back({id, wire::cost_advert{**ad}});
     }
   }
   introduced_ = true;
@@ -582,8 +598,21 @@ std::vector<outgoing> flow_balancer::handle(const std::string& from, const wire:
   if (auto* a = std::get_if<wire::cost_advert>(&msg)) {
     auto& p = peers_[from];
     p.heard = true;
-    p.costs.clear();
     p.demand = 0;
+    // Usually the same targets as last time, in the same (sorted) order: overwrite in place.
+    bool same = p.costs.size() == a->costs.size();
+    auto it = p.costs.begin();
+    for (std::size_t k = 0; same && k < a->costs.size(); ++k, ++it)
+      same = it->first == a->costs[k].target;
+    if (same) {
+      it = p.costs.begin();
+      for (auto& c : a->costs) {
+        (it++)->second = c.cost;
+        p.demand = c.demand;
+      }
+      return {};
+    }
+    p.costs.clear();
     for (auto& c : a->costs) {
       p.costs[c.target] = c.cost;
       p.demand = c.demand;
@@ -791,13 +820,16 @@ flow_balancer::candidates(wire::move_kind kind, std::optional<wire::flow_entry>&
   for (auto& [peer, list] : listings_) {
     for (auto& g : list) {
       if (flows_.count(g.flow_id) > 0 || expected_.count(g.flow_id) > 0 || g.next.empty()
-          || !is_peer(g.prev, prev_stage()) || !is_peer(g.next, next_stage())
           || (next_stage() == 0 && g.next != g.target))
         continue;
-      candidate c{peer, g, g.ring(), 0};
-      c.flow.in_cost = edge(g.prev);
-      c.flow.out_cost = edge(g.next);
-      c.after = c.flow.ring();
+      auto prev = peers_.find(g.prev);
+      if (prev == peers_.end() || prev->second.stage != prev_stage())
+        continue;
+      auto next = peers_.find(g.next);
+      if (next == peers_.end() || next->second.stage != next_stage())
+        continue;
+      candidate c{&peer, &g, prev->second.edge, next->second.edge, g.ring(), 0};
+      c.after = c.flow().ring();
       if (kind == wire::move_kind::swap) {
         if (g.flow_id == gives->flow_id)
           continue;
@@ -809,7 +841,7 @@ flow_balancer::candidates(wire::move_kind kind, std::optional<wire::flow_entry>&
   }
   std::sort(out.begin(), out.end(), [](const candidate& a, const candidate& b) {
     double ga = (a.before - a.after) / a.before, gb = (b.before - b.after) / b.before;
-    return ga != gb ? ga > gb : a.flow.flow_id < b.flow.flow_id;
+    return ga != gb ? ga > gb : a.listed->flow_id < b.listed->flow_id;
   });
   return out;
 }
@@ -828,13 +860,14 @@ void flow_balancer::anneal_tick(std::int64_t now, std::vector<outgoing>& out) {
     h = now - h->second.since > cfg_.half_built_ttl_ticks ? handed_.erase(h) : std::next(h);
 
   // Publish our flows to the same-stage peers (when they changed, else every refresh_ticks).
-  wire::flow_listing listing{self_, {}};
+  std::vector<wire::flow_entry> entries;
   for (auto& [id, f] : flows_)
     if (auto e = entry(f))
-      listing.flows.push_back(*e);
+      entries.push_back(*e);
+  auto& listing = remember(last_listing_, std::move(entries));
   for (auto& [id, p] : peers_)
-    if (p.stage == stage_ && due(listings_sent_, id, listing.flows, now))
-      out.push_back({id, listing});
+    if (p.stage == stage_ && due(listings_sent_, id, listing, now))
+      out.push_back({id, wire::flow_listing{self_, *listing}});
 
   if (!moves_enabled_ || proposal_ || now < quiet_until_)
     return;
@@ -852,7 +885,7 @@ void flow_balancer::anneal_tick(std::int64_t now, std::vector<outgoing>& out) {
     auto improving = [&](const candidate& c) { return c.before - c.after >= cfg_.min_gain * c.before; };
     if (improving(cands.front())) {
       for (auto& c : cands)
-        if (c.peer == cands.front().peer && improving(c) && offer.size() < 8)
+        if (*c.peer == *cands.front().peer && improving(c) && offer.size() < 8)
           offer.push_back(c);
     } else {
       auto& c = cands[std::uniform_int_distribution<std::size_t>{0, cands.size() - 1}(rng_)];
@@ -862,15 +895,15 @@ void flow_balancer::anneal_tick(std::int64_t now, std::vector<outgoing>& out) {
     if (offer.empty())
       continue;
     wire::move_proposal p{++next_proposal_, kind, {}, offer.front().before, offer.front().after, temperature_};
-    proposal proposal{p.proposal_id, offer.front().peer, kind, gives ? gives->flow_id : 0, {}, now,
+    proposal proposal{p.proposal_id, *offer.front().peer, kind, gives ? gives->flow_id : 0, {}, now,
                       !improving(offer.front())};
     if (gives)
       p.flows.push_back(*gives);
     for (auto& c : offer) {
-      p.flows.push_back(c.flow);
-      proposal.candidates.push_back(c.flow.flow_id);
-      expected_[c.flow.flow_id] =
-        expectation{c.flow.target, c.flow.prev, c.flow.next, now, false, kind == wire::move_kind::swap};
+      auto& g = *c.listed;
+      p.flows.push_back(c.flow());
+      proposal.candidates.push_back(g.flow_id);
+      expected_[g.flow_id] = expectation{g.target, g.prev, g.next, now, false, kind == wire::move_kind::swap};
     }
     proposal_ = std::move(proposal);
     ++stats_.proposed;

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <random>
 #include <set>
@@ -143,12 +144,21 @@ private:
     bool agreed = false; ///< the move was accepted
     bool swap = false;   ///< part of a SWAP: once agreed it holds a slot of capacity
   };
-  /// A move candidate as the proposer evaluates it.
+  /// A move candidate as the proposer evaluates it (pointing into listings_: valid until
+  /// a listing changes).
   struct candidate {
-    std::string peer;
-    wire::flow_entry flow; ///< the peer's flow, with in/out as they would be here
-    double before = 0;     ///< max cost of the affected flows now
-    double after = 0;      ///< and after the move (a swap: the part known here)
+    const std::string* peer = nullptr;
+    const wire::flow_entry* listed = nullptr; ///< the peer's flow as it listed it
+    double in = 0, out = 0; ///< d(prev, me) and d(me, next): its in/out as they would be here
+    double before = 0;      ///< max cost of the affected flows now
+    double after = 0;       ///< and after the move (a swap: the part known here)
+    /// The flow with in/out as they would be here.
+    wire::flow_entry flow() const {
+      auto f = *listed;
+      f.in_cost = in;
+      f.out_cost = out;
+      return f;
+    }
   };
 
   bool holder() const { return stage_ == 0; }
@@ -223,15 +233,23 @@ private:
   std::map<std::string, std::vector<wire::flow_entry>> listings_; ///< same-stage peers' flows
   /// What went to each peer last, and when: an unchanged advert or listing is not sent again
   /// before `refresh_ticks` have passed.
+  /// The content is shared between the peers it went to (one copy per change, not per peer);
+  /// the same pointer means the same content, so most checks compare no content at all.
   template <class T>
   struct sent {
-    T what;
+    std::shared_ptr<const T> what;
     std::int64_t at = 0;
   };
   std::map<std::string, sent<std::vector<wire::target_cost>>> adverts_sent_;
   std::map<std::string, sent<std::vector<wire::flow_entry>>> listings_sent_;
+  std::shared_ptr<const std::vector<wire::target_cost>> last_advert_;  ///< the latest advert computed
+  std::shared_ptr<const std::vector<wire::flow_entry>> last_listing_;  ///< the latest listing computed
   template <class T>
-  bool due(std::map<std::string, sent<T>>& log, const std::string& to, const T& what, std::int64_t now);
+  bool due(std::map<std::string, sent<T>>& log, const std::string& to, const std::shared_ptr<const T>& what,
+           std::int64_t now);
+  /// `latest` again when `fresh` has its content, else `fresh` (and `latest` becomes it).
+  template <class T>
+  static const std::shared_ptr<const T>& remember(std::shared_ptr<const T>& latest, T&& fresh);
   std::optional<proposal> proposal_;
   std::map<std::uint64_t, expectation> expected_;
   /// A flow this node handed to a same-stage peer, remembered for a TTL.
