@@ -127,6 +127,7 @@ void flow_balancer::add_peer(const std::string& id, int stage, double edge_cost,
   adverts_sent_.erase(id);
   listings_sent_.erase(id);
   auto& p = peers_[id];
+  next_peers_.stale = true; // new, or maybe at another stage
   p.stage = stage;
   p.edge = stage == next_stage() || stage == prev_stage() ? edge_cost : 0.0;
   p.link_s = stage == next_stage() && std::isfinite(link_s) && link_s > 0 ? link_s : 0.0;
@@ -157,12 +158,33 @@ std::map<std::string, int> flow_balancer::flows_by_next() const {
   return on_link;
 }
 
+flow_balancer::peer& flow_balancer::peer_at(const std::string& id) {
+  auto [it, added] = peers_.try_emplace(id);
+  if (added)
+    next_peers_.stale = true;
+  return it->second;
+}
+
+const std::vector<std::pair<const std::string*, const flow_balancer::peer*>>& flow_balancer::next_peers() const {
+  if (next_peers_.stale) {
+    next_peers_.items.clear();
+    for (auto& [id, p] : peers_)
+      if (p.stage == next_stage())
+        next_peers_.items.emplace_back(&id, &p);
+    next_peers_.stale = false;
+  }
+  return next_peers_.items;
+}
+
 std::optional<std::pair<std::string, double>>
 flow_balancer::pick_next(const std::string& target, const std::set<std::string>& exclude,
                          const std::map<std::string, int>& on_link) const {
-  std::optional<std::pair<std::string, double>> best;
-  for (auto& [id, p] : peers_) {
-    if (p.stage != next_stage() || exclude.count(id) > 0)
+  const std::string* best_id = nullptr;
+  double best_cost = 0;
+  for (auto [idp, pp] : next_peers()) {
+    auto& id = *idp;
+    auto& p = *pp;
+    if (!exclude.empty() && exclude.count(id) > 0)
       continue;
     double c = 0;
     if (next_stage() == 0) {
@@ -175,12 +197,17 @@ flow_balancer::pick_next(const std::string& target, const std::set<std::string>&
         continue;
       c = p.edge + it->second;
     }
-    if (auto n = on_link.find(id); n != on_link.end())
-      c += n->second * p.link_s;
-    if (!best || c < best->second)
-      best = std::make_pair(id, c); // ties: the smallest id (map order)
+    if (!on_link.empty())
+      if (auto n = on_link.find(id); n != on_link.end())
+        c += n->second * p.link_s;
+    if (!best_id || c < best_cost) { // ties: the smallest id (name order)
+      best_id = &id;
+      best_cost = c;
+    }
   }
-  return best;
+  if (!best_id)
+    return std::nullopt;
+  return std::make_pair(*best_id, best_cost);
 }
 
 std::vector<wire::target_cost> flow_balancer::advert() const {
@@ -433,7 +460,7 @@ void flow_balancer::request_to(held_flow& f, const std::string& next, std::vecto
                                std::uint64_t replaces) {
   f.next = next;
   f.tail_known = false;
-  auto& p = peers_[next];
+  auto& p = peer_at(next);
   double believed = 0.0;
   if (next_stage() != 0) {
     if (auto it = p.costs.find(f.target); it != p.costs.end())
@@ -575,7 +602,7 @@ std::vector<outgoing> flow_balancer::on_response(const std::string& from, const 
     return out;
   }
   // Refresh our view of the rejecting peer, then try another next hop.
-  auto& p = peers_[from];
+  auto& p = peer_at(from);
   if (p.stage != 0) {
     p.demand = r.demand;
     if (r.reason == wire::reject_reason::no_spare_path || r.demand >= 0)
@@ -596,7 +623,7 @@ std::vector<outgoing> flow_balancer::on_response(const std::string& from, const 
 std::vector<outgoing> flow_balancer::handle(const std::string& from, const wire::message& msg,
                                             std::int64_t now) {
   if (auto* a = std::get_if<wire::cost_advert>(&msg)) {
-    auto& p = peers_[from];
+    auto& p = peer_at(from);
     p.heard = true;
     p.demand = 0;
     // Usually the same targets as last time, in the same (sorted) order: overwrite in place.
@@ -716,7 +743,8 @@ std::vector<outgoing> flow_balancer::on_sync(const std::string& from, const wire
 
 std::vector<outgoing> flow_balancer::remove_peer(const std::string& id, std::int64_t now) {
   std::vector<outgoing> out;
-  peers_.erase(id);
+  if (peers_.erase(id) > 0)
+    next_peers_.stale = true;
   listings_.erase(id);
   adverts_sent_.erase(id);
   listings_sent_.erase(id);

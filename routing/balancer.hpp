@@ -208,12 +208,30 @@ private:
   std::vector<outgoing> on_request(const std::string& from, const wire::flow_request& r, std::int64_t now);
   std::vector<outgoing> on_response(const std::string& from, const wire::flow_response& r, std::int64_t now);
 
+  /// peers_[id], noting a new entry (the next-stage index must be rebuilt).
+  peer& peer_at(const std::string& id);
+  /// The next-stage peers in name order (pointers into peers_), rebuilt after peers_ changed.
+  const std::vector<std::pair<const std::string*, const peer*>>& next_peers() const;
+
   std::string self_;
   int stage_;
   int stages_;
   int capacity_;
   gwtf_config cfg_;
   std::map<std::string, peer> peers_;
+  /// Pointers into peers_: a copied or moved balancer starts with a stale (empty) index.
+  struct peer_index {
+    std::vector<std::pair<const std::string*, const peer*>> items;
+    bool stale = true;
+    peer_index() = default;
+    peer_index(const peer_index&) {}
+    peer_index& operator=(const peer_index&) {
+      items.clear();
+      stale = true;
+      return *this;
+    }
+  };
+  mutable peer_index next_peers_;
   std::map<std::uint64_t, held_flow> flows_;
   std::uint64_t next_flow_ = 0;
   bool introduced_ = false;
