@@ -555,3 +555,44 @@ TEST_CASE("balancer: a flow handed to a peer and taken back is carried on, not b
   REQUIRE(a.flows().count(7) == 1);
   CHECK(a.flows().at(7).prev == "dh");
 }
+
+// The balancer keeps an index of its next-stage peers and updates a peer's advertised costs
+// in place when the targets are the same: a copy, a removed peer, a peer met first through
+// its advert, a peer moved to another stage and an advert naming other targets must all be
+// seen by the next choice.
+TEST_CASE("balancer: next-hop choices follow peers that come, go and move, in a copy too") {
+  routing::gwtf_config cfg;
+  cfg.link_load = false;
+  routing::flow_balancer x{"x", 1, 3, 4, cfg};
+  x.add_peer("dh", 0, 0.1);
+  x.add_peer("a", 2, 0.2);
+  x.add_peer("b", 2, 0.3);
+  x.handle("a", wire::cost_advert{{{"dh", 0.2, -4}}}, 0);
+  x.handle("b", wire::cost_advert{{{"dh", 0.3, -4}}}, 0);
+  REQUIRE(x.cost_to("dh"));
+  CHECK(*x.cost_to("dh") == doctest::Approx(0.4)); // through a
+  auto copy = x;                                    // its own peers: a is removed from x only
+  x.remove_peer("a", 1);
+  CHECK(*x.cost_to("dh") == doctest::Approx(0.6)); // through b
+  CHECK(*copy.cost_to("dh") == doctest::Approx(0.4));
+  // An advert from a name never added makes it a peer of stage 0 (not a next hop here).
+  x.handle("c", wire::cost_advert{{{"dh", 0.01, -4}}}, 1);
+  CHECK(*x.cost_to("dh") == doctest::Approx(0.6));
+  // Added at the next stage afterwards, it is a next hop, with the costs it advertised.
+  x.add_peer("c", 2, 0.05);
+  CHECK(*x.cost_to("dh") == doctest::Approx(0.06));
+  // Moved to this stage, it is not.
+  x.add_peer("c", 1, 0);
+  CHECK(*x.cost_to("dh") == doctest::Approx(0.6));
+  // b's next advert names another target as well, then only that one: dh is gone from it.
+  x.handle("b", wire::cost_advert{{{"dh", 0.5, -4}, {"dh2", 0.1, -4}}}, 2);
+  CHECK(*x.cost_to("dh") == doctest::Approx(0.8));
+  REQUIRE(x.cost_to("dh2"));
+  CHECK(*x.cost_to("dh2") == doctest::Approx(0.4));
+  x.handle("b", wire::cost_advert{{{"dh2", 0.2, -4}}}, 3);
+  CHECK_FALSE(x.cost_to("dh"));
+  CHECK(*x.cost_to("dh2") == doctest::Approx(0.5));
+  // The same targets again: costs overwritten in place.
+  x.handle("b", wire::cost_advert{{{"dh2", 0.7, -4}}}, 4);
+  CHECK(*x.cost_to("dh2") == doctest::Approx(1.0));
+}
