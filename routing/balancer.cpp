@@ -127,7 +127,7 @@ void flow_balancer::add_peer(const std::string& id, int stage, double edge_cost,
   adverts_sent_.erase(id);
   listings_sent_.erase(id);
   auto& p = peers_[id];
-  next_peers_.stale = true; // new, or maybe at another stage
+  view_changed(); // new, or maybe at another stage
   p.stage = stage;
   p.edge = stage == next_stage() || stage == prev_stage() ? edge_cost : 0.0;
   p.link_s = stage == next_stage() && std::isfinite(link_s) && link_s > 0 ? link_s : 0.0;
@@ -161,53 +161,74 @@ std::map<std::string, int> flow_balancer::flows_by_next() const {
 flow_balancer::peer& flow_balancer::peer_at(const std::string& id) {
   auto [it, added] = peers_.try_emplace(id);
   if (added)
-    next_peers_.stale = true;
+    view_changed();
   return it->second;
 }
 
-const std::vector<std::pair<const std::string*, const flow_balancer::peer*>>& flow_balancer::next_peers() const {
-  if (next_peers_.stale) {
-    next_peers_.items.clear();
-    for (auto& [id, p] : peers_)
-      if (p.stage == next_stage())
-        next_peers_.items.emplace_back(&id, &p);
-    next_peers_.stale = false;
+const flow_balancer::view_cache& flow_balancer::view() const {
+  auto& v = view_;
+  if (!v.stale)
+    return v;
+  bool closing = next_stage() == 0; // the next hops are the data holders: a ring closes at its own
+  v.graph.reset(closing);
+  v.next.clear();
+  v.link_s.clear();
+  v.target.clear();
+  for (auto& [id, p] : peers_) {
+    if (p.stage != next_stage())
+      continue;
+    auto n = v.graph.add_next(p.edge);
+    v.next.push_back(&id);
+    v.link_s.push_back(p.link_s);
+    if (closing) {
+      v.target.emplace(id, n);
+    } else if (p.heard && p.demand < 0) { // it has room: the holders it advertised a path to
+      for (auto& [t, c] : p.costs) {
+        auto [it, added] = v.target.try_emplace(t, 0);
+        if (added)
+          it->second = v.graph.add_target();
+        v.graph.add_path(n, it->second, c);
+      }
+    }
   }
-  return next_peers_.items;
+  v.stale = false;
+  return v;
+}
+
+// Every next-hop choice is a shortest path on the local view (routing/view_graph.hpp): one
+// Dijkstra from this node gives the cheapest ring through a next hop to every data holder.
+std::vector<std::optional<std::pair<std::string, double>>>
+flow_balancer::cheapest(const std::set<std::string>& exclude, const std::map<std::string, int>& on_link) const {
+  auto& v = view();
+  std::vector<double> load;
+  if (!on_link.empty()) {
+    load.assign(v.next.size(), 0.0);
+    for (std::size_t n = 0; n < v.next.size(); ++n)
+      if (auto it = on_link.find(*v.next[n]); it != on_link.end())
+        load[n] = it->second * v.link_s[n];
+  }
+  std::vector<char> excluded;
+  if (!exclude.empty()) {
+    excluded.assign(v.next.size(), 0);
+    for (std::size_t n = 0; n < v.next.size(); ++n)
+      excluded[n] = exclude.count(*v.next[n]) > 0 ? 1 : 0;
+  }
+  auto best = v.graph.cheapest(load, excluded);
+  std::vector<std::optional<std::pair<std::string, double>>> out(best.size());
+  for (std::size_t t = 0; t < best.size(); ++t)
+    if (best[t])
+      out[t] = std::make_pair(*v.next[best[t]->next], best[t]->cost);
+  return out;
 }
 
 std::optional<std::pair<std::string, double>>
 flow_balancer::pick_next(const std::string& target, const std::set<std::string>& exclude,
                          const std::map<std::string, int>& on_link) const {
-  const std::string* best_id = nullptr;
-  double best_cost = 0;
-  for (auto [idp, pp] : next_peers()) {
-    auto& id = *idp;
-    auto& p = *pp;
-    if (!exclude.empty() && exclude.count(id) > 0)
-      continue;
-    double c = 0;
-    if (next_stage() == 0) {
-      if (id != target)
-        continue; // the ring closes at its own data holder
-      c = p.edge;
-    } else {
-      auto it = p.costs.find(target);
-      if (!p.heard || p.demand >= 0 || it == p.costs.end())
-        continue;
-      c = p.edge + it->second;
-    }
-    if (!on_link.empty())
-      if (auto n = on_link.find(id); n != on_link.end())
-        c += n->second * p.link_s;
-    if (!best_id || c < best_cost) { // ties: the smallest id (name order)
-      best_id = &id;
-      best_cost = c;
-    }
-  }
-  if (!best_id)
+  auto& v = view();
+  auto t = v.target.find(target);
+  if (t == v.target.end())
     return std::nullopt;
-  return std::make_pair(*best_id, best_cost);
+  return cheapest(exclude, on_link)[t->second];
 }
 
 std::vector<wire::target_cost> flow_balancer::advert() const {
@@ -225,9 +246,11 @@ std::vector<wire::target_cost> flow_balancer::advert() const {
   std::sort(targets.begin(), targets.end(), by_name);
   targets.erase(std::unique(targets.begin(), targets.end(), [](auto* a, auto* b) { return *a == *b; }), targets.end());
   auto on_link = cfg_.link_load ? flows_by_next() : std::map<std::string, int>{}; // once, not per target
+  auto best = cheapest({}, on_link); // every data holder at once
+  auto& v = view();
   for (auto* t : targets)
-    if (auto best = pick_next(*t, {}, on_link))
-      out.push_back(wire::target_cost{*t, best->second, -spare()});
+    if (auto i = v.target.find(*t); i != v.target.end() && best[i->second])
+      out.push_back(wire::target_cost{*t, best[i->second]->second, -spare()});
   return out;
 }
 
@@ -465,7 +488,8 @@ void flow_balancer::request_to(held_flow& f, const std::string& next, std::vecto
   if (next_stage() != 0) {
     if (auto it = p.costs.find(f.target); it != p.costs.end())
       believed = it->second;
-    ++p.demand; // one slot of it is now spoken for, until its next advert
+    if (++p.demand == 0) // one slot of it is now spoken for, until its next advert
+      view_changed();     // (its last: the view no longer routes through it)
   }
   // A data holder tells how many built flows it has (fair shares): requests still on their way
   // do not count, so that a holder probing for more does not look richer than it is.
@@ -604,11 +628,21 @@ std::vector<outgoing> flow_balancer::on_response(const std::string& from, const 
   // Refresh our view of the rejecting peer, then try another next hop.
   auto& p = peer_at(from);
   if (p.stage != 0) {
+    auto cost_of = [&]() -> std::optional<double> {
+      if (!p.heard || p.demand >= 0)
+        return std::nullopt; // not in the view
+      auto it = p.costs.find(f.target);
+      return it == p.costs.end() ? std::nullopt : std::optional<double>{it->second};
+    };
+    bool eligible = p.heard && p.demand < 0;
+    auto before = cost_of();
     p.demand = r.demand;
     if (r.reason == wire::reject_reason::no_spare_path || r.demand >= 0)
       p.costs.erase(f.target);
     else
       p.costs[f.target] = r.current_cost;
+    if (eligible != (p.heard && p.demand < 0) || before != cost_of())
+      view_changed();
   }
   // The next hop will not (or no longer) carry it: re-route from here. For a flow that was
   // built this is the push-back after a failure downstream.
@@ -624,6 +658,7 @@ std::vector<outgoing> flow_balancer::handle(const std::string& from, const wire:
                                             std::int64_t now) {
   if (auto* a = std::get_if<wire::cost_advert>(&msg)) {
     auto& p = peer_at(from);
+    bool eligible = p.heard && p.demand < 0;
     p.heard = true;
     p.demand = 0;
     // Usually the same targets as last time, in the same (sorted) order: overwrite in place.
@@ -632,13 +667,18 @@ std::vector<outgoing> flow_balancer::handle(const std::string& from, const wire:
     for (std::size_t k = 0; same && k < a->costs.size(); ++k, ++it)
       same = it->first == a->costs[k].target;
     if (same) {
+      bool changed = false;
       it = p.costs.begin();
       for (auto& c : a->costs) {
+        changed = changed || it->second != c.cost;
         (it++)->second = c.cost;
         p.demand = c.demand;
       }
+      if (changed || eligible != (p.demand < 0)) // else the view stays as it is
+        view_changed();
       return {};
     }
+    view_changed();
     p.costs.clear();
     for (auto& c : a->costs) {
       p.costs[c.target] = c.cost;
@@ -744,7 +784,7 @@ std::vector<outgoing> flow_balancer::on_sync(const std::string& from, const wire
 std::vector<outgoing> flow_balancer::remove_peer(const std::string& id, std::int64_t now) {
   std::vector<outgoing> out;
   if (peers_.erase(id) > 0)
-    next_peers_.stale = true;
+    view_changed();
   listings_.erase(id);
   adverts_sent_.erase(id);
   listings_sent_.erase(id);

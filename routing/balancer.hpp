@@ -30,6 +30,7 @@
 
 #include "messages/types.hpp"
 #include "routing/routing_config.hpp"
+#include "routing/view_graph.hpp"
 
 namespace gwtf::routing {
 
@@ -196,6 +197,9 @@ private:
                                                          const std::set<std::string>& exclude,
                                                          bool loaded = true) const;
   /// The same, with the flows per next hop given (empty: the bare path cost).
+  /// Per target index of the view, the cheapest next hop and ring cost (one Dijkstra).
+  std::vector<std::optional<std::pair<std::string, double>>> cheapest(const std::set<std::string>& exclude,
+                                                                      const std::map<std::string, int>& on_link) const;
   std::optional<std::pair<std::string, double>> pick_next(const std::string& target,
                                                          const std::set<std::string>& exclude,
                                                          const std::map<std::string, int>& on_link) const;
@@ -208,10 +212,12 @@ private:
   std::vector<outgoing> on_request(const std::string& from, const wire::flow_request& r, std::int64_t now);
   std::vector<outgoing> on_response(const std::string& from, const wire::flow_response& r, std::int64_t now);
 
-  /// peers_[id], noting a new entry (the next-stage index must be rebuilt).
+  /// peers_[id], noting a new entry (the view must be rebuilt).
   peer& peer_at(const std::string& id);
-  /// The next-stage peers in name order (pointers into peers_), rebuilt after peers_ changed.
-  const std::vector<std::pair<const std::string*, const peer*>>& next_peers() const;
+  /// The local view as a graph: built again after peers_ or a peer's costs changed.
+  struct view_cache;
+  const view_cache& view() const;
+  void view_changed() { view_.stale = true; }
 
   std::string self_;
   int stage_;
@@ -219,19 +225,23 @@ private:
   int capacity_;
   gwtf_config cfg_;
   std::map<std::string, peer> peers_;
-  /// Pointers into peers_: a copied or moved balancer starts with a stale (empty) index.
-  struct peer_index {
-    std::vector<std::pair<const std::string*, const peer*>> items;
+  /// This node's view for choosing next hops (docs/routing.md, "The local view"): the
+  /// next-stage peers in name order with the data holders they reach, as a view_graph.
+  /// Pointers into peers_: a copied balancer starts with a stale view.
+  struct view_cache {
+    view_graph graph;
+    std::vector<const std::string*> next;    ///< next hop n's name
+    std::vector<double> link_s;              ///< next hop n's link occupancy per microbatch
+    std::map<std::string, std::size_t> target; ///< a data holder's target index
     bool stale = true;
-    peer_index() = default;
-    peer_index(const peer_index&) {}
-    peer_index& operator=(const peer_index&) {
-      items.clear();
+    view_cache() = default;
+    view_cache(const view_cache&) {}
+    view_cache& operator=(const view_cache&) {
       stale = true;
       return *this;
     }
   };
-  mutable peer_index next_peers_;
+  mutable view_cache view_;
   std::map<std::uint64_t, held_flow> flows_;
   std::uint64_t next_flow_ = 0;
   bool introduced_ = false;

@@ -1,0 +1,141 @@
+#include "routing/view_graph.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/dijkstra_shortest_paths_no_color_map.hpp>
+#include <boost/property_map/function_property_map.hpp>
+
+namespace gwtf::routing {
+
+namespace {
+
+// One edge: this node -> next hop n (cost d(self, n)), or next hop n -> a target (its
+// advertised cost). `loaded`: n's link load is added after this edge.
+struct hop {
+  double cost = 0;
+  std::size_t next = 0;
+  bool loaded = false;
+};
+
+using graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, boost::no_property, hop>;
+
+// A ring's cost so far and the next hop it leaves this node through (its tie-break rank).
+struct ring {
+  double cost = 0;
+  std::size_t first = 0;
+};
+
+constexpr std::size_t none = std::numeric_limits<std::size_t>::max();
+
+// An edge's weight in one query: its cost, the load to add after it, and whether it is closed.
+struct weight {
+  double cost = 0;
+  double then = 0;
+  std::size_t next = 0;
+  bool closed = false;
+};
+
+} // namespace
+
+struct view_graph::built {
+  explicit built(std::size_t vertices) : g(vertices) {}
+  graph g;
+};
+
+void view_graph::reset(bool next_is_target) {
+  built_.reset();
+  memo_.reset();
+  next_is_target_ = next_is_target;
+  edges_.clear();
+  paths_.clear();
+  targets_ = 0;
+}
+
+std::size_t view_graph::add_next(double edge) {
+  built_.reset();
+  memo_.reset();
+  edges_.push_back(edge);
+  if (next_is_target_)
+    ++targets_;
+  return edges_.size() - 1;
+}
+
+std::size_t view_graph::add_target() {
+  built_.reset();
+  memo_.reset();
+  return targets_++;
+}
+
+void view_graph::add_path(std::size_t next, std::size_t target, double cost) {
+  if (!next_is_target_ && next < edges_.size() && target < targets_) {
+    built_.reset();
+    memo_.reset();
+    paths_.push_back({next, target, cost});
+  }
+}
+
+std::vector<std::optional<view_graph::choice>> view_graph::cheapest(const std::vector<double>& load,
+                                                                    const std::vector<char>& excluded) const {
+  // Vertices: 0 = this node, 1..N = next hops, then the targets (with next_is_target the
+  // next hops are the targets).
+  bool plain = std::none_of(excluded.begin(), excluded.end(), [](char x) { return x != 0; });
+  if (plain && memo_ && memo_->load == load)
+    return memo_->answer;
+  auto n = edges_.size();
+  auto target_vertex = [&](std::size_t t) { return next_is_target_ ? 1 + t : 1 + n + t; };
+  if (!built_) {
+    auto b = std::make_shared<built>(1 + n + (next_is_target_ ? 0 : targets_));
+    for (std::size_t k = 0; k < n; ++k)
+      boost::add_edge(0, 1 + k, hop{edges_[k], k, next_is_target_}, b->g);
+    for (auto& p : paths_)
+      boost::add_edge(1 + p.next, target_vertex(p.target), hop{p.cost, p.next, true}, b->g);
+    built_ = std::move(b);
+  }
+  auto& g = built_->g;
+
+  auto weights = boost::make_function_property_map<graph::edge_descriptor, weight>([&](graph::edge_descriptor e) {
+    auto& h = g[e];
+    bool closed = h.next < excluded.size() && excluded[h.next] != 0;
+    double then = h.loaded && h.next < load.size() ? load[h.next] : 0.0;
+    return weight{h.cost, then, h.next, closed};
+  });
+  auto inf = ring{std::numeric_limits<double>::infinity(), none};
+  // Cheaper first; at the same cost the next hop added first (the balancer adds them in name order).
+  // Boost also compares an edge's weight with zero (a negative one is refused).
+  struct order {
+    bool operator()(const ring& a, const ring& b) const {
+      return a.cost < b.cost || (a.cost == b.cost && a.first < b.first);
+    }
+    bool operator()(const weight& w, const ring& zero) const {
+      return !w.closed && w.cost + w.then < zero.cost;
+    }
+  } less;
+  auto combine = [inf](const ring& r, const weight& w) {
+    if (w.closed)
+      return inf;
+    return ring{(r.cost + w.cost) + w.then, r.first == none ? w.next : r.first};
+  };
+  std::vector<ring> dist(boost::num_vertices(g), inf);
+  boost::dijkstra_shortest_paths_no_color_map(
+    g, 0,
+    boost::distance_map(boost::make_iterator_property_map(dist.begin(), boost::get(boost::vertex_index, g)))
+      .weight_map(weights)
+      .distance_compare(less)
+      .distance_combine(combine)
+      .distance_inf(inf)
+      .distance_zero(ring{0.0, none}));
+
+  std::vector<std::optional<choice>> out(targets_);
+  for (std::size_t t = 0; t < targets_; ++t) {
+    auto& r = dist[target_vertex(t)];
+    if (r.first != none)
+      out[t] = choice{r.first, r.cost};
+  }
+  if (plain)
+    memo_ = memo{load, out};
+  return out;
+}
+
+} // namespace gwtf::routing

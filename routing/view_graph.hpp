@@ -1,0 +1,63 @@
+// A flow balancer's local view as a graph (Boost.Graph), on which it chooses next hops: this
+// node, its next-stage peers and the data holders they advertise a path to. Pure: no CAF, no
+// clock; the balancer rebuilds it when its view changes (docs/routing.md, "The local view").
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace gwtf::routing {
+
+class view_graph {
+public:
+  /// The cheapest ring cost through one next hop.
+  struct choice {
+    std::size_t next = 0; ///< the next hop's index (in the order they were added)
+    double cost = 0;      ///< d(self, next) + its cost to the target, then its load added
+  };
+
+  /// Starts an empty view. `next_is_target`: the next stage is the data holders, so each next
+  /// hop is a target itself (a ring closes at its own data holder).
+  void reset(bool next_is_target);
+
+  /// A next hop at link cost `edge` (d(self, it)); the order of the calls breaks ties.
+  /// With `next_is_target` it is also a new target, of the same index.
+  std::size_t add_next(double edge);
+  /// A data holder some next hop may reach (without `next_is_target`).
+  std::size_t add_target();
+  /// Next hop `next` advertises `cost` from it to target `target`.
+  void add_path(std::size_t next, std::size_t target, double cost);
+
+  std::size_t next_hops() const { return edges_.size(); }
+  std::size_t targets() const { return targets_; }
+
+  /// For every target, the next hop on its cheapest ring and that ring's cost: a shortest
+  /// path (Dijkstra) from this node. `load[n]` (may be empty: none) is added after next hop
+  /// n's path cost (the flows already queued on its link); next hops with `excluded[n]` (may
+  /// be empty) are left out. Ties: the next hop added first. Costs are summed as
+  /// (edge + path) + load, as the balancer's adverts always were.
+  std::vector<std::optional<choice>> cheapest(const std::vector<double>& load,
+                                              const std::vector<char>& excluded) const;
+
+private:
+  struct built; ///< the Boost.Graph of the view, built at the first query after a change
+  mutable std::shared_ptr<const built> built_;
+  /// The last query without exclusions and its answer, until the view changes.
+  struct memo {
+    std::vector<double> load;
+    std::vector<std::optional<choice>> answer;
+  };
+  mutable std::optional<memo> memo_;
+  bool next_is_target_ = false;
+  std::vector<double> edges_;      ///< d(self, next hop n)
+  std::size_t targets_ = 0;
+  struct path {
+    std::size_t next, target;
+    double cost;
+  };
+  std::vector<path> paths_;
+};
+
+} // namespace gwtf::routing
