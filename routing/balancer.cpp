@@ -174,12 +174,14 @@ const flow_balancer::view_cache& flow_balancer::view() const {
   v.next.clear();
   v.link_s.clear();
   v.target.clear();
+  v.paths.clear();
   for (auto& [id, p] : peers_) {
     if (p.stage != next_stage())
       continue;
     auto n = v.graph.add_next(p.edge);
     v.next.push_back(&id);
     v.link_s.push_back(p.link_s);
+    v.paths.emplace_back();
     if (closing) {
       v.target.emplace(id, n);
     } else if (p.heard && p.demand < 0) { // it has room: the holders it advertised a path to
@@ -187,7 +189,7 @@ const flow_balancer::view_cache& flow_balancer::view() const {
         auto [it, added] = v.target.try_emplace(t, 0);
         if (added)
           it->second = v.graph.add_target();
-        v.graph.add_path(n, it->second, c);
+        v.paths.back().push_back(v.graph.add_path(n, it->second, c));
       }
     }
   }
@@ -195,9 +197,25 @@ const flow_balancer::view_cache& flow_balancer::view() const {
   return v;
 }
 
+bool flow_balancer::view_costs_changed(const std::string& id, const peer& p) {
+  auto& v = view_;
+  if (v.stale || p.stage != next_stage() || next_stage() == 0 || !p.heard || p.demand >= 0)
+    return v.stale || p.stage != next_stage() || next_stage() == 0; // not in the view as paths
+  auto at = std::lower_bound(v.next.begin(), v.next.end(), id, [](const std::string* a, const std::string& b) { return *a < b; });
+  if (at == v.next.end() || **at != id)
+    return false;
+  auto& ids = v.paths[static_cast<std::size_t>(at - v.next.begin())];
+  if (ids.size() != p.costs.size())
+    return false;
+  std::size_t k = 0;
+  for (auto& [t, c] : p.costs)
+    v.graph.set_cost(ids[k++], c);
+  return true;
+}
+
 // Every next-hop choice is a shortest path on the local view (routing/view_graph.hpp): one
 // Dijkstra from this node gives the cheapest ring through a next hop to every data holder.
-std::vector<std::optional<std::pair<std::string, double>>>
+std::vector<std::optional<view_graph::choice>>
 flow_balancer::cheapest(const std::set<std::string>& exclude, const std::map<std::string, int>& on_link) const {
   auto& v = view();
   std::vector<double> load;
@@ -213,12 +231,7 @@ flow_balancer::cheapest(const std::set<std::string>& exclude, const std::map<std
     for (std::size_t n = 0; n < v.next.size(); ++n)
       excluded[n] = exclude.count(*v.next[n]) > 0 ? 1 : 0;
   }
-  auto best = v.graph.cheapest(load, excluded);
-  std::vector<std::optional<std::pair<std::string, double>>> out(best.size());
-  for (std::size_t t = 0; t < best.size(); ++t)
-    if (best[t])
-      out[t] = std::make_pair(*v.next[best[t]->next], best[t]->cost);
-  return out;
+  return v.graph.cheapest(load, excluded);
 }
 
 std::optional<std::pair<std::string, double>>
@@ -228,7 +241,10 @@ flow_balancer::pick_next(const std::string& target, const std::set<std::string>&
   auto t = v.target.find(target);
   if (t == v.target.end())
     return std::nullopt;
-  return cheapest(exclude, on_link)[t->second];
+  auto best = cheapest(exclude, on_link)[t->second];
+  if (!best)
+    return std::nullopt;
+  return std::make_pair(*v.next[best->next], best->cost);
 }
 
 std::vector<wire::target_cost> flow_balancer::advert() const {
@@ -250,7 +266,7 @@ std::vector<wire::target_cost> flow_balancer::advert() const {
   auto& v = view();
   for (auto* t : targets)
     if (auto i = v.target.find(*t); i != v.target.end() && best[i->second])
-      out.push_back(wire::target_cost{*t, best[i->second]->second, -spare()});
+      out.push_back(wire::target_cost{*t, best[i->second]->cost, -spare()});
   return out;
 }
 
@@ -674,8 +690,8 @@ std::vector<outgoing> flow_balancer::handle(const std::string& from, const wire:
         (it++)->second = c.cost;
         p.demand = c.demand;
       }
-      if (changed || eligible != (p.demand < 0)) // else the view stays as it is
-        view_changed();
+      if (eligible != (p.demand < 0) || (changed && !view_costs_changed(from, p)))
+        view_changed(); // else the view is up to date (its paths' costs set in place)
       return {};
     }
     view_changed();

@@ -197,9 +197,10 @@ private:
                                                          const std::set<std::string>& exclude,
                                                          bool loaded = true) const;
   /// The same, with the flows per next hop given (empty: the bare path cost).
-  /// Per target index of the view, the cheapest next hop and ring cost (one Dijkstra).
-  std::vector<std::optional<std::pair<std::string, double>>> cheapest(const std::set<std::string>& exclude,
-                                                                      const std::map<std::string, int>& on_link) const;
+  /// Per target index of the view, the cheapest next hop (its index in view().next) and ring
+  /// cost (one Dijkstra).
+  std::vector<std::optional<view_graph::choice>> cheapest(const std::set<std::string>& exclude,
+                                                          const std::map<std::string, int>& on_link) const;
   std::optional<std::pair<std::string, double>> pick_next(const std::string& target,
                                                          const std::set<std::string>& exclude,
                                                          const std::map<std::string, int>& on_link) const;
@@ -218,6 +219,9 @@ private:
   struct view_cache;
   const view_cache& view() const;
   void view_changed() { view_.stale = true; }
+  /// Peer `id`'s advertised costs changed, its targets and room not: update the view's
+  /// paths in place; false if the view must be built again instead.
+  bool view_costs_changed(const std::string& id, const peer& p);
 
   std::string self_;
   int stage_;
@@ -233,6 +237,7 @@ private:
     std::vector<const std::string*> next;    ///< next hop n's name
     std::vector<double> link_s;              ///< next hop n's link occupancy per microbatch
     std::map<std::string, std::size_t> target; ///< a data holder's target index
+    std::vector<std::vector<std::size_t>> paths; ///< next hop n's paths, in its costs' order
     bool stale = true;
     view_cache() = default;
     view_cache(const view_cache&) {}

@@ -11,10 +11,12 @@ namespace gwtf::routing {
 
 namespace {
 
+constexpr std::size_t none = std::numeric_limits<std::size_t>::max();
+
 // One edge: this node -> next hop n (cost d(self, n)), or next hop n -> a target (its
 // advertised cost). `loaded`: n's link load is added after this edge.
 struct hop {
-  double cost = 0;
+  std::size_t path = 0; ///< next hop -> target: its index in paths_; this node -> next hop: none
   std::size_t next = 0;
   bool loaded = false;
 };
@@ -26,8 +28,6 @@ struct ring {
   double cost = 0;
   std::size_t first = 0;
 };
-
-constexpr std::size_t none = std::numeric_limits<std::size_t>::max();
 
 // An edge's weight in one query: its cost, the load to add after it, and whether it is closed.
 struct weight {
@@ -68,11 +68,19 @@ std::size_t view_graph::add_target() {
   return targets_++;
 }
 
-void view_graph::add_path(std::size_t next, std::size_t target, double cost) {
-  if (!next_is_target_ && next < edges_.size() && target < targets_) {
-    built_.reset();
+std::size_t view_graph::add_path(std::size_t next, std::size_t target, double cost) {
+  if (next_is_target_ || next >= edges_.size() || target >= targets_)
+    return none;
+  built_.reset();
+  memo_.reset();
+  paths_.push_back({next, target, cost});
+  return paths_.size() - 1;
+}
+
+void view_graph::set_cost(std::size_t path, double cost) {
+  if (path < paths_.size() && paths_[path].cost != cost) {
+    paths_[path].cost = cost;
     memo_.reset();
-    paths_.push_back({next, target, cost});
   }
 }
 
@@ -88,9 +96,9 @@ std::vector<std::optional<view_graph::choice>> view_graph::cheapest(const std::v
   if (!built_) {
     auto b = std::make_shared<built>(1 + n + (next_is_target_ ? 0 : targets_));
     for (std::size_t k = 0; k < n; ++k)
-      boost::add_edge(0, 1 + k, hop{edges_[k], k, next_is_target_}, b->g);
-    for (auto& p : paths_)
-      boost::add_edge(1 + p.next, target_vertex(p.target), hop{p.cost, p.next, true}, b->g);
+      boost::add_edge(0, 1 + k, hop{none, k, next_is_target_}, b->g);
+    for (std::size_t i = 0; i < paths_.size(); ++i)
+      boost::add_edge(1 + paths_[i].next, target_vertex(paths_[i].target), hop{i, paths_[i].next, true}, b->g);
     built_ = std::move(b);
   }
   auto& g = built_->g;
@@ -99,7 +107,7 @@ std::vector<std::optional<view_graph::choice>> view_graph::cheapest(const std::v
     auto& h = g[e];
     bool closed = h.next < excluded.size() && excluded[h.next] != 0;
     double then = h.loaded && h.next < load.size() ? load[h.next] : 0.0;
-    return weight{h.cost, then, h.next, closed};
+    return weight{h.path == none ? edges_[h.next] : paths_[h.path].cost, then, h.next, closed};
   });
   auto inf = ring{std::numeric_limits<double>::infinity(), none};
   // Cheaper first; at the same cost the next hop added first (the balancer adds them in name order).

@@ -27,8 +27,11 @@ public:
   std::size_t add_next(double edge);
   /// A data holder some next hop may reach (without `next_is_target`).
   std::size_t add_target();
-  /// Next hop `next` advertises `cost` from it to target `target`.
-  void add_path(std::size_t next, std::size_t target, double cost);
+  /// Next hop `next` advertises `cost` from it to target `target`; returns the path's index
+  /// (SIZE_MAX when refused: with `next_is_target`, or an index out of range).
+  std::size_t add_path(std::size_t next, std::size_t target, double cost);
+  /// A path's advertised cost changed (the graph stays; only the next query sees it).
+  void set_cost(std::size_t path, double cost);
 
   std::size_t next_hops() const { return edges_.size(); }
   std::size_t targets() const { return targets_; }
