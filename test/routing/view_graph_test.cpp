@@ -14,7 +14,7 @@ TEST_CASE("view graph: the cheapest ring per data holder, load after the path, t
   auto d1 = v.add_target(), d2 = v.add_target(), lonely = v.add_target();
   v.add_path(a, d1, 0.5);  // 0.6
   v.add_path(b, d1, 0.4);  // 0.6: a tie, a was added first
-  v.add_path(c, d1, 0.1);  // 0.4
+  auto cd1 = v.add_path(c, d1, 0.1); // 0.4
   v.add_path(a, d2, 1.0);  // 1.1
   v.add_path(b, d2, 0.5);  // 0.7
   auto r = v.cheapest({}, {});
@@ -35,6 +35,12 @@ TEST_CASE("view graph: the cheapest ring per data holder, load after the path, t
   CHECK(r[d2]->cost == doctest::Approx(1.1));
   r = v.cheapest({}, {1, 1, 0});
   CHECK_FALSE(r[d2]);
+  // c advertises a dearer path to d1 (set in place, after a query was answered and kept).
+  v.set_cost(cd1, 0.35); // 0.65
+  r = v.cheapest({}, {});
+  CHECK(r[d1]->next == a);
+  CHECK(r[d1]->cost == doctest::Approx(0.6));
+  CHECK(v.add_path(a, 7, 1.0) == static_cast<std::size_t>(-1)); // no such target
   // The last relay stage: each next hop is a data holder, reached only by itself.
   v.reset(true);
   auto h1 = v.add_next(0.7), h2 = v.add_next(0.2);
