@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <limits>
 
-#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/compressed_sparse_row_graph.hpp>
 #include <boost/graph/dijkstra_shortest_paths_no_color_map.hpp>
 #include <boost/property_map/function_property_map.hpp>
 
@@ -21,7 +21,8 @@ struct hop {
   bool loaded = false;
 };
 
-using graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, boost::no_property, hop>;
+// Compressed sparse rows: built in a few allocations whenever the view changes.
+using graph = boost::compressed_sparse_row_graph<boost::directedS, boost::no_property, hop>;
 
 // A ring's cost so far and the next hop it leaves this node through (its tie-break rank).
 struct ring {
@@ -40,7 +41,9 @@ struct weight {
 } // namespace
 
 struct view_graph::built {
-  explicit built(std::size_t vertices) : g(vertices) {}
+  built(const std::vector<std::pair<std::size_t, std::size_t>>& edges, const std::vector<hop>& hops,
+        std::size_t vertices)
+    : g(boost::edges_are_unsorted_multi_pass, edges.begin(), edges.end(), hops.begin(), vertices) {}
   graph g;
 };
 
@@ -94,12 +97,19 @@ std::vector<std::optional<view_graph::choice>> view_graph::cheapest(const std::v
   auto n = edges_.size();
   auto target_vertex = [&](std::size_t t) { return next_is_target_ ? 1 + t : 1 + n + t; };
   if (!built_) {
-    auto b = std::make_shared<built>(1 + n + (next_is_target_ ? 0 : targets_));
-    for (std::size_t k = 0; k < n; ++k)
-      boost::add_edge(0, 1 + k, hop{none, k, next_is_target_}, b->g);
-    for (std::size_t i = 0; i < paths_.size(); ++i)
-      boost::add_edge(1 + paths_[i].next, target_vertex(paths_[i].target), hop{i, paths_[i].next, true}, b->g);
-    built_ = std::move(b);
+    std::vector<std::pair<std::size_t, std::size_t>> edges;
+    std::vector<hop> hops;
+    edges.reserve(n + paths_.size());
+    hops.reserve(n + paths_.size());
+    for (std::size_t k = 0; k < n; ++k) {
+      edges.emplace_back(0, 1 + k);
+      hops.push_back(hop{none, k, next_is_target_});
+    }
+    for (std::size_t i = 0; i < paths_.size(); ++i) {
+      edges.emplace_back(1 + paths_[i].next, target_vertex(paths_[i].target));
+      hops.push_back(hop{i, paths_[i].next, true});
+    }
+    built_ = std::make_shared<built>(edges, hops, 1 + n + (next_is_target_ ? 0 : targets_));
   }
   auto& g = built_->g;
 
