@@ -121,14 +121,14 @@ std::vector<std::optional<view_graph::choice>> view_graph::cheapest(const std::v
   });
   auto inf = ring{std::numeric_limits<double>::infinity(), none};
   // Cheaper first; at the same cost the next hop added first (the balancer adds them in name order).
-  // Boost also compares an edge's weight with zero (a negative one is refused).
+  // Boost also compares each edge's weight with zero and throws on a negative one: never here.
+  // Costs are non-negative (the codec refuses others from peers; links and loads are >= 0), and
+  // a balancer must not die of a bad number: a negative one only makes that answer approximate.
   struct order {
     bool operator()(const ring& a, const ring& b) const {
       return a.cost < b.cost || (a.cost == b.cost && a.first < b.first);
     }
-    bool operator()(const weight& w, const ring& zero) const {
-      return !w.closed && w.cost + w.then < zero.cost;
-    }
+    bool operator()(const weight&, const ring&) const { return false; }
   } less;
   auto combine = [inf](const ring& r, const weight& w) {
     if (w.closed)

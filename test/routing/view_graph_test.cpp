@@ -41,6 +41,10 @@ TEST_CASE("view graph: the cheapest ring per data holder, load after the path, t
   CHECK(r[d1]->next == a);
   CHECK(r[d1]->cost == doctest::Approx(0.6));
   CHECK(v.add_path(a, 7, 1.0) == static_cast<std::size_t>(-1)); // no such target
+  // A negative cost (a bug upstream: peers' are refused by the codec) is no reason to throw.
+  v.set_cost(cd1, -5.0);
+  CHECK_NOTHROW(r = v.cheapest({}, {}));
+  CHECK(r[d1]->next == c);
   // The last relay stage: each next hop is a data holder, reached only by itself.
   v.reset(true);
   auto h1 = v.add_next(0.7), h2 = v.add_next(0.2);
