@@ -141,6 +141,10 @@ def check_render(args):
             env = {e["name"]: e.get("value") for e in c.get("env", [])}
             check(int(env.get("GWTF_RESTART_DELAY_S", "0")) * 1000 > cfg["faults"]["connection_timeout_ms"],
                   f"{name}: GWTF_RESTART_DELAY_S must exceed faults.connection_timeout_ms")
+            # Founding relays wait to see every relay (placement.relays) before they place.
+            if env.get("GWTF_ROLE") == "relay":
+                check(env.get("GWTF_RELAYS") == str(spec["replicas"]) and cfg["placement"]["relays"] == "${GWTF_RELAYS:-0}",
+                      f"{name}: placement.relays must be GWTF_RELAYS, the relays' replicas ({spec['replicas']})")
             vols = {v["name"]: v for v in pod["volumes"]}
             state_mount = [m for m in c["volumeMounts"] if m["mountPath"] == env.get("GWTF_STATE_DIR")]
             check(len(state_mount) == 1 and "emptyDir" in vols[state_mount[0]["name"]],
