@@ -19,20 +19,42 @@ wire::gradient_chunk share_chunk(const compute_state& st, std::uint64_t i, const
   c.offset = 0;
   c.total_elements = mine.count > 0 ? static_cast<std::uint64_t>(mine.values.shape[0]) : 0;
   c.values = mine.count > 0 ? mine.values : wire::tensor_payload{wire::dtype::float32, {0}, nullptr, 0, false, {}};
+  for (auto& [holder, n] : mine.holders)
+    c.holders.push_back({holder, static_cast<std::uint32_t>(n)});
   return c;
+}
+
+// The roster's name of a data holder index (microbatch keys carry the index).
+std::string holder_name(const compute_state& st, std::uint32_t index) {
+  auto& roster = st.ctx->spec->holders;
+  return index < roster.size() ? roster[index] : "holder #" + std::to_string(index);
+}
+
+// The gradient sum this replica shares of iteration i: at a relay stage, once stage 0's
+// verdict is in, over the microbatches of the holders it names only.
+const std::map<std::string, std::uint32_t>* share_filter(const compute_state& st, std::uint64_t i) {
+  return is_holder(st) ? nullptr : st.barrier->verdict(i);
 }
 
 // Sends this replica's gradient sum of iteration i to the live replicas of its stage (again
 // after a repair changed it: receivers keep the latest share of each replica).
 void send_share(self_ptr self, std::uint64_t i) {
   auto& st = self->state;
-  auto g = st.model->gradients();
+  auto* verdict = share_filter(st, i);
+  std::set<std::uint32_t> kept;
+  if (verdict)
+    for (std::uint32_t h = 0; h < st.ctx->spec->holders.size(); ++h)
+      if (verdict->count(st.ctx->spec->holders[h]) > 0)
+        kept.insert(h);
+  auto g = verdict ? st.model->gradients(kept) : st.model->gradients();
   auto* sum = value_or_report(self, g, "gradient sum of iteration " + std::to_string(i));
   if (!sum)
     return;
   st.shared.insert(i);
   share_data mine;
   mine.count = sum->count;
+  for (auto& [h, n] : sum->holders)
+    mine.holders[holder_name(st, h)] = n;
   if (sum->count > 0) {
     std::vector<torch::Tensor> flat;
     for (auto& t : sum->sums)
@@ -46,7 +68,8 @@ void send_share(self_ptr self, std::uint64_t i) {
         keys.push_back(k);
   } else {
     for (auto& [k, r] : st.ledger->records())
-      if (r.mb.iteration == i && r.backward_done && st.model->counted(k))
+      if (r.mb.iteration == i && r.backward_done && st.model->counted(k)
+          && (!verdict || kept.count(r.mb.holder) > 0))
         keys.push_back(k);
   }
   tell(self, st.ctx->reporter, share_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage), i, keys);
@@ -118,6 +141,15 @@ boundary try_average(self_ptr self, std::uint64_t i) {
     for (auto& [holder, rep] : st.barrier->reports(i))
       if (st.gone.count(holder) > 0 && st.shares[i].count(holder) == 0)
         counted += static_cast<std::int64_t>(rep.microbatches);
+  // At a relay stage only the holders of stage 0's verdict count: wait for it, and for every
+  // share that counts another holder to come again without it (on_verdict).
+  if (!is_holder(st)) {
+    if (st.barrier->verdict(i) == nullptr)
+      return boundary::none;
+    for (auto& [r, sh] : st.shares[i])
+      if (!st.barrier->outside_verdict(i, sh.holders).empty())
+        return boundary::none;
+  }
   if (!st.barrier->shares_complete(i, me(st), counted))
     return boundary::none;
   auto params = st.model->parameters();
@@ -159,14 +191,47 @@ boundary try_average(self_ptr self, std::uint64_t i) {
   }
   double sq = model::stage::squared_norm(avg);
   st.averaged[i] = std::move(avg);
-  st.my_norm[i] = sq;
   tell(self, st.ctx->reporter, averaged_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage), i,
              contributors);
-  wire::norm_share n{i, static_cast<std::uint32_t>(st.ctx->stage), sq};
+  wire::norm_share n{i, static_cast<std::uint32_t>(st.ctx->stage), sq, {}};
+  // Stage 0's norm carries its verdict: the holders whose microbatches it averaged. Every
+  // other stage averages those holders' microbatches only.
+  if (is_holder(st))
+    for (auto& who : contributors)
+      n.holders.push_back({who, static_cast<std::uint32_t>(st.shares[i][who].count)});
+  st.my_norm[i] = n;
   for (auto& [id, s] : st.peers)
     st.ctx->send(self, id, service::stage, n);
   st.barrier->norm(i, n.stage, sq);
   return try_apply(self, i);
+}
+
+boundary on_verdict(self_ptr self, std::uint64_t i, const std::vector<wire::holder_count>& holders) {
+  auto& st = self->state;
+  if (is_holder(st))
+    return boundary::none;
+  st.barrier->verdict(i, holders);
+  // This replica's share counted a holder that stage 0 did not: it goes again without it
+  // (receivers keep the latest share of each replica).
+  if (i == st.current && st.ready && st.shared.count(i) > 0) {
+    auto mine = st.shares[i].find(me(st));
+    if (mine != st.shares[i].end()) {
+      auto out = st.barrier->outside_verdict(i, mine->second.holders);
+      if (!out.empty()) {
+        std::string what;
+        std::int64_t left_out = 0;
+        for (auto& h : out) {
+          what += (what.empty() ? "" : ", ") + h;
+          left_out += mine->second.holders[h];
+        }
+        tell(self, st.ctx->reporter, verdict_atom::value, me(st),
+             "shares iteration " + std::to_string(i) + " again without " + std::to_string(left_out)
+                 + " microbatch(es) of " + what + ": stage 0 did not count them");
+        send_share(self, i);
+      }
+    }
+  }
+  return try_average(self, i);
 }
 
 boundary try_apply(self_ptr self, std::uint64_t i) {
@@ -444,7 +509,7 @@ void stall_watch(self_ptr self, std::uint64_t seen) {
   if (auto sh = st.shares.find(st.current); sh != st.shares.end())
     for (auto& [r, d] : sh->second)
       counted += d.count;
-  auto missing = st.barrier->waiting_for(st.current, me(st), live_holders(st), counted, st.gone);
+  auto missing = st.barrier->waiting_for(st.current, me(st), live_holders(st), counted, st.gone, !is_holder(st));
   if (is_holder(st) && st.running)
     missing = std::to_string(st.ctx->spec->training.microbatches_per_holder - static_cast<std::int64_t>(st.done_count))
               + " of its microbatches unfinished"

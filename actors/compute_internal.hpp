@@ -54,6 +54,7 @@ struct origin {
 struct share_data {
   std::int64_t count = 0;
   wire::tensor_payload values;
+  std::map<std::string, std::int64_t> holders; // microbatches per data holder (add up to count)
 };
 
 struct compute_state {
@@ -83,7 +84,7 @@ struct compute_state {
   std::map<std::uint64_t, std::map<std::string, share_data>> shares;
   std::set<std::uint64_t> shared, normed;
   std::map<std::uint64_t, std::vector<torch::Tensor>> averaged;
-  std::map<std::uint64_t, double> my_norm; // this stage's squared norm, until the next is applied
+  std::map<std::uint64_t, wire::norm_share> my_norm; // this stage's norm, until the next is applied
   replica_vote vote;
   std::optional<wire::replica_hash> last_hash; // of the last step applied
   bool fresh = false; // loaded a state and applied no step since: may be behind the others
@@ -209,6 +210,8 @@ void take_report(compute_state& st, wire::iteration_done&& d);
 boundary try_share(self_ptr self, std::uint64_t i);
 boundary try_average(self_ptr self, std::uint64_t i);
 boundary try_apply(self_ptr self, std::uint64_t i);
+/// Stage 0's norm of iteration i named the holders it counted (relay stages follow it).
+boundary on_verdict(self_ptr self, std::uint64_t i, const std::vector<wire::holder_count>& holders);
 /// Asks the next source for the stage state (`fresh_round`: from the first one again).
 void request_state(self_ptr self, bool fresh_round = false);
 void on_transfer_timeout(self_ptr self, std::uint64_t transfer, std::uint64_t had);

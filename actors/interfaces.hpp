@@ -72,6 +72,7 @@ using restart_atom = caf::atom_constant<caf::atom("restart")>;
 using left_atom = caf::atom_constant<caf::atom("left")>;
 using failure_atom = caf::atom_constant<caf::atom("failure")>;
 using reload_atom = caf::atom_constant<caf::atom("reload")>;
+using verdict_atom = caf::atom_constant<caf::atom("verdict")>;
 using placed_atom = caf::atom_constant<caf::atom("placed")>;
 using checkpoint_atom = caf::atom_constant<caf::atom("checkpoint")>;
 using loaded_atom = caf::atom_constant<caf::atom("loaded")>;
@@ -238,6 +239,8 @@ caf::actor spawn_metrics_server(caf::actor_system& sys, inspect_server_options o
 // (failure_atom, host, std::string what)  an error a peer caused, handled and reported
 // (reload_atom, host, std::string why)    a replica loads its stage state again by design
 //                                         (it fell behind its replicas): not an error
+// (verdict_atom, host, std::string what)  a replica shares again without the microbatches of
+//                                         holders that stage 0 did not count (a dead holder's)
 // (checkpoint_atom, host, u32 stage, u64 iteration, u64 bytes, double ms, std::string path)
 //                                         a checkpoint written (iteration: steps applied)
 // (loaded_atom, host, u32 stage, u64 iteration, u64 weights hash, std::string path)  resumed from a checkpoint

@@ -61,7 +61,43 @@ bool iteration_barrier::shares_complete(std::uint64_t iteration, const std::stri
     return false;
   // More than reported: a holder died after its microbatches were counted, or one was
   // counted twice (the exactly-once instrumentation reports that); waiting cannot help.
-  return counted >= reported_microbatches(iteration);
+  return counted >= expected(iteration);
+}
+
+std::int64_t iteration_barrier::expected(std::uint64_t iteration) const {
+  auto v = verdicts_.find(iteration);
+  if (v == verdicts_.end())
+    return reported_microbatches(iteration);
+  std::int64_t n = 0;
+  for (auto& [h, mbs] : v->second)
+    n += mbs;
+  return n;
+}
+
+void iteration_barrier::verdict(std::uint64_t iteration, const std::vector<wire::holder_count>& holders) {
+  std::map<std::string, std::uint32_t> named;
+  for (auto& h : holders)
+    named.emplace(h.holder, h.microbatches);
+  auto [it, first] = verdicts_.emplace(iteration, named);
+  if (first)
+    return;
+  for (auto h = it->second.begin(); h != it->second.end();)
+    h = named.count(h->first) > 0 ? std::next(h) : it->second.erase(h);
+}
+
+const std::map<std::string, std::uint32_t>* iteration_barrier::verdict(std::uint64_t iteration) const {
+  auto it = verdicts_.find(iteration);
+  return it == verdicts_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> iteration_barrier::outside_verdict(std::uint64_t iteration,
+                                                            const std::map<std::string, std::int64_t>& holders) const {
+  std::vector<std::string> out;
+  if (auto* v = verdict(iteration))
+    for (auto& [h, n] : holders)
+      if (n > 0 && v->count(h) == 0)
+        out.push_back(h);
+  return out;
 }
 
 void iteration_barrier::norm(std::uint64_t iteration, std::uint32_t stage, double sum_squares) {
@@ -81,7 +117,8 @@ std::optional<double> iteration_barrier::global_norm(std::uint64_t iteration) co
 
 std::string iteration_barrier::waiting_for(std::uint64_t iteration, const std::string& self,
                                            const std::vector<std::string>& live_holders,
-                                           std::int64_t counted, const std::set<std::string>& gone) const {
+                                           std::int64_t counted, const std::set<std::string>& gone,
+                                           bool relay) const {
   std::string out;
   auto add = [&](const std::string& what) { out += (out.empty() ? "" : "; ") + what; };
   auto d = done_.find(iteration);
@@ -94,7 +131,9 @@ std::string iteration_barrier::waiting_for(std::uint64_t iteration, const std::s
   auto s = shares_.find(iteration);
   if (s == shares_.end() || s->second.count(self) == 0)
     add("this replica's share");
-  auto reported = reported_microbatches(iteration);
+  if (relay && verdict(iteration) == nullptr)
+    add("stage 0's verdict (a norm of stage 0)");
+  auto reported = expected(iteration);
   if (counted < reported) {
     std::string from;
     if (s != shares_.end())
@@ -118,6 +157,7 @@ void iteration_barrier::finish(std::uint64_t iteration) {
   drop(done_);
   drop(shares_);
   drop(norms_);
+  drop(verdicts_);
 }
 
 } // namespace gwtf::actors

@@ -9,6 +9,9 @@
 //    others learn of late) -> average the non-empty shares in replica-name order, so all
 //    replicas compute bit-identical results, and share the stage's squared norm;
 // 3. a norm from every stage is in -> clip by the global norm and step.
+// At relay stages step 2 also waits for stage 0's verdict (the holders its norm names): only
+// those holders' microbatches are averaged, so that a data holder that died before stage 0
+// counted its microbatches is left out at every stage, not only at stage 0.
 #pragma once
 
 #include <cstdint>
@@ -42,25 +45,41 @@ public:
   /// Microbatches of `iteration` the data holders reported done, summed.
   std::int64_t reported_microbatches(std::uint64_t iteration) const;
   /// `self` shared `iteration`, some holder reported it, and the shares in (`counted`
-  /// microbatches in all) cover every reported microbatch.
+  /// microbatches in all) cover every reported microbatch; once stage 0's verdict is in,
+  /// every microbatch of the holders it names.
   bool shares_complete(std::uint64_t iteration, const std::string& self, std::int64_t counted) const;
+  /// Stage 0's verdict of `iteration` (the holders its norm names, with their microbatches).
+  /// Another one narrows it to the holders both name: stage 0's replicas disagree only when
+  /// a holder died while they aggregated, and then no stage counts that holder.
+  void verdict(std::uint64_t iteration, const std::vector<wire::holder_count>& holders);
+  /// The verdict of `iteration` so far (holder -> microbatches); nullptr before any.
+  const std::map<std::string, std::uint32_t>* verdict(std::uint64_t iteration) const;
+  /// Holders of a share (holder -> microbatches) that the verdict of `iteration` leaves out;
+  /// empty also while no verdict is in.
+  std::vector<std::string> outside_verdict(std::uint64_t iteration,
+                                           const std::map<std::string, std::int64_t>& holders) const;
   /// A stage's squared norm of `iteration`; the first per stage counts.
   void norm(std::uint64_t iteration, std::uint32_t stage, double sum_squares);
   /// sqrt of the sum over stages once every stage reported.
   std::optional<double> global_norm(std::uint64_t iteration) const;
   /// What `iteration` still waits for at replica `self` (whose shares in count `counted`
   /// microbatches), in words, for the stall report; empty when nothing is missing.
+  /// `relay`: this replica also waits for stage 0's verdict.
   std::string waiting_for(std::uint64_t iteration, const std::string& self,
                           const std::vector<std::string>& live_holders, std::int64_t counted,
-                          const std::set<std::string>& gone = {}) const;
+                          const std::set<std::string>& gone = {}, bool relay = false) const;
   /// Forgets `iteration` and older.
   void finish(std::uint64_t iteration);
 
 private:
+  /// Microbatches the shares must count: the verdict's once it is in, else the reports'.
+  std::int64_t expected(std::uint64_t iteration) const;
+
   int stages_;
   std::map<std::uint64_t, std::map<std::string, wire::iteration_done>> done_;
   std::map<std::uint64_t, std::set<std::string>> shares_;
   std::map<std::uint64_t, std::map<std::uint32_t, double>> norms_;
+  std::map<std::uint64_t, std::map<std::string, std::uint32_t>> verdicts_;
 };
 
 } // namespace gwtf::actors

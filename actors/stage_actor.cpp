@@ -247,8 +247,7 @@ void catch_up(self_ptr self, const std::string& id, std::int32_t stage) {
   // This stage's norms of the iteration in progress and of the one just applied: the peer may
   // still be in that one, waiting for a norm this host sent before it knew the peer.
   for (auto n = st.my_norm.lower_bound(st.current > 0 ? st.current - 1 : 0); n != st.my_norm.end(); ++n)
-    st.ctx->send(self, id, service::stage,
-                 wire::norm_share{n->first, static_cast<std::uint32_t>(st.ctx->stage), n->second});
+    st.ctx->send(self, id, service::stage, n->second);
   if (stage != st.ctx->stage)
     return;
   if (auto s = st.shares.find(st.current); s != st.shares.end())
@@ -333,6 +332,8 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
             share_data s;
             s.count = static_cast<std::int64_t>(m.microbatches);
             s.values = m.values;
+            for (auto& h : m.holders)
+              s.holders[h.holder] += h.microbatches;
             st.shares[m.iteration][from] = std::move(s);
             st.barrier->share(m.iteration, from);
             for (auto& d : m.reports) // holders' reports this replica may not hear itself
@@ -347,6 +348,8 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
             if (m.iteration < st.current || stranded(self, from, m.iteration))
               return; // applied here already (a catch-up for a peer that was behind), or stranded
             st.barrier->norm(m.iteration, m.stage, m.sum_squares);
+            if (m.stage == 0)
+              resume(self, on_verdict(self, m.iteration, m.holders)); // may average and apply
             resume(self, try_apply(self, m.iteration));
           } else if constexpr (std::is_same_v<T, wire::replica_hash>) {
             on_replica_hash(self, from, m);

@@ -53,7 +53,7 @@ struct driver_state {
   std::map<std::string, std::map<std::uint64_t, double>> compute_by_host;
   std::map<std::pair<std::uint32_t, std::uint64_t>, std::map<std::string, std::vector<std::uint64_t>>> share_keys;
   std::map<std::pair<std::uint32_t, std::uint64_t>, std::vector<std::string>> contributors;
-  std::set<std::pair<std::uint32_t, std::uint64_t>> checked;
+  std::set<std::uint64_t> checked; // iterations whose exactly-once check ran
   std::map<std::pair<std::uint32_t, std::uint64_t>, std::map<std::string, std::uint64_t>> hashes;
   std::set<std::uint64_t> injected;
   std::set<std::string> doomed; // armed with a random crash
@@ -179,40 +179,57 @@ void inject(driver_ptr self, std::uint64_t i) {
   }
 }
 
-void check_exactly_once(driver_ptr self, std::uint32_t stage, std::uint64_t i, bool last_chance) {
+// The exactly-once check of iteration i over every stage averaged. Every contributor reported
+// its keys when it sent its share, but a report can be late: a hung process (SIGSTOP) lost its
+// connection to the launcher and sends it again once it has dialled back. Wait for a live
+// contributor's report (and for every stage's average) until the end of the run.
+void check_exactly_once(driver_ptr self, std::uint64_t i, bool last_chance) {
   auto& st = self->state;
-  auto c = st.contributors.find({stage, i});
-  if (c == st.contributors.end() || st.checked.count({stage, i}) > 0)
+  if (st.checked.count(i) > 0)
     return;
-  auto& reports = st.share_keys[{stage, i}];
-  // Every contributor reported its keys when it sent its share, but a report can be late: a
-  // hung process (SIGSTOP) lost its connection to the launcher and sends it again once it
-  // has dialled back. Wait for a live contributor's report until the end of the run.
-  if (!last_chance)
-    for (auto& who : c->second)
-      if (reports.count(who) == 0 && st.hosts.count(who) > 0)
-        return;
-  st.checked.insert({stage, i});
-  for (auto& who : c->second)
-    st.result.carried[who] += static_cast<std::int64_t>(reports[who].size());
+  std::map<std::uint32_t, stage_counts> stages;
+  for (auto c = st.contributors.lower_bound({0, i}); c != st.contributors.end(); ++c) {
+    if (c->first.second != i)
+      continue;
+    auto& reports = st.share_keys[c->first];
+    if (!last_chance)
+      for (auto& who : c->second)
+        if (reports.count(who) == 0 && st.hosts.count(who) > 0)
+          return;
+    stages[c->first.first] = {c->second, reports};
+  }
+  if (stages.empty() || (!last_chance && stages.size() < static_cast<std::size_t>(st.cfg->model.stages)))
+    return;
+  st.checked.insert(i);
+  for (auto& [stage, c] : stages)
+    for (auto& who : c.contributors)
+      st.result.carried[who] += static_cast<std::int64_t>(c.reports[who].size());
   std::map<std::string, std::uint32_t> finished;
   for (auto& [holder, rep] : st.reports[i])
     finished[holder] = std::get<0>(rep);
-  if (auto v = exactly_once_violation(stage, i, st.spec->holders, finished, c->second, reports))
-    st.result.exactly_once_violations.push_back(*v);
+  // A holder lived through i if it applied i, or reported i + 1 (which it starts only then).
+  std::set<std::string> lived;
+  for (auto& h : st.spec->holders) {
+    auto a = st.result.last_applied.find(h);
+    auto next = st.reports.find(i + 1);
+    if ((a != st.result.last_applied.end() && a->second >= i) || (next != st.reports.end() && next->second.count(h) > 0))
+      lived.insert(h);
+  }
+  for (auto& v : exactly_once_violations(i, st.spec->holders, finished, lived, stages))
+    st.result.exactly_once_violations.push_back(v);
 }
 
-// Exactly-once checks of every stage's iterations up to `last` (inclusive). A data holder
-// reports iteration i+1 only after every stage applied i, an iteration after the replicas
-// reported their shares of i: by then those reports have arrived, from any process.
+// Exactly-once checks of every iteration up to `last` (inclusive). A data holder reports
+// iteration i+1 only after every stage applied i, an iteration after the replicas reported
+// their shares of i: by then those reports have arrived, from any process.
 void check_up_to(driver_ptr self, std::uint64_t last, bool last_chance = false) {
   auto& st = self->state;
-  std::vector<std::pair<std::uint32_t, std::uint64_t>> due;
+  std::set<std::uint64_t> due;
   for (auto& [key, who] : st.contributors)
-    if (key.second <= last && st.checked.count(key) == 0)
-      due.push_back(key);
-  for (auto& [stage, i] : due)
-    check_exactly_once(self, stage, i, last_chance);
+    if (key.second <= last && st.checked.count(key.second) == 0)
+      due.insert(key.second);
+  for (auto i : due)
+    check_exactly_once(self, i, last_chance);
 }
 
 void maybe_print(driver_ptr self) {
@@ -527,6 +544,9 @@ caf::behavior driver(driver_ptr self, const cluster_config* cfg, std::shared_ptr
     [self](reload_atom, const std::string& host, const std::string& why) {
       ++self->state.result.reloads;
       *self->state.out << "# " << host << ": " << why << std::endl;
+    },
+    [self](verdict_atom, const std::string& host, const std::string& what) {
+      *self->state.out << "# " << host << ": " << what << std::endl;
     },
     [self](failure_atom, const std::string& host, const std::string& what) {
       auto& f = self->state.result.failures;

@@ -1,12 +1,15 @@
-// The exactly-once check of a run, outside the mechanism it checks: for one stage and
-// iteration, the microbatch keys that the replicas whose gradients were averaged report
-// having counted must together be exactly the microbatches the data holders finished, each
-// once. Pure (no CAF): the launch and embedded drivers call it, and it is tested directly.
+// The exactly-once check of a run, outside the mechanism it checks: per iteration, the
+// microbatch keys that the replicas whose gradients were averaged report having counted, per
+// stage. Every stage must count the same microbatches, each once, and those must include
+// every microbatch of each data holder that lived through the iteration. A holder that died
+// before its microbatches were counted at stage 0 takes them with it (they are its data), but
+// then no stage may count them. Pure (no CAF): the launch and embedded drivers call it, and
+// it is tested directly.
 #pragma once
 
 #include <cstdint>
 #include <map>
-#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -15,14 +18,21 @@ namespace gwtf::deploy {
 /// Microbatch keys each replica reported for one stage and iteration.
 using share_reports = std::map<std::string, std::vector<std::uint64_t>>;
 
-/// What one stage and iteration got wrong; nullopt when every finished microbatch was counted
-/// exactly once. `holders`: the roster (holder index order); `finished`: microbatches each
-/// holder reported finished in the iteration (holders without a report are skipped);
-/// `contributors`: the replicas whose shares were averaged.
-std::optional<std::string> exactly_once_violation(std::uint32_t stage, std::uint64_t iteration,
-                                                  const std::vector<std::string>& holders,
-                                                  const std::map<std::string, std::uint32_t>& finished,
-                                                  const std::vector<std::string>& contributors,
-                                                  const share_reports& reports);
+/// One stage's iteration: the replicas whose shares were averaged, and every replica's keys.
+struct stage_counts {
+  std::vector<std::string> contributors;
+  share_reports reports;
+};
+
+/// What `iteration` got wrong, one line per stage at fault; empty when nothing. `holders`:
+/// the roster (holder index order); `finished`: microbatches each holder reported finished
+/// (holders without a report are skipped); `lived`: the holders that applied the iteration
+/// (their finished microbatches must be counted everywhere); `stages`: the stages averaged.
+/// A stage is at fault when it counted a microbatch twice, left out one of a holder in
+/// `lived`, or counted one that another stage did not.
+std::vector<std::string> exactly_once_violations(std::uint64_t iteration, const std::vector<std::string>& holders,
+                                                 const std::map<std::string, std::uint32_t>& finished,
+                                                 const std::set<std::string>& lived,
+                                                 const std::map<std::uint32_t, stage_counts>& stages);
 
 } // namespace gwtf::deploy

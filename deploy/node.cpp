@@ -264,6 +264,10 @@ caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me
       line(self) << why << std::endl;
       up(reload_atom::value, host, why);
     },
+    [self, up](verdict_atom, const std::string& host, const std::string& what) {
+      line(self) << what << std::endl;
+      up(verdict_atom::value, host, what);
+    },
     [self, up](failure_atom, const std::string& host, const std::string& what) {
       line(self) << "handled: " << what << std::endl;
       up(failure_atom::value, host, what);

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <set>
 
 #include <capnp/message.h>
 #include <capnp/orphan.h>
@@ -104,6 +105,13 @@ void put_done(schema::IterationDone::Builder b, const iteration_done& x) {
   b.setMicrobatches(x.microbatches);
   b.setLossSum(x.loss_sum);
   put_texts(b.initParticipants(static_cast<unsigned>(x.participants.size())), x.participants);
+}
+
+void put_counts(capnp::List<schema::HolderCount>::Builder b, const std::vector<holder_count>& x) {
+  for (unsigned i = 0; i < x.size(); ++i) {
+    b[i].setHolder(txt(x[i].holder));
+    b[i].setMicrobatches(x[i].microbatches);
+  }
 }
 
 // Tensor bytes: referenced in place when Cap'n Proto allows it (word-aligned start, whole
@@ -253,12 +261,14 @@ struct filler {
     auto reports = b.initReports(static_cast<unsigned>(x.reports.size()));
     for (unsigned i = 0; i < x.reports.size(); ++i)
       put_done(reports[i], x.reports[i]);
+    put_counts(b.initHolders(static_cast<unsigned>(x.holders.size())), x.holders);
   }
   void operator()(const norm_share& x) {
     auto b = body.initNormShare();
     b.setIteration(x.iteration);
     b.setStage(x.stage);
     b.setSumSquares(x.sum_squares);
+    put_counts(b.initHolders(static_cast<unsigned>(x.holders.size())), x.holders);
   }
   void operator()(const state_request& x) {
     auto b = body.initStateRequest();
@@ -427,6 +437,24 @@ void get_texts(capnp::List<capnp::Text>::Reader list, std::vector<std::string>& 
   out.resize(list.size());
   for (unsigned i = 0; i < list.size() && c.ok(); ++i)
     c.text(list[i], at(f, i), 1, max_id, out[i]);
+}
+
+// Microbatches per data holder: each holder named once; returns their sum.
+std::uint64_t get_counts(capnp::List<schema::HolderCount>::Reader list, std::vector<holder_count>& out, checker& c,
+                         const std::string& f) {
+  std::uint64_t total = 0;
+  if (!c.count(list.size(), f, max_peers))
+    return total;
+  out.resize(list.size());
+  std::set<std::string> seen;
+  for (unsigned i = 0; i < list.size() && c.ok(); ++i) {
+    c.text(list[i].getHolder(), at(f, i) + ".holder", 1, max_id, out[i].holder);
+    out[i].microbatches = list[i].getMicrobatches();
+    total += out[i].microbatches;
+    if (c.ok() && !seen.insert(out[i].holder).second)
+      c.bad(wire_error::bad_field, at(f, i) + ".holder: " + out[i].holder + " named twice");
+  }
+  return total;
 }
 
 void get(schema::TargetCost::Reader r, target_cost& x, checker& c, const std::string& f) {
@@ -711,12 +739,20 @@ void get(schema::GradientChunk::Reader r, gradient_chunk& x, checker& c) {
                                        + std::to_string(x.iteration));
     }
   }
+  auto total = get_counts(r.getHolders(), x.holders, c, "gradientChunk.holders");
+  if (c.ok() && total != x.microbatches)
+    c.bad(wire_error::bad_field, "gradientChunk.holders: " + std::to_string(total)
+                                   + " microbatches in all, not the chunk's " + std::to_string(x.microbatches));
 }
 
 void get(schema::NormShare::Reader r, norm_share& x, checker& c) {
   x.iteration = r.getIteration();
   c.in_range(r.getStage(), 0, max_stage, "normShare.stage", x.stage);
   c.non_negative(r.getSumSquares(), "normShare.sumSquares", x.sum_squares);
+  if (c.ok())
+    get_counts(r.getHolders(), x.holders, c, "normShare.holders");
+  if (c.ok() && x.stage != 0 && !x.holders.empty())
+    c.bad(wire_error::bad_field, "normShare.holders: only stage 0 names the holders it counted");
 }
 
 void get(schema::StateRequest::Reader r, state_request& x, checker& c) {

@@ -243,6 +243,12 @@ struct iteration_done {
   std::vector<std::string> participants; ///< 0..4096 ids
 };
 
+/// Microbatches of one data holder (a share's breakdown, stage 0's verdict).
+struct holder_count {
+  std::string holder;
+  std::uint32_t microbatches = 0;
+};
+
 struct gradient_chunk {
   std::uint64_t iteration = 0;
   std::uint32_t stage = 0;
@@ -254,6 +260,9 @@ struct gradient_chunk {
   /// The data holders' reports of `iteration` the sender had when it shared: a replica that
   /// cannot hear some holder learns its report here (0..4096, each of `iteration`).
   std::vector<iteration_done> reports;
+  /// The microbatches in the sum per data holder (0..4096 distinct holders; they add up to
+  /// `microbatches`): what a replica can leave out when stage 0 did not count a holder.
+  std::vector<holder_count> holders;
 };
 
 /// One stage's share of the global gradient norm.
@@ -261,6 +270,9 @@ struct norm_share {
   std::uint64_t iteration = 0;
   std::uint32_t stage = 0;
   double sum_squares = 0;
+  /// Stage 0 only: the data holders whose microbatches it averaged, the iteration's verdict
+  /// that every other stage follows (docs/runtime.md); empty from other stages. 0..4096.
+  std::vector<holder_count> holders;
 };
 
 /// Ask a replica for its stage state, or (`checkpoint`) any host for the checkpoint of `stage`
@@ -339,7 +351,7 @@ GWTF_WIRE_EQ(activation) GWTF_WIRE_EQ(target_cost) GWTF_WIRE_EQ(introduction)
 GWTF_WIRE_EQ(cost_advert) GWTF_WIRE_EQ(flow_request) GWTF_WIRE_EQ(flow_response)
 GWTF_WIRE_EQ(flow_entry) GWTF_WIRE_EQ(flow_listing) GWTF_WIRE_EQ(move_proposal)
 GWTF_WIRE_EQ(move_response) GWTF_WIRE_EQ(flow_sync) GWTF_WIRE_EQ(ping) GWTF_WIRE_EQ(pong)
-GWTF_WIRE_EQ(bandwidth_sample) GWTF_WIRE_EQ(gradient_chunk) GWTF_WIRE_EQ(norm_share)
+GWTF_WIRE_EQ(bandwidth_sample) GWTF_WIRE_EQ(holder_count) GWTF_WIRE_EQ(gradient_chunk) GWTF_WIRE_EQ(norm_share)
 GWTF_WIRE_EQ(state_request) GWTF_WIRE_EQ(state_chunk) GWTF_WIRE_EQ(inspect_request)
 GWTF_WIRE_EQ(inspect_reply) GWTF_WIRE_EQ(hop_progress) GWTF_WIRE_EQ(iteration_done)
 GWTF_WIRE_EQ(replica_hash) GWTF_WIRE_EQ(held_checkpoint) GWTF_WIRE_EQ(restore)

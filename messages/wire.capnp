@@ -10,7 +10,7 @@ $Cxx.namespace("gwtf::wire::capnp_schema");
 const envelopeMagic :UInt32 = 0x47575446;
 
 # Bumped when a change breaks older decoders.
-const protocolVersion :UInt16 = 1;
+const protocolVersion :UInt16 = 2; # 2: per-holder counts in gradientChunk, stage 0's verdict in normShare
 
 enum Role {
   dataHolder @0;
@@ -264,6 +264,13 @@ struct GradientChunk {
   totalElements @5 :UInt64;    # elements of the stage's whole gradient
   values @6 :Tensor;           # float32, 1-D
   reports @7 :List(IterationDone); # the holders' reports of `iteration` the sender had
+  holders @8 :List(HolderCount);   # microbatches in the sum per data holder (sum = microbatches)
+}
+
+# Microbatches of one data holder.
+struct HolderCount {
+  holder @0 :Text;
+  microbatches @1 :UInt32;
 }
 
 # One stage's share of the global gradient norm.
@@ -271,6 +278,7 @@ struct NormShare {
   iteration @0 :UInt64;
   stage @1 :UInt32;
   sumSquares @2 :Float64;
+  holders @3 :List(HolderCount); # stage 0: the holders whose microbatches it averaged (the verdict)
 }
 
 # Ask a replica for its stage state (weights and optimizer), or, with `checkpoint`, any host

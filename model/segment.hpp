@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -93,7 +94,44 @@ public:
   bool counted(std::uint64_t mb) const { return counted_.count(mb) > 0; }
   std::size_t count() const { return counted_.size(); }
   std::int64_t duplicates() const { return duplicates_; }
-  const std::vector<torch::Tensor>& sums() const { return sums_; }
+
+  /// The data holder of a microbatch key (`microbatch_id::key`).
+  static std::uint32_t holder_of(std::uint64_t mb) { return static_cast<std::uint32_t>(mb >> 12) & 0xfffu; }
+
+  /// Microbatches counted per data holder (holder index order).
+  std::map<std::uint32_t, std::int64_t> holder_counts() const {
+    std::map<std::uint32_t, std::int64_t> out;
+    for (auto mb : counted_)
+      ++out[holder_of(mb)];
+    return out;
+  }
+
+  /// Gradient sums over the microbatches of the holders `keep` accepts, added in holder
+  /// order; empty when none counted. One holder's sums are returned as they are.
+  template <class Keep>
+  std::vector<torch::Tensor> sums(Keep&& keep) const {
+    std::vector<torch::Tensor> out;
+    bool owned = false;
+    for (auto& [holder, part] : sums_) {
+      if (!keep(holder))
+        continue;
+      if (out.empty()) {
+        out = part;
+        continue;
+      }
+      if (!owned) {
+        for (auto& t : out)
+          t = t.clone();
+        owned = true;
+      }
+      for (std::size_t i = 0; i < out.size(); ++i)
+        out[i].add_(part[i]);
+    }
+    return out;
+  }
+  std::vector<torch::Tensor> sums() const {
+    return sums([](std::uint32_t) { return true; });
+  }
   const std::vector<named_parameter>& parameters() const { return params_; }
 
   /// Starts the next iteration: forgets counted microbatches and gradient sums.
@@ -125,24 +163,27 @@ private:
 
   // Exactly once: the parameter gradients of a microbatch count the first time only; a
   // recomputation (after a crash) still yields its input gradient for the stage before.
+  // Sums are kept per data holder, so that a holder's microbatches can be left out when the
+  // iteration's verdict does not count them (docs/runtime.md, "The end of an iteration").
   void accumulate(std::uint64_t mb, std::vector<torch::Tensor> grads) {
     if (!counted_.insert(mb).second) {
       ++duplicates_;
       return;
     }
-    if (sums_.empty()) {
-      sums_ = std::move(grads);
+    auto& sums = sums_[holder_of(mb)];
+    if (sums.empty()) {
+      sums = std::move(grads);
       return;
     }
-    for (std::size_t i = 0; i < sums_.size(); ++i)
-      sums_[i].add_(grads[i]);
+    for (std::size_t i = 0; i < sums.size(); ++i)
+      sums[i].add_(grads[i]);
   }
 
   std::vector<named_parameter> params_;
   forward_fn fn_;
   std::unordered_map<std::uint64_t, entry> stash_;
   std::unordered_set<std::uint64_t> counted_;
-  std::vector<torch::Tensor> sums_;
+  std::map<std::uint32_t, std::vector<torch::Tensor>> sums_; // per data holder
   std::int64_t duplicates_ = 0;
   bool rematerialize_ = false;
 };

@@ -221,10 +221,36 @@ outcome<gradient_sum> stage::gradients() const {
              + " microbatch(es) passed the head but " + std::to_string(segs[0].count())
              + " the embedding backward";
   gradient_sum out;
-  out.count = static_cast<std::int64_t>(segs[0].count());
+  out.holders = segs[0].holder_counts();
+  for (auto& [h, n] : out.holders)
+    out.count += n;
   if (out.count > 0)
     for (auto& s : segs)
       for (auto& t : s.sums())
+        out.sums.push_back(t);
+  return out;
+}
+
+outcome<gradient_sum> stage::gradients(const std::set<std::uint32_t>& holders) const {
+  auto all = gradients();
+  if (auto* e = std::get_if<std::string>(&all))
+    return *e;
+  auto keep = [&](std::uint32_t h) { return holders.count(h) > 0; };
+  auto& whole = std::get<gradient_sum>(all);
+  bool every = true;
+  for (auto& [h, n] : whole.holders)
+    every = every && keep(h);
+  if (every)
+    return whole;
+  gradient_sum out;
+  for (auto& [h, n] : whole.holders)
+    if (keep(h)) {
+      out.holders[h] = n;
+      out.count += n;
+    }
+  if (out.count > 0)
+    for (auto& s : impl_->segments)
+      for (auto& t : s.sums(keep))
         out.sums.push_back(t);
   return out;
 }

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -26,6 +28,7 @@ using outcome = std::variant<T, std::string>;
 struct gradient_sum {
   std::vector<torch::Tensor> sums; ///< aligned with the stage's parameters; empty if count = 0
   std::int64_t count = 0;          ///< microbatches counted
+  std::map<std::uint32_t, std::int64_t> holders; ///< of them, per data holder index (count > 0 only)
 };
 
 /// Averages replicas, weighted by microbatch count: sum of sums / sum of counts.
@@ -93,6 +96,8 @@ public:
   /// This replica's gradient sums. Stage 0 reports an error while some microbatch has
   /// passed the head but not yet the entry backward.
   outcome<gradient_sum> gradients() const;
+  /// The same over the microbatches of the data holders (indices) in `holders` only.
+  outcome<gradient_sum> gradients(const std::set<std::uint32_t>& holders) const;
 
   /// Sum of squared entries of `averaged`: this stage's part of the global norm.
   static double squared_norm(const std::vector<torch::Tensor>& averaged);

@@ -239,6 +239,37 @@ TEST_CASE("iteration barrier: the stall report names what an iteration still wai
   CHECK(b.waiting_for(5, "r1a", {"dh1", "dh2"}, 8).empty());
 }
 
+TEST_CASE("iteration barrier: relay stages follow stage 0's verdict, narrowed by a second one") {
+  // dh2 finished iteration 5 and died before stage 0 counted it: stage 0's verdict names dh1.
+  iteration_barrier b{3};
+  b.holder_done(wire::iteration_done{5, "dh1", 4, 10.0, {"dh1", "dh2"}});
+  b.holder_done(wire::iteration_done{5, "dh2", 4, 11.0, {"dh1", "dh2"}});
+  b.share(5, "r1a");
+  CHECK(b.verdict(5) == nullptr);
+  CHECK(b.outside_verdict(5, {{"dh1", 2}, {"dh2", 3}}).empty()); // nothing to leave out yet
+  CHECK(b.waiting_for(5, "r1a", {"dh1"}, 8, {"dh2"}, true)
+        == "stage 0's verdict (a norm of stage 0); norms of stage(s) 0, 1, 2");
+  CHECK(b.waiting_for(5, "r1a", {"dh1"}, 8, {"dh2"}).find("verdict") == std::string::npos); // stage 0 itself
+  b.verdict(5, {{"dh1", 4}});
+  REQUIRE(b.verdict(5) != nullptr);
+  CHECK(*b.verdict(5) == std::map<std::string, std::uint32_t>{{"dh1", 4}});
+  CHECK(b.outside_verdict(5, {{"dh1", 2}, {"dh2", 3}}) == std::vector<std::string>{"dh2"});
+  CHECK(b.outside_verdict(5, {{"dh1", 2}, {"dh2", 0}}).empty()); // a holder with nothing counted
+  // Complete once the shares count the verdict's 4 microbatches, not the reports' 8.
+  CHECK_FALSE(b.shares_complete(5, "r1a", 3));
+  CHECK(b.shares_complete(5, "r1a", 4));
+  CHECK(b.waiting_for(5, "r1a", {"dh1"}, 3, {"dh2"}, true)
+        == "shares counting 4 microbatches (3 in, from r1a); norms of stage(s) 0, 1, 2");
+  // Another stage-0 replica counted a holder the first did not, and missed one it counted:
+  // only the holders both name count, at every relay that heard both.
+  iteration_barrier c{3};
+  c.verdict(6, {{"dh1", 4}, {"dh2", 4}, {"dh3", 4}});
+  c.verdict(6, {{"dh1", 4}, {"dh3", 4}, {"dh4", 4}});
+  CHECK(*c.verdict(6) == std::map<std::string, std::uint32_t>{{"dh1", 4}, {"dh3", 4}});
+  c.finish(6);
+  CHECK(c.verdict(6) == nullptr);
+}
+
 TEST_CASE("replica vote: majority, ties to the lowest name, decided whichever hash comes last") {
   replica_vote v;
   // Three replicas; this one (r1b) is in the minority.

@@ -186,7 +186,7 @@ TEST_CASE("codec: hostile envelopes are rejected with the field named") {
         == wire_error::bad_magic);
   auto v = reject(craft([](auto env) { env.setVersion(99); valid_hello(env.initBody().initHello()); }));
   CHECK(v.code == wire_error::unsupported_version);
-  CHECK(v.detail == "version 99, this build speaks 1");
+  CHECK(v.detail == "version 99, this build speaks 2");
 
   auto role = reject(craft([](auto env) {
     auto h = env.initBody().initHello();
@@ -386,6 +386,36 @@ TEST_CASE("codec: numbers, ranges and consistency of protocol messages") {
     r[1].setHolder("dh-b");
   }));
   CHECK(foreign_report.detail == "gradientChunk.reports[1].iteration: 6, not the chunk's 7");
+  // Its per-holder counts name each holder once and add up to its microbatches.
+  auto counts = [](std::uint64_t microbatches, std::vector<std::pair<const char*, std::uint32_t>> per_holder) {
+    return craft([=](auto env) {
+      auto g = env.initBody().initGradientChunk();
+      g.initContributors(1).set(0, "r1");
+      g.setMicrobatches(microbatches);
+      auto v = g.initValues();
+      v.setDtype(schema::DType::FLOAT32);
+      v.initShape(1).set(0, 0);
+      auto h = g.initHolders(static_cast<unsigned>(per_holder.size()));
+      for (unsigned i = 0; i < per_holder.size(); ++i) {
+        h[i].setHolder(per_holder[i].first);
+        h[i].setMicrobatches(per_holder[i].second);
+      }
+    });
+  };
+  auto fine = counts(5, {{"dh-a", 2}, {"dh-b", 3}});
+  CHECK(std::holds_alternative<message>(decode(fine.data(), fine.size())));
+  CHECK(reject(counts(6, {{"dh-a", 2}, {"dh-b", 3}})).detail
+        == "gradientChunk.holders: 5 microbatches in all, not the chunk's 6");
+  CHECK(reject(counts(4, {{"dh-a", 2}, {"dh-a", 2}})).detail == "gradientChunk.holders[1].holder: dh-a named twice");
+  // Only stage 0's norm carries a verdict.
+  auto relay_verdict = reject(craft([](auto env) {
+    auto n = env.initBody().initNormShare();
+    n.setStage(2);
+    auto h = n.initHolders(1);
+    h[0].setHolder("dh-a");
+    h[0].setMicrobatches(4);
+  }));
+  CHECK(relay_verdict.detail == "normShare.holders: only stage 0 names the holders it counted");
   auto bad_participant = reject(craft([](auto env) {
     auto d = env.initBody().initIterationDone();
     d.setHolder("dh-a");

@@ -222,6 +222,48 @@ TEST_CASE("exactly once: a recomputed microbatch yields its input gradient but c
     CHECK(torch::equal(a.sums[k], b.sums[k]));
 }
 
+TEST_CASE("per-holder sums: a relay leaves a holder's microbatches out as if it never saw them") {
+  auto m = tiny(architecture::gpt);
+  auto t = short_run(5);
+  stage relay{m, t, 1};
+  stage only_a{m, t, 1}; // saw holder 0's microbatches only
+  auto run = [&](stage& s, std::uint32_t holder, std::uint32_t j, std::uint64_t seed) {
+    torch::manual_seed(seed);
+    auto key = microbatch_id{4, holder, j}.key();
+    ok(s.forward(key, torch::randn({t.microbatch_size, m.seq_len, m.hidden})));
+    ok(s.backward(key, torch::randn({t.microbatch_size, m.seq_len, m.hidden})));
+  };
+  run(relay, 0, 0, 10);
+  run(relay, 1, 0, 11); // holder 1's microbatches interleave with holder 0's
+  run(relay, 0, 1, 12);
+  run(relay, 1, 1, 13);
+  run(relay, 1, 2, 14);
+  run(only_a, 0, 0, 10);
+  run(only_a, 0, 1, 12);
+  auto all = ok(relay.gradients());
+  CHECK(all.count == 5);
+  CHECK(all.holders == std::map<std::uint32_t, std::int64_t>{{0, 2}, {1, 3}});
+  auto a = ok(relay.gradients(std::set<std::uint32_t>{0}));
+  auto want = ok(only_a.gradients());
+  CHECK(a.count == 2);
+  CHECK(a.holders == std::map<std::uint32_t, std::int64_t>{{0, 2}});
+  REQUIRE(a.sums.size() == want.sums.size());
+  for (std::size_t k = 0; k < a.sums.size(); ++k)
+    CHECK(torch::equal(a.sums[k], want.sums[k])); // bit for bit: the same additions
+  // Both holders: their sums added; every holder in the filter is the whole sum.
+  auto both = ok(relay.gradients(std::set<std::uint32_t>{0, 1, 7}));
+  CHECK(both.count == 5);
+  for (std::size_t k = 0; k < both.sums.size(); ++k)
+    CHECK(torch::equal(both.sums[k], all.sums[k]));
+  auto b = ok(relay.gradients(std::set<std::uint32_t>{1}));
+  CHECK(b.count == 3);
+  for (std::size_t k = 0; k < all.sums.size(); ++k)
+    CHECK(torch::allclose(a.sums[k] + b.sums[k], all.sums[k], 1e-5, 1e-6));
+  auto none = ok(relay.gradients(std::set<std::uint32_t>{}));
+  CHECK(none.count == 0);
+  CHECK(none.sums.empty());
+}
+
 TEST_CASE("rematerialise: a relay that keeps only inputs computes what a stashing relay computes") {
   for (auto arch : {architecture::gpt, architecture::llama}) {
     INFO(name(arch));
