@@ -194,6 +194,22 @@ TEST_CASE("cluster: a failing local actor is restarted, and past its restart bud
   check_replicas_agree(r);
 }
 
+TEST_CASE("cluster: a data holder killed while its iteration is aggregated is left out at every stage") {
+  // The driver injects iteration 4's faults once both holders reported iteration 3: while
+  // stage 0 and the relays aggregate 3. The relays had counted dh-frankfurt's microbatches;
+  // stage 0 loses them with it unless its share arrived first. Either way every stage must
+  // average the same microbatches (stage 0's verdict), which the driver's check verifies.
+  auto cfg = local(8, {fault(4, actors::fault_action::crash, "dh-frankfurt")});
+  std::ostringstream log;
+  auto r = deploy::run_embedded(cfg, log, 12);
+  INFO(log.str());
+  CHECK(r.completed);
+  CHECK(r.crashes == 1);
+  CHECK(r.rows.size() == 8);
+  CHECK(r.exactly_once_violations.empty());
+  CHECK(r.replica_disagreements.empty());
+}
+
 TEST_CASE("cluster: random crashes at a per-iteration rate lose no microbatch and leave a host per stage") {
   auto cfg = local(12, {});
   cfg.faults.crash_rate = 0.1; // per relay and iteration, drawn from training.seed
