@@ -652,7 +652,6 @@ void on_placement_view(supervisor_ptr self, const std::vector<std::int32_t>& fla
     known.push_back({flat[i], flat[i + 1]});
     holder = holder || flat[i] == 0;
   }
-  auto seen = known.size() + unplaced.size();
   std::string incomplete; // placement.relays: who was missing when the wait ran out
   if (spec.placement_relays > 0 && !st.ctx->joining) {
     // A founding relay waits for the cluster it founds: every relay that founds it and every
@@ -673,6 +672,7 @@ void on_placement_view(supervisor_ptr self, const std::vector<std::int32_t>& fla
                    + " of " + std::to_string(want_relays) + " relays and " + std::to_string(holders) + " of "
                    + std::to_string(want_holders) + " data holders";
   } else {
+    auto seen = known.size() + unplaced.size();
     bool settled = holder && seen == st.place_seen;
     st.place_seen = seen;
     if (holder)
