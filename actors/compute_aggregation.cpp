@@ -83,7 +83,9 @@ void send_share(self_ptr self, std::uint64_t i) {
 }
 
 // A draining host is done once it shared its part of the iteration in progress, or has no
-// part in it: then the supervisor may announce LEAVE.
+// part in it: then the supervisor may announce LEAVE. A relay also waits for stage 0's
+// verdict and shares within it: once gone it could not share again without a holder that
+// stage 0 left out, and its stage-mates would wait for that share.
 void maybe_drained(self_ptr self) {
   auto& st = self->state;
   if (!st.draining)
@@ -97,6 +99,12 @@ void maybe_drained(self_ptr self) {
   }
   if (stake && st.shared.count(st.current) == 0)
     return;
+  if (stake && !is_holder(st)) {
+    auto mine = st.shares[st.current].find(me(st));
+    if (st.barrier->verdict(st.current) == nullptr || mine == st.shares[st.current].end()
+        || !st.barrier->outside_verdict(st.current, mine->second.holders).empty())
+      return;
+  }
   st.draining = false;
   self->send(st.supervisor, drained_atom::value, true);
 }
@@ -230,6 +238,7 @@ boundary on_verdict(self_ptr self, std::uint64_t i, const std::vector<wire::hold
         send_share(self, i);
       }
     }
+    maybe_drained(self); // a leaving relay waited for this verdict
   }
   return try_average(self, i);
 }

@@ -348,7 +348,10 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
             if (m.iteration < st.current || stranded(self, from, m.iteration))
               return; // applied here already (a catch-up for a peer that was behind), or stranded
             st.barrier->norm(m.iteration, m.stage, m.sum_squares);
-            if (m.stage == 0)
+            // Stage 0's verdict counts from a data holder of the roster only (a peer that
+            // claims stage 0 does not decide which microbatches the relays average).
+            auto& roster = st.ctx->spec->holders;
+            if (m.stage == 0 && std::find(roster.begin(), roster.end(), from) != roster.end())
               resume(self, on_verdict(self, m.iteration, m.holders)); // may average and apply
             resume(self, try_apply(self, m.iteration));
           } else if constexpr (std::is_same_v<T, wire::replica_hash>) {
