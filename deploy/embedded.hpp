@@ -40,8 +40,9 @@ struct embedded_result {
   int departures = 0;                ///< hosts that left cleanly
   double compute_s = 0, wasted_s = 0;
   double wall_s = 0;
-  /// Exactly-once check per (stage, iteration): microbatches missing from, or counted more
-  /// than once in, the gradients a stage averaged. Empty = every one counted exactly once.
+  /// Exactly-once check per iteration (deploy/exactly_once): a stage that counted a
+  /// microbatch twice, missed one of a holder that lived through the iteration, or counted
+  /// one another stage did not. Empty = every stage counted the same ones, each once.
   std::vector<std::string> exactly_once_violations;
   /// Replica agreement: per stage, the weights hash of every live replica after the last
   /// iteration it applied.

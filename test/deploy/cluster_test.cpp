@@ -200,14 +200,26 @@ TEST_CASE("cluster: a data holder killed while its iteration is aggregated is le
   // stage 0 loses them with it unless its share arrived first. Either way every stage must
   // average the same microbatches (stage 0's verdict), which the driver's check verifies.
   auto cfg = local(8, {fault(4, actors::fault_action::crash, "dh-frankfurt")});
+  // A third data holder: stage 0's verdict then names two survivors, and the relays must
+  // keep both of their microbatches while leaving dh-frankfurt's out.
+  auto third = std::find_if(cfg.hosts.begin(), cfg.hosts.end(), [](auto& h) { return h.name == "dh-frankfurt"; });
+  REQUIRE(third != cfg.hosts.end());
+  auto tokyo = *third;
+  tokyo.name = "dh-tokyo";
+  tokyo.region = "tokyo";
+  cfg.hosts.insert(third + 1, tokyo);
   std::ostringstream log;
   auto r = deploy::run_embedded(cfg, log, 12);
   INFO(log.str());
   CHECK(r.completed);
   CHECK(r.crashes == 1);
-  CHECK(r.rows.size() == 8);
+  REQUIRE(r.rows.size() == 8);
   CHECK(r.exactly_once_violations.empty());
   CHECK(r.replica_disagreements.empty());
+  // The survivors' microbatches all counted at stage 0: 4 per iteration each.
+  CHECK(r.carried["dh-tokyo"] == 32);
+  CHECK(r.carried["dh-virginia"] == 32);
+  CHECK(r.carried["dh-frankfurt"] < 32);
 }
 
 TEST_CASE("cluster: random crashes at a per-iteration rate lose no microbatch and leave a host per stage") {
