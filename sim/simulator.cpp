@@ -1163,6 +1163,11 @@ private:
         balancers_[i] = std::make_unique<flow_balancer>(e.hosts_[i].name, e.stage_of(i), e.S(),
                                                         e.hosts_[i].capacity, e.s_.gwtf, e.s_.seed);
       known_.resize(e.hosts_.size());
+      // The hosts by stage and region, joiners included (a GWTF host keeps its stage).
+      at_.assign(static_cast<std::size_t>(e.S()), std::vector<std::vector<std::size_t>>(e.net_.regions.size()));
+      for (std::size_t h = 0; h < e.hosts_.size(); ++h)
+        if (e.stage_of(h) >= 0 && e.stage_of(h) < e.S() && e.hosts_[h].region < e.net_.regions.size())
+          at_[static_cast<std::size_t>(e.stage_of(h))][e.hosts_[h].region].push_back(h);
       for (std::size_t i = 0; i < e.s_.hosts.size(); ++i)
         meet(i);
       e.at(0, [this] { tick(); });
@@ -1322,33 +1327,48 @@ private:
 
     // i tops up its view of each neighbouring stage to `gwtf_view` live hosts (0: all),
     // the lowest-latency ones first (as a bootstrap or gossip would hand them out; ties by a
-    // seeded hash). Called at start, on entering and when a known peer is detected gone.
+    // seeded hash, then the index). Called at start, on entering and when a known peer is
+    // detected gone. Latency depends on the regions only, so the candidates are taken region
+    // group by region group, nearest first: the same hosts as sorting every host of the stage
+    // by (latency, hash, index), at the cost of the nearest regions' hosts.
     void meet(std::size_t i) {
       auto& e = e_;
       std::set<int> stages{(e.stage_of(i) + e.S() - 1) % e.S(), e.stage_of(i), (e.stage_of(i) + 1) % e.S()};
+      std::map<int, std::size_t> have;
+      for (auto j : known_[i])
+        if (e.alive_[j]) // a crashed peer not yet detected is replaced already
+          ++have[e.stage_of(j)];
       for (int st : stages) {
-        std::vector<std::tuple<double, std::uint64_t, std::size_t>> cand;
-        std::size_t have = 0;
-        for (std::size_t j = 0; j < e.hosts_.size(); ++j) {
-          if (j == i || !e.alive_[j] || e.stage_of(j) != st)
-            continue;
-          if (known_[i].count(j) > 0)
-            ++have;
-          else
-            cand.emplace_back(e.est(i, j).latency_s, mix64(e.s_.seed ^ mix64(i * 0x9e37ULL + j)), j);
-        }
-        auto want = e.s_.gwtf_view > 0 ? static_cast<std::size_t>(e.s_.gwtf_view) : cand.size() + have;
-        if (have >= want)
+        auto want = e.s_.gwtf_view > 0 ? static_cast<std::size_t>(e.s_.gwtf_view) : e.hosts_.size();
+        if (have[st] >= want)
           continue;
-        auto take = std::min(want - have, cand.size());
-        std::partial_sort(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(take), cand.end());
-        for (std::size_t k = 0; k < take; ++k)
-          introduce(i, std::get<2>(cand[k]));
+        auto need = want - have[st];
+        auto& regions = at_[static_cast<std::size_t>(st)];
+        std::vector<std::pair<double, std::size_t>> order; // (latency, region)
+        for (std::size_t r = 0; r < regions.size(); ++r)
+          if (!regions[r].empty())
+            order.emplace_back(e.est(i, regions[r].front()).latency_s, r);
+        std::sort(order.begin(), order.end());
+        std::vector<std::tuple<std::uint64_t, std::size_t>> cand;
+        for (std::size_t g = 0; g < order.size() && need > 0;) {
+          cand.clear();
+          auto latency = order[g].first;
+          for (; g < order.size() && order[g].first == latency; ++g)
+            for (auto j : regions[order[g].second])
+              if (j != i && e.alive_[j] && e.stage_of(j) == st && known_[i].count(j) == 0)
+                cand.emplace_back(mix64(e.s_.seed ^ mix64(i * 0x9e37ULL + j)), j);
+          auto take = std::min(need, cand.size());
+          std::partial_sort(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(take), cand.end());
+          for (std::size_t k = 0; k < take; ++k)
+            introduce(i, std::get<1>(cand[k]));
+          need -= take;
+        }
       }
     }
 
     std::vector<std::unique_ptr<flow_balancer>> balancers_;
     std::vector<std::set<std::size_t>> known_;    // whom each host has been introduced to
+    std::vector<std::vector<std::vector<std::size_t>>> at_; // stage -> region -> hosts (all, in index order)
     std::map<std::size_t, double> no_flow_since_; // holders without a ring, since
     std::int64_t tick_ = 0;
   };
