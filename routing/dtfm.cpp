@@ -1,7 +1,9 @@
 #include "routing/dtfm.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <random>
 #include <stdexcept>
@@ -30,15 +32,24 @@ double matching_s(const network_matrix& net, const std::vector<std::size_t>& a, 
     return 0;
   const auto& rows = a.size() <= b.size() ? a : b;
   const auto& cols = a.size() <= b.size() ? b : a;
-  std::vector<std::vector<double>> c(rows.size(), std::vector<double>(cols.size()));
-  for (std::size_t i = 0; i < rows.size(); ++i)
-    for (std::size_t j = 0; j < cols.size(); ++j)
-      c[i][j] = transfer_s(net, rows[i], cols[j], bytes);
-  auto match = min_cost_assignment(c);
-  double sum = 0;
-  for (std::size_t i = 0; i < rows.size(); ++i)
-    sum += c[i][match[i]];
-  return sum / static_cast<double>(rows.size());
+  // Hosts of one region are interchangeable: the assignment is a transportation problem
+  // between the regions' counts (the same optimum, at the cost of the regions, not the hosts).
+  auto regions = net.regions.size();
+  for (auto r : rows)
+    regions = std::max(regions, r + 1);
+  for (auto r : cols)
+    regions = std::max(regions, r + 1);
+  std::vector<std::size_t> supply(regions, 0), room(regions, 0);
+  for (auto r : rows)
+    ++supply[r];
+  for (auto r : cols)
+    ++room[r];
+  std::vector<std::vector<double>> c(regions, std::vector<double>(regions, 0));
+  for (std::size_t r = 0; r < regions; ++r)
+    for (std::size_t q = 0; q < regions; ++q)
+      if (supply[r] > 0 && room[q] > 0)
+        c[r][q] = transfer_s(net, r, q, bytes);
+  return min_cost_transport(supply, room, c).cost / static_cast<double>(rows.size());
 }
 
 // The best ring H -> g_pi(1) -> ... -> g_pi(k) -> H over the groups: Held-Karp up to 12
@@ -166,6 +177,92 @@ std::vector<std::size_t> min_cost_assignment(const std::vector<std::vector<doubl
   return out;
 }
 
+min_transport min_cost_transport(const std::vector<std::size_t>& supply, const std::vector<std::size_t>& room,
+                                 const std::vector<std::vector<double>>& cost) {
+  // Successive shortest paths (Bellman-Ford on the residual graph) over source -> row r
+  // (supply[r]) -> column q (unbounded, cost[r][q]) -> sink (room[q]).
+  auto R = supply.size(), Q = room.size();
+  std::size_t need = std::accumulate(supply.begin(), supply.end(), std::size_t{0});
+  if (need > std::accumulate(room.begin(), room.end(), std::size_t{0}))
+    throw std::invalid_argument("min_cost_transport: more supply than room");
+  if (cost.size() != R)
+    throw std::invalid_argument("min_cost_transport: cost rows != supply size");
+  for (auto& row : cost)
+    if (row.size() != Q)
+      throw std::invalid_argument("min_cost_transport: cost columns != room size");
+  min_transport out;
+  out.flow.assign(R, std::vector<std::size_t>(Q, 0));
+  std::vector<std::size_t> sent(R, 0), used(Q, 0);
+  double scale = 1;
+  for (auto& row : cost)
+    for (double c : row)
+      scale = std::max(scale, std::abs(c));
+  const double eps = 1e-12 * scale; // improvements below rounding do not count (no FP cycles)
+  // Nodes: rows 0..R-1, columns R..R+Q-1; the source reaches rows with supply left, columns
+  // with room left reach the sink.
+  auto N = R + Q;
+  while (need > 0) {
+    std::vector<double> dist(N, inf);
+    std::vector<std::ptrdiff_t> from(N, -1);
+    for (std::size_t r = 0; r < R; ++r)
+      if (sent[r] < supply[r])
+        dist[r] = 0;
+    for (std::size_t pass = 0; pass < N; ++pass) {
+      bool changed = false;
+      for (std::size_t r = 0; r < R; ++r)
+        for (std::size_t q = 0; q < Q; ++q) {
+          auto col = R + q;
+          if (dist[r] < inf && dist[r] + cost[r][q] < dist[col] - eps) { // forward: unbounded
+            dist[col] = dist[r] + cost[r][q];
+            from[col] = static_cast<std::ptrdiff_t>(r);
+            changed = true;
+          }
+          if (out.flow[r][q] > 0 && dist[col] < inf && dist[col] - cost[r][q] < dist[r] - eps) { // undo
+            dist[r] = dist[col] - cost[r][q];
+            from[r] = static_cast<std::ptrdiff_t>(col);
+            changed = true;
+          }
+        }
+      if (!changed)
+        break;
+    }
+    std::ptrdiff_t end = -1;
+    for (std::size_t q = 0; q < Q; ++q)
+      if (used[q] < room[q] && dist[R + q] < inf && (end < 0 || dist[R + q] < dist[static_cast<std::size_t>(end)]))
+        end = static_cast<std::ptrdiff_t>(R + q);
+    if (end < 0)
+      throw std::logic_error("min_cost_transport: no augmenting path");
+    // The path back to its row, and how much it can carry.
+    std::vector<std::size_t> path{static_cast<std::size_t>(end)};
+    while (from[path.back()] >= 0) {
+      path.push_back(static_cast<std::size_t>(from[path.back()]));
+      if (path.size() > N + 1)
+        throw std::logic_error("min_cost_transport: a cycle in the shortest paths");
+    }
+    auto start = path.back();
+    std::size_t amount = std::min({need, supply[start] - sent[start], room[static_cast<std::size_t>(end) - R] - used[static_cast<std::size_t>(end) - R]});
+    for (std::size_t k = path.size() - 1; k > 0; --k) {
+      auto u = path[k], v = path[k - 1];
+      if (u >= R) // column -> row: undoes flow on (v, u)
+        amount = std::min(amount, out.flow[v][u - R]);
+    }
+    for (std::size_t k = path.size() - 1; k > 0; --k) {
+      auto u = path[k], v = path[k - 1];
+      if (u < R)
+        out.flow[u][v - R] += amount;
+      else
+        out.flow[v][u - R] -= amount;
+    }
+    sent[start] += amount;
+    used[static_cast<std::size_t>(end) - R] += amount;
+    need -= amount;
+  }
+  for (std::size_t r = 0; r < R; ++r)
+    for (std::size_t q = 0; q < Q; ++q)
+      out.cost += static_cast<double>(out.flow[r][q]) * cost[r][q];
+  return out;
+}
+
 dtfm_placement dtfm_cost(const dtfm_problem& p, const std::vector<int>& stage) {
   auto k = static_cast<std::size_t>(p.relay_stages);
   std::vector<std::vector<std::size_t>> groups(k);
@@ -177,11 +274,14 @@ dtfm_placement dtfm_cost(const dtfm_problem& p, const std::vector<int>& stage) {
     if (g.empty())
       throw std::invalid_argument("dtfm_cost: an empty group");
     auto size = static_cast<double>(g.size());
-    for (std::size_t d = 0; d < g.size(); ++d) {
+    // A member's all-reduce depends on its region only: one sum per region present.
+    std::map<std::size_t, std::size_t> in; // region -> members
+    for (auto r : g)
+      ++in[r];
+    for (auto& [r, n] : in) {
       double member = 0;
-      for (std::size_t e = 0; e < g.size(); ++e)
-        if (e != d)
-          member += 2 * transfer_s(*p.net, g[d], g[e], p.gradient_bytes / size);
+      for (auto& [q, m] : in)
+        member += 2 * transfer_s(*p.net, r, q, p.gradient_bytes / size) * static_cast<double>(q == r ? m - 1 : m);
       out.data_parallel_s = std::max(out.data_parallel_s, member);
     }
   }

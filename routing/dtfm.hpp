@@ -88,4 +88,18 @@ dtfm_placement dtfm_exhaustive(const dtfm_problem& p);
 /// of each row, minimising the sum (Hungarian algorithm, O(rows^2 cols)).
 std::vector<std::size_t> min_cost_assignment(const std::vector<std::vector<double>>& cost);
 
+/// A transportation plan: flow[r][q] units from row r to column q, and its cost.
+struct min_transport {
+  std::vector<std::vector<std::size_t>> flow;
+  double cost = 0;
+};
+
+/// The cheapest way to send every row's `supply` to the columns, column q taking at most
+/// `room[q]`, at cost[r][q] per unit (rows x columns, costs >= 0). The assignment of
+/// min_cost_assignment when rows and columns are groups of interchangeable items (hosts of
+/// one region): the same optimum at the cost of the groups, not the items (successive
+/// shortest paths; an improvement below 1e-12 of the largest cost is not taken).
+min_transport min_cost_transport(const std::vector<std::size_t>& supply, const std::vector<std::size_t>& room,
+                                 const std::vector<std::vector<double>>& cost);
+
 } // namespace gwtf::routing

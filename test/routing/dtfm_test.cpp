@@ -68,6 +68,63 @@ TEST_CASE("dtfm: the linear sum assignment is optimal, square and rectangular") 
   CHECK_THROWS(min_cost_assignment({{1, 2}, {3, 4}, {5, 6}}));
 }
 
+TEST_CASE("dtfm: the transportation between groups of interchangeable items equals the assignment of the items") {
+  // Random group sizes and costs; the reference expands each group into its items and runs
+  // the Hungarian algorithm (itself checked against brute force above).
+  for (std::uint64_t seed = 1; seed <= 40; ++seed) {
+    INFO("seed " << seed);
+    std::mt19937_64 rng{seed};
+    std::uniform_int_distribution<std::size_t> groups(1, 5), items(0, 6);
+    std::uniform_real_distribution<double> v(0, 10);
+    auto R = groups(rng), Q = groups(rng);
+    std::vector<std::size_t> supply(R), room(Q);
+    for (auto& x : supply)
+      x = items(rng);
+    for (auto& x : room)
+      x = items(rng);
+    auto total = [](auto& xs) { return std::accumulate(xs.begin(), xs.end(), std::size_t{0}); };
+    if (total(supply) > total(room))
+      std::swap(supply, room), std::swap(R, Q);
+    std::vector<std::vector<double>> c(R, std::vector<double>(Q));
+    for (auto& row : c)
+      for (auto& x : row)
+        x = v(rng);
+    auto plan = min_cost_transport(supply, room, c);
+    double by_flow = 0;
+    for (std::size_t r = 0; r < R; ++r) {
+      CHECK(std::accumulate(plan.flow[r].begin(), plan.flow[r].end(), std::size_t{0}) == supply[r]);
+      for (std::size_t q = 0; q < Q; ++q)
+        by_flow += static_cast<double>(plan.flow[r][q]) * c[r][q];
+    }
+    for (std::size_t q = 0; q < Q; ++q) {
+      std::size_t in = 0;
+      for (std::size_t r = 0; r < R; ++r)
+        in += plan.flow[r][q];
+      CHECK(in <= room[q]);
+    }
+    CHECK(plan.cost == doctest::Approx(by_flow));
+    std::vector<std::size_t> rows, cols;
+    for (std::size_t r = 0; r < R; ++r)
+      rows.insert(rows.end(), supply[r], r);
+    for (std::size_t q = 0; q < Q; ++q)
+      cols.insert(cols.end(), room[q], q);
+    if (rows.empty()) {
+      CHECK(plan.cost == 0);
+      continue;
+    }
+    std::vector<std::vector<double>> expanded(rows.size(), std::vector<double>(cols.size()));
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      for (std::size_t j = 0; j < cols.size(); ++j)
+        expanded[i][j] = c[rows[i]][cols[j]];
+    auto m = min_cost_assignment(expanded);
+    double reference = 0;
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      reference += expanded[i][m[i]];
+    CHECK(plan.cost == doctest::Approx(reference));
+  }
+  CHECK_THROWS(min_cost_transport({3}, {2}, {{1.0}}));
+}
+
 TEST_CASE("dtfm: the cost model by hand: co-located groups all-reduce cheaply") {
   // Two regions: inside one, 1 ms and 8000 Mbit/s; between them, 50 ms and 80 Mbit/s.
   network_matrix n;
