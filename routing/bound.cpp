@@ -57,10 +57,12 @@ double stage_rate_bound(const std::vector<bound_host>& stage_hosts, double downs
 }
 
 double allreduce_lower_bound(const std::vector<std::size_t>& replicas, double gradient_bytes,
-                             const bound_link_fn& link) {
-  if (replicas.size() < 2)
+                             const bound_link_fn& link, std::size_t count) {
+  if (count == 0)
+    count = replicas.size();
+  if (replicas.size() < 2 || count < 2)
     return 0;
-  double share = 2 * gradient_bytes / static_cast<double>(replicas.size());
+  double share = 2 * gradient_bytes / static_cast<double>(count);
   double worst = 0;
   for (auto a : replicas)
     for (auto b : replicas)

@@ -43,8 +43,10 @@ iteration_bound bound_iteration(const std::vector<bound_host>& hosts, int stages
 
 /// Lower bound on one stage's all-reduce among `replicas` (indices into a host list):
 /// every replica sends 2 x bytes / R to each other replica, in parallel, on idle links.
+/// `count` (R; 0: replicas.size()) lets `replicas` list representatives only, e.g. two per
+/// region where links depend on the regions alone: the worst pair is the same.
 double allreduce_lower_bound(const std::vector<std::size_t>& replicas, double gradient_bytes,
-                             const bound_link_fn& link);
+                             const bound_link_fn& link, std::size_t count = 0);
 
 /// Microbatches per second one relay stage can finish per second at most (the stage term's
 /// rate): stash-holding microbatches occupy a slot for compute + `downstream_s`, the others

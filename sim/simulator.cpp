@@ -180,8 +180,28 @@ struct microbatch {
 // (linear probing, insert-only, keys < 2^64 - 1). It is looked up for every message the
 // simulated hosts send; std::unordered_map's node per entry and modulo cost ~9% of a
 // 256-host run.
+//
+// A stage's all-reduce sends a share over every pair of its replicas (1.5 million pairs per
+// stage at 10,000 hosts): it is recorded as a round and applied to a pair's clock when the
+// pair is next looked up (or at the next round, for the pairs in the table), in order, as if
+// applied at once. Between two rounds no pair still waits for an earlier one (an iteration
+// ends after its all-reduce's last share arrived), so a pair not in the table is free when
+// a round starts.
 class link_clock {
 public:
+  /// One all-reduce: at `at`, every two hosts with the same stage >= 0 in `stage` send each
+  /// other `bytes[stage]` at `bandwidth[region][region]` bytes/s.
+  struct round {
+    double at = 0;
+    std::vector<std::int16_t> stage;               ///< per host; -1: not in this all-reduce
+    std::vector<double> bytes;                     ///< per stage
+    std::vector<std::vector<double>> bandwidth;    ///< region x region, bytes/s
+    std::vector<std::vector<double>> latency;      ///< region x region, s
+  };
+
+  explicit link_clock(std::vector<std::size_t> region = {}) : region_(std::move(region)) {}
+
+  /// When a -> b is next free, all-reduces included.
   double& operator[](std::uint64_t key) {
     if (2 * (size_ + 1) > slots_.size())
       grow();
@@ -189,9 +209,34 @@ public:
     if (s.key == empty) {
       s.key = key;
       s.free = 0;
+      s.rounds = 0;
       ++size_;
     }
+    catch_up(s);
     return s.free;
+  }
+
+  /// Records round `r` and applies it to the pairs in the table; returns when the last of
+  /// their shares arrives (-inf if none of them takes part). The pairs not in the table are
+  /// the caller's: each starts at `r.at`.
+  double add(round r) {
+    rounds_.push_back(std::move(r));
+    auto& now = rounds_.back();
+    double last = -std::numeric_limits<double>::infinity();
+    for (auto& s : slots_) {
+      if (s.key == empty)
+        continue;
+      catch_up(s, rounds_.size() - 1);
+      auto a = static_cast<std::size_t>(s.key >> 32), b = static_cast<std::size_t>(s.key & 0xffffffffu);
+      s.rounds = rounds_.size();
+      auto st = now.stage[a];
+      if (st < 0 || st != now.stage[b])
+        continue;
+      auto ra = region_[a], rb = region_[b];
+      s.free = std::max(now.at, s.free) + now.bytes[static_cast<std::size_t>(st)] / now.bandwidth[ra][rb];
+      last = std::max(last, s.free + now.latency[ra][rb]);
+    }
+    return last;
   }
 
 private:
@@ -199,7 +244,20 @@ private:
   struct slot {
     std::uint64_t key = empty;
     double free = 0;
+    std::size_t rounds = 0; ///< all-reduce rounds applied
   };
+  void catch_up(slot& s, std::size_t upto = std::numeric_limits<std::size_t>::max()) {
+    upto = std::min(upto, rounds_.size());
+    if (s.rounds >= upto)
+      return;
+    auto a = static_cast<std::size_t>(s.key >> 32), b = static_cast<std::size_t>(s.key & 0xffffffffu);
+    for (; s.rounds < upto; ++s.rounds) {
+      auto& r = rounds_[s.rounds];
+      auto st = r.stage[a];
+      if (st >= 0 && st == r.stage[b])
+        s.free = std::max(r.at, s.free) + r.bytes[static_cast<std::size_t>(st)] / r.bandwidth[region_[a]][region_[b]];
+    }
+  }
   slot& find(std::uint64_t key) {
     auto mask = slots_.size() - 1;
     for (auto i = (key * 0x9E3779B97F4A7C15ull) >> shift_;; i = (i + 1) & mask)
@@ -219,6 +277,8 @@ private:
   std::vector<slot> slots_;
   std::size_t size_ = 0;
   int shift_ = 64;
+  std::vector<std::size_t> region_; ///< per host
+  std::vector<round> rounds_;
 };
 
 class engine {
@@ -245,6 +305,10 @@ public:
     entered_.assign(hosts_.size(), false);
     for (std::size_t i = 0; i < s.hosts.size(); ++i)
       entered_[i] = true;
+    std::vector<std::size_t> regions;
+    for (auto& h : hosts_)
+      regions.push_back(h.region);
+    link_free_ = link_clock(std::move(regions));
     auto n = hosts_.size();
     alive_.assign(n, true);
     busy_until_.assign(n, 0.0);
@@ -1019,25 +1083,50 @@ private:
     if (outstanding_ > 0 || pending_repairs_ > 0 || ending_)
       return;
     ending_ = true;
-    // Stage aggregation: every live replica sends its gradient share to the others.
+    // Stage aggregation: every live replica sends its gradient share to the others, over
+    // every pair's link (link_clock applies the round to each pair when it is next used).
+    // The last share to arrive: the pairs in the link table report theirs; any other pair's
+    // link is free now, so its share arrives now + its transfer, which depends on its two
+    // regions only.
+    auto R = net_.regions.size();
+    link_clock::round round;
+    round.at = now_;
+    round.stage.assign(hosts_.size(), -1);
+    round.bytes.assign(static_cast<std::size_t>(S()), 0.0);
+    round.bandwidth.assign(R, std::vector<double>(R, 0.0));
+    round.latency.assign(R, std::vector<double>(R, 0.0));
+    for (std::size_t a = 0; a < R; ++a)
+      for (std::size_t b = 0; b < R; ++b) {
+        auto e = to_estimate(net_.link(a, b));
+        round.bandwidth[a][b] = e.bandwidth_bytes_s;
+        round.latency[a][b] = e.latency_s;
+      }
     double end = now_;
     double allreduce = 0; // its least possible time, for the bound
     for (int st = 0; st < S(); ++st) {
-      std::vector<std::size_t> reps;
+      std::vector<std::size_t> per_region(R, 0);
+      std::vector<std::size_t> some; // up to two replicas per region: every pair of regions
+      std::size_t reps = 0;
       for (std::size_t h = 0; h < hosts_.size(); ++h)
-        if (alive_[h] && stage_of(h) == st)
-          reps.push_back(h);
+        if (alive_[h] && stage_of(h) == st) {
+          round.stage[h] = static_cast<std::int16_t>(st);
+          ++reps;
+          if (per_region[hosts_[h].region]++ < 2)
+            some.push_back(h);
+        }
       // All-reduce volume: each replica sends 2 (R-1)/R of the stage's gradient, 2/R to each peer.
       double full = st == 0 && s_.holder_gradient_bytes > 0 ? s_.holder_gradient_bytes : s_.stage_gradient_bytes;
-      double share = reps.empty() ? 0 : 2 * full / static_cast<double>(reps.size());
-      for (auto a : reps)
-        for (auto b : reps)
-          if (a != b)
-            end = std::max(end, transfer(a, b, share));
-      allreduce = std::max(allreduce, allreduce_lower_bound(reps, full, [this](std::size_t a, std::size_t b) {
+      double share = reps == 0 ? 0 : 2 * full / static_cast<double>(reps);
+      round.bytes[static_cast<std::size_t>(st)] = share;
+      for (std::size_t a = 0; a < R; ++a)
+        for (std::size_t b = 0; b < R; ++b)
+          if (per_region[a] > 0 && per_region[b] > (a == b ? 1u : 0u))
+            end = std::max(end, now_ + share / round.bandwidth[a][b] + round.latency[a][b]);
+      allreduce = std::max(allreduce, allreduce_lower_bound(some, full, [this](std::size_t a, std::size_t b) {
                                                               return est(a, b);
-                                                            }));
+                                                            }, reps));
     }
+    end = std::max(end, link_free_.add(std::move(round)));
     record_bound(allreduce);
     res_.aggregation_s.push_back(end - now_);
     at(end, [this] {

@@ -69,4 +69,6 @@ TEST_CASE("bound: the all-reduce term is the slowest pair's share on idle links"
   CHECK(allreduce_lower_bound({0}, 1e6, link) == 0);
   // Three replicas: each sends 2/3 of 1 MB to each other; 0<->1 is the slow pair.
   CHECK(allreduce_lower_bound({0, 1, 2}, 1e6, link) == doctest::Approx(0.02 + (2e6 / 3) / 1e6));
+  // Representatives of six replicas: the share is a sixth, the slowest pair the same.
+  CHECK(allreduce_lower_bound({0, 1, 2}, 1e6, link, 6) == doctest::Approx(0.02 + (2e6 / 6) / 1e6));
 }
