@@ -251,22 +251,13 @@ std::vector<wire::target_cost> flow_balancer::advert() const {
   std::vector<wire::target_cost> out;
   if (holder() || spare() <= 0)
     return out;
-  std::vector<const std::string*> targets; // the data holders known, each once, in name order
-  for (auto& [id, p] : peers_) {
-    if (p.stage == 0)
-      targets.push_back(&id);
-    for (auto& [t, c] : p.costs)
-      targets.push_back(&t);
-  }
-  auto by_name = [](const std::string* a, const std::string* b) { return *a < *b; };
-  std::sort(targets.begin(), targets.end(), by_name);
-  targets.erase(std::unique(targets.begin(), targets.end(), [](auto* a, auto* b) { return *a == *b; }), targets.end());
+  // Every data holder the view reaches through a next hop with room, in name order (a holder
+  // known only otherwise has no path from here).
   auto on_link = cfg_.link_load ? flows_by_next() : std::map<std::string, int>{}; // once, not per target
   auto best = cheapest({}, on_link); // every data holder at once
-  auto& v = view();
-  for (auto* t : targets)
-    if (auto i = v.target.find(*t); i != v.target.end() && best[i->second])
-      out.push_back(wire::target_cost{*t, best[i->second]->cost, -spare()});
+  for (auto& [t, i] : view().target)
+    if (best[i])
+      out.push_back(wire::target_cost{t, best[i]->cost, -spare()});
   return out;
 }
 
