@@ -105,13 +105,10 @@ void flow_balancer::send_up_cost(const held_flow& f, std::vector<outgoing>& out)
 }
 
 template <class T>
-bool flow_balancer::due(std::map<std::string, sent<T>>& log, const std::string& to,
-                        const std::shared_ptr<const T>& what, std::int64_t now) {
-  auto it = log.find(to);
-  if (it != log.end() && (it->second.what == what || *it->second.what == *what)
-      && now - it->second.at < cfg_.refresh_ticks)
+bool flow_balancer::due(sent<T>& log, const std::shared_ptr<const T>& what, std::int64_t now) {
+  if (log.what && (log.what == what || *log.what == *what) && now - log.at < cfg_.refresh_ticks)
     return false;
-  log[to] = sent<T>{what, now};
+  log = sent<T>{what, now};
   return true;
 }
 
@@ -124,9 +121,9 @@ const std::shared_ptr<const T>& flow_balancer::remember(std::shared_ptr<const T>
 
 void flow_balancer::add_peer(const std::string& id, int stage, double edge_cost, double link_s) {
   // (Re-)added, maybe a new incarnation that knows nothing: it gets the next advert and listing.
-  adverts_sent_.erase(id);
-  listings_sent_.erase(id);
-  auto& p = peers_[id];
+  auto& p = peer_at(id);
+  p.advert_sent = {};
+  p.listing_sent = {};
   view_changed(); // new, or maybe at another stage
   p.stage = stage;
   p.edge = stage == next_stage() || stage == prev_stage() ? edge_cost : 0.0;
@@ -160,9 +157,23 @@ std::map<std::string, int> flow_balancer::flows_by_next() const {
 
 flow_balancer::peer& flow_balancer::peer_at(const std::string& id) {
   auto [it, added] = peers_.try_emplace(id);
-  if (added)
+  if (added) {
     view_changed();
+    roster_.stale = true;
+  }
   return it->second;
+}
+
+const std::vector<std::pair<const std::string*, flow_balancer::peer*>>& flow_balancer::roster() const {
+  auto& r = roster_;
+  if (r.stale) {
+    r.peers.clear();
+    for (auto& [id, p] : peers_)
+      r.peers.emplace_back(&id, const_cast<peer*>(&p));
+    std::sort(r.peers.begin(), r.peers.end(), [](auto& a, auto& b) { return *a.first < *b.first; });
+    r.stale = false;
+  }
+  return r.peers;
 }
 
 const flow_balancer::view_cache& flow_balancer::view() const {
@@ -175,7 +186,9 @@ const flow_balancer::view_cache& flow_balancer::view() const {
   v.link_s.clear();
   v.target.clear();
   v.paths.clear();
-  for (auto& [id, p] : peers_) {
+  for (auto [name, q] : roster()) {
+    auto& id = *name;
+    auto& p = *q;
     if (p.stage != next_stage())
       continue;
     auto n = v.graph.add_next(p.edge);
@@ -278,16 +291,16 @@ std::vector<outgoing> flow_balancer::tick(std::int64_t now) {
   // Introductions once, then cost adverts to the previous stage (one advert, computed once:
   // it is the same for every receiver): when it changed, else every refresh_ticks.
   const std::shared_ptr<const std::vector<wire::target_cost>>* ad = nullptr;
-  for (auto& [id, p] : peers_) {
-    if (p.stage != prev_stage() || holder())
+  for (auto [id, p] : roster()) {
+    if (p->stage != prev_stage() || holder())
       continue;
     if (!ad)
       ad = &remember(last_advert_, advert());
     if (!introduced_) {
-      out.push_back({id, wire::introduction{self_, stage_, static_cast<std::uint32_t>(capacity_), **ad}});
-      adverts_sent_[id] = {*ad, now};
-    } else if (due(adverts_sent_, id, *ad, now)) {
-      out.push_back({id, wire::cost_advert{**ad}});
+      out.push_back({*id, wire::introduction{self_, stage_, static_cast<std::uint32_t>(capacity_), **ad}});
+      p->advert_sent = {*ad, now};
+    } else if (due(p->advert_sent, *ad, now)) {
+      out.push_back({*id, wire::cost_advert{**ad}});
     }
   }
   introduced_ = true;
@@ -342,9 +355,9 @@ std::vector<outgoing> flow_balancer::tick(std::int64_t now) {
     // otherwise it turns the request away at once, reserving nothing.
     if (!started && spare() > 0 && moves_enabled_ && now % cfg_.anti_entropy_ticks == 0) {
       std::vector<std::string> firsts;
-      for (auto& [id, p] : peers_)
-        if (p.stage == next_stage())
-          firsts.push_back(id);
+      for (auto [id, p] : roster())
+        if (p->stage == next_stage())
+          firsts.push_back(*id);
       if (!firsts.empty())
         start_flow(now, firsts[probe_++ % firsts.size()], out);
     }
@@ -707,7 +720,7 @@ std::vector<outgoing> flow_balancer::handle(const std::string& from, const wire:
     return on_move_response(from, *r, now);
   if (auto* l = std::get_if<wire::flow_listing>(&msg)) {
     if (!holder() && is_peer(from, stage_) && l->peer_id == from)
-      listings_[from] = l->flows;
+      peers_.at(from).listing = l->flows;
     return {};
   }
   return {};
@@ -790,11 +803,10 @@ std::vector<outgoing> flow_balancer::on_sync(const std::string& from, const wire
 
 std::vector<outgoing> flow_balancer::remove_peer(const std::string& id, std::int64_t now) {
   std::vector<outgoing> out;
-  if (peers_.erase(id) > 0)
+  if (peers_.erase(id) > 0) { // with its listing and what went to it
     view_changed();
-  listings_.erase(id);
-  adverts_sent_.erase(id);
-  listings_sent_.erase(id);
+    roster_.stale = true;
+  }
   if (proposal_ && proposal_->peer == id) {
     for (auto c : proposal_->candidates)
       expected_.erase(c);
@@ -892,8 +904,11 @@ flow_balancer::candidates(wire::move_kind kind, std::optional<wire::flow_entry>&
     if (!gives)
       return out;
   }
-  for (auto& [peer, list] : listings_) {
-    for (auto& g : list) {
+  for (auto [name, q] : roster()) {
+    if (!q->listing)
+      continue;
+    auto& peer = *name;
+    for (auto& g : *q->listing) {
       if (flows_.count(g.flow_id) > 0 || expected_.count(g.flow_id) > 0 || g.next.empty()
           || (next_stage() == 0 && g.next != g.target))
         continue;
@@ -940,9 +955,9 @@ void flow_balancer::anneal_tick(std::int64_t now, std::vector<outgoing>& out) {
     if (auto e = entry(f))
       entries.push_back(*e);
   auto& listing = remember(last_listing_, std::move(entries));
-  for (auto& [id, p] : peers_)
-    if (p.stage == stage_ && due(listings_sent_, id, listing, now))
-      out.push_back({id, wire::flow_listing{self_, *listing}});
+  for (auto [id, p] : roster())
+    if (p->stage == stage_ && due(p->listing_sent, listing, now))
+      out.push_back({*id, wire::flow_listing{self_, *listing}});
 
   if (!moves_enabled_ || proposal_ || now < quiet_until_)
     return;

@@ -26,6 +26,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "messages/types.hpp"
@@ -119,6 +120,15 @@ public:
   int stage() const { return stage_; }
 
 private:
+  /// What went to a peer last, and when: an unchanged advert or listing is not sent again
+  /// before `refresh_ticks` have passed.
+  /// The content is shared between the peers it went to (one copy per change, not per peer);
+  /// the same pointer means the same content, so most checks compare no content at all.
+  template <class T>
+  struct sent {
+    std::shared_ptr<const T> what; ///< null: nothing yet
+    std::int64_t at = 0;
+  };
   struct peer {
     int stage = 0;
     double edge = 0;                     ///< d(self, peer) when it is a next hop
@@ -126,6 +136,10 @@ private:
     std::map<std::string, double> costs; ///< its advertised cost per data holder
     int demand = 0;                      ///< < 0: it can take -demand more flows
     bool heard = false;                  ///< an advert or introduction arrived
+    sent<std::vector<wire::target_cost>> advert_sent;  ///< our last advert to it
+    sent<std::vector<wire::flow_entry>> listing_sent;  ///< our last listing to it
+    /// Annealing: its flows as it last listed them (a same-stage peer), if it did.
+    std::optional<std::vector<wire::flow_entry>> listing;
   };
 
   /// A move this node proposed and awaits an answer to (at most one: the concurrency control).
@@ -228,7 +242,22 @@ private:
   int stages_;
   int capacity_;
   gwtf_config cfg_;
-  std::map<std::string, peer> peers_;
+  /// The peers, by name (hashed: looked up for every message and flow), and the same in
+  /// name order for everything that walks them (the order of the messages sent).
+  std::unordered_map<std::string, peer> peers_;
+  struct roster_cache {
+    std::vector<std::pair<const std::string*, peer*>> peers; ///< pointers into peers_
+    bool stale = true;
+    roster_cache() = default;
+    roster_cache(const roster_cache&) {}
+    roster_cache& operator=(const roster_cache&) {
+      stale = true;
+      return *this;
+    }
+  };
+  mutable roster_cache roster_;
+  /// The peers in name order (rebuilt after one was added or removed).
+  const std::vector<std::pair<const std::string*, peer*>>& roster() const;
   /// This node's view for choosing next hops (docs/routing.md, "The local view"): the
   /// next-stage peers in name order with the data holders they reach, as a view_graph.
   /// Pointers into peers_: a copied balancer starts with a stale view.
@@ -262,24 +291,12 @@ private:
   std::map<std::uint64_t, freed> freed_; ///< flows just given up for another: their path is its to take
   std::uint64_t probe_ = 0;              ///< data holder: round-robin over first-stage relays
 
-  // Annealing.
-  std::map<std::string, std::vector<wire::flow_entry>> listings_; ///< same-stage peers' flows
-  /// What went to each peer last, and when: an unchanged advert or listing is not sent again
-  /// before `refresh_ticks` have passed.
-  /// The content is shared between the peers it went to (one copy per change, not per peer);
-  /// the same pointer means the same content, so most checks compare no content at all.
-  template <class T>
-  struct sent {
-    std::shared_ptr<const T> what;
-    std::int64_t at = 0;
-  };
-  std::map<std::string, sent<std::vector<wire::target_cost>>> adverts_sent_;
-  std::map<std::string, sent<std::vector<wire::flow_entry>>> listings_sent_;
+  // Annealing (the same-stage peers' listings are in peers_).
   std::shared_ptr<const std::vector<wire::target_cost>> last_advert_;  ///< the latest advert computed
   std::shared_ptr<const std::vector<wire::flow_entry>> last_listing_;  ///< the latest listing computed
+  /// Whether `what` is to go out now by `log` (changed, or refresh_ticks old); notes it if so.
   template <class T>
-  bool due(std::map<std::string, sent<T>>& log, const std::string& to, const std::shared_ptr<const T>& what,
-           std::int64_t now);
+  bool due(sent<T>& log, const std::shared_ptr<const T>& what, std::int64_t now);
   /// `latest` again when `fresh` has its content, else `fresh` (and `latest` becomes it).
   template <class T>
   static const std::shared_ptr<const T>& remember(std::shared_ptr<const T>& latest, T&& fresh);
