@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 
 namespace gwtf::routing {
 
@@ -95,9 +96,17 @@ iteration_bound bound_iteration(const std::vector<bound_host>& hosts, int stages
       c_min[s] = std::min(c_min[s], hosts[k].compute_s);
   // Fastest activation transfer across each stage boundary k -> k+1 (mod S), both ways.
   std::vector<double> fwd(S, inf), bwd(S, inf);
+  // One host per group and stage is enough: links depend on the group only.
+  std::vector<std::vector<std::size_t>> reps(S);
+  for (std::size_t s = 0; s < S; ++s) {
+    std::set<std::int64_t> seen;
+    for (auto k : at[s])
+      if (hosts[k].group < 0 || seen.insert(hosts[k].group).second)
+        reps[s].push_back(k);
+  }
   for (std::size_t k = 0; k < S; ++k)
-    for (auto a : at[k])
-      for (auto b : at[(k + 1) % S])
+    for (auto a : reps[k])
+      for (auto b : reps[(k + 1) % S])
         if (a != b) {
           fwd[k] = std::min(fwd[k], transfer_s(link(a, b), activation_bytes));
           bwd[k] = std::min(bwd[k], transfer_s(link(b, a), activation_bytes));

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -20,6 +21,9 @@ struct bound_host {
   int stage = 0;        ///< 0 = data holder, 1..S-1 relay
   int capacity = 1;     ///< activation stashes it can hold at once
   double compute_s = 0; ///< forward + backward of one microbatch, seconds
+  /// Hosts with the same group >= 0 have the same links to every other host (one region):
+  /// the bound then looks at one of them per stage. -1: its own.
+  std::int64_t group = -1;
 };
 
 /// Best-case link between hosts a and b (index into the host list), a -> b.

@@ -1149,7 +1149,7 @@ private:
     std::vector<bound_host> hosts;
     std::vector<std::size_t> ids;
     for (auto& [h, st] : bound_hosts_) {
-      hosts.push_back({st, stash_capacity_[h], hosts_[h].compute_s});
+      hosts.push_back({st, stash_capacity_[h], hosts_[h].compute_s, static_cast<std::int64_t>(hosts_[h].region)});
       ids.push_back(h);
     }
     // With adaptive compression no link carries fewer bytes than min_density's sparse tensor:

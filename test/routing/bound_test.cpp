@@ -3,6 +3,9 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
 
 #include "routing/bound.hpp"
 
@@ -71,4 +74,39 @@ TEST_CASE("bound: the all-reduce term is the slowest pair's share on idle links"
   CHECK(allreduce_lower_bound({0, 1, 2}, 1e6, link) == doctest::Approx(0.02 + (2e6 / 3) / 1e6));
   // Representatives of six replicas: the share is a sixth, the slowest pair the same.
   CHECK(allreduce_lower_bound({0, 1, 2}, 1e6, link, 6) == doctest::Approx(0.02 + (2e6 / 6) / 1e6));
+}
+
+TEST_CASE("bound: hosts grouped by region give the bound of the hosts one by one") {
+  // Links depend on the region only; the grouped bound looks at one host per region and
+  // stage and must equal the bound over every pair. Random instances, seeded.
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    INFO("seed " << seed);
+    std::mt19937_64 rng{seed};
+    std::uniform_int_distribution<int> region(0, 3), capacity(1, 6);
+    std::uniform_real_distribution<double> compute(0.05, 0.5), lat(0.001, 0.1), bw(1e6, 1e8);
+    double latency[4][4], bandwidth[4][4];
+    for (auto a = 0; a < 4; ++a)
+      for (auto b = 0; b < 4; ++b) {
+        latency[a][b] = lat(rng);
+        bandwidth[a][b] = bw(rng);
+      }
+    int stages = 3 + static_cast<int>(seed % 3);
+    std::vector<bound_host> hosts;
+    std::vector<int> regions;
+    for (int s = 0; s < stages; ++s)
+      for (int k = 0; k < 2 + static_cast<int>(rng() % 5); ++k) {
+        regions.push_back(region(rng));
+        hosts.push_back({s, capacity(rng), compute(rng)});
+      }
+    auto link = [&](std::size_t a, std::size_t b) {
+      return link_estimate{latency[regions[a]][regions[b]], bandwidth[regions[a]][regions[b]]};
+    };
+    auto alone = bound_iteration(hosts, stages, 8, 1e6, link, 0.1);
+    for (std::size_t k = 0; k < hosts.size(); ++k)
+      hosts[k].group = regions[k];
+    auto grouped = bound_iteration(hosts, stages, 8, 1e6, link, 0.1);
+    CHECK(grouped.seconds == alone.seconds);
+    CHECK(grouped.ring_s == alone.ring_s);
+    CHECK(grouped.stage_s == alone.stage_s);
+  }
 }
