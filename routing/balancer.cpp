@@ -124,7 +124,8 @@ void flow_balancer::add_peer(const std::string& id, int stage, double edge_cost,
   auto& p = peer_at(id);
   p.advert_sent = {};
   p.listing_sent = {};
-  view_changed(); // new, or maybe at another stage
+  roster_changed(); // maybe at another stage, and owed the next advert and listing
+  view_changed();   // new, or maybe at another stage
   p.stage = stage;
   p.edge = stage == next_stage() || stage == prev_stage() ? edge_cost : 0.0;
   p.link_s = stage == next_stage() && std::isfinite(link_s) && link_s > 0 ? link_s : 0.0;
@@ -159,21 +160,46 @@ flow_balancer::peer& flow_balancer::peer_at(const std::string& id) {
   auto [it, added] = peers_.try_emplace(id);
   if (added) {
     view_changed();
-    roster_.stale = true;
+    roster_changed();
   }
   return it->second;
 }
 
-const std::vector<std::pair<const std::string*, flow_balancer::peer*>>& flow_balancer::roster() const {
+const flow_balancer::roster_cache& flow_balancer::roster() const {
   auto& r = roster_;
   if (r.stale) {
     r.peers.clear();
+    r.prev.clear();
+    r.same.clear();
     for (auto& [id, p] : peers_)
       r.peers.emplace_back(&id, const_cast<peer*>(&p));
     std::sort(r.peers.begin(), r.peers.end(), [](auto& a, auto& b) { return *a.first < *b.first; });
+    for (auto& e : r.peers) {
+      if (e.second->stage == prev_stage())
+        r.prev.push_back(e);
+      if (e.second->stage == stage_)
+        r.same.push_back(e);
+    }
     r.stale = false;
   }
-  return r.peers;
+  return r;
+}
+
+template <class T, class Make>
+void flow_balancer::send_due(const std::vector<std::pair<const std::string*, peer*>>& to, sent<T> peer::*log,
+                             const std::shared_ptr<const T>& what, broadcast& b, std::int64_t now,
+                             std::vector<outgoing>& out, Make make) {
+  if (b.sent == what.get() && now < b.next)
+    return; // every receiver has this very content, none is due for a refresh yet
+  bool all = true;
+  std::int64_t next = std::numeric_limits<std::int64_t>::max();
+  for (auto [id, p] : to) {
+    if (due(p->*log, what, now))
+      out.push_back({*id, make(*what)});
+    all = all && (p->*log).what == what;
+    next = std::min(next, (p->*log).at + cfg_.refresh_ticks);
+  }
+  b = broadcast{all ? what.get() : nullptr, next};
 }
 
 const flow_balancer::view_cache& flow_balancer::view() const {
@@ -186,7 +212,7 @@ const flow_balancer::view_cache& flow_balancer::view() const {
   v.link_s.clear();
   v.target.clear();
   v.paths.clear();
-  for (auto [name, q] : roster()) {
+  for (auto [name, q] : roster().peers) {
     auto& id = *name;
     auto& p = *q;
     if (p.stage != next_stage())
@@ -290,17 +316,17 @@ std::vector<outgoing> flow_balancer::tick(std::int64_t now) {
   std::vector<outgoing> out;
   // Introductions once, then cost adverts to the previous stage (one advert, computed once:
   // it is the same for every receiver): when it changed, else every refresh_ticks.
-  const std::shared_ptr<const std::vector<wire::target_cost>>* ad = nullptr;
-  for (auto [id, p] : roster()) {
-    if (p->stage != prev_stage() || holder())
-      continue;
-    if (!ad)
-      ad = &remember(last_advert_, advert());
+  if (auto& r = roster(); !holder() && !r.prev.empty()) {
+    auto& ad = remember(last_advert_, advert());
     if (!introduced_) {
-      out.push_back({*id, wire::introduction{self_, stage_, static_cast<std::uint32_t>(capacity_), **ad}});
-      p->advert_sent = {*ad, now};
-    } else if (due(p->advert_sent, *ad, now)) {
-      out.push_back({*id, wire::cost_advert{**ad}});
+      for (auto [id, p] : r.prev) {
+        out.push_back({*id, wire::introduction{self_, stage_, static_cast<std::uint32_t>(capacity_), *ad}});
+        p->advert_sent = {ad, now};
+      }
+      roster_.adverts = {};
+    } else {
+      send_due(r.prev, &peer::advert_sent, ad, roster_.adverts, now, out,
+               [](const std::vector<wire::target_cost>& c) { return wire::message{wire::cost_advert{c}}; });
     }
   }
   introduced_ = true;
@@ -355,7 +381,7 @@ std::vector<outgoing> flow_balancer::tick(std::int64_t now) {
     // otherwise it turns the request away at once, reserving nothing.
     if (!started && spare() > 0 && moves_enabled_ && now % cfg_.anti_entropy_ticks == 0) {
       std::vector<std::string> firsts;
-      for (auto [id, p] : roster())
+      for (auto [id, p] : roster().peers)
         if (p->stage == next_stage())
           firsts.push_back(*id);
       if (!firsts.empty())
@@ -805,7 +831,7 @@ std::vector<outgoing> flow_balancer::remove_peer(const std::string& id, std::int
   std::vector<outgoing> out;
   if (peers_.erase(id) > 0) { // with its listing and what went to it
     view_changed();
-    roster_.stale = true;
+    roster_changed();
   }
   if (proposal_ && proposal_->peer == id) {
     for (auto c : proposal_->candidates)
@@ -904,7 +930,7 @@ flow_balancer::candidates(wire::move_kind kind, std::optional<wire::flow_entry>&
     if (!gives)
       return out;
   }
-  for (auto [name, q] : roster()) {
+  for (auto [name, q] : roster().peers) {
     if (!q->listing)
       continue;
     auto& peer = *name;
@@ -955,9 +981,8 @@ void flow_balancer::anneal_tick(std::int64_t now, std::vector<outgoing>& out) {
     if (auto e = entry(f))
       entries.push_back(*e);
   auto& listing = remember(last_listing_, std::move(entries));
-  for (auto [id, p] : roster())
-    if (p->stage == stage_ && due(p->listing_sent, listing, now))
-      out.push_back({*id, wire::flow_listing{self_, *listing}});
+  send_due(roster().same, &peer::listing_sent, listing, roster_.listings, now, out,
+           [this](const std::vector<wire::flow_entry>& l) { return wire::message{wire::flow_listing{self_, l}}; });
 
   if (!moves_enabled_ || proposal_ || now < quiet_until_)
     return;

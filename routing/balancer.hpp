@@ -245,8 +245,17 @@ private:
   /// The peers, by name (hashed: looked up for every message and flow), and the same in
   /// name order for everything that walks them (the order of the messages sent).
   std::unordered_map<std::string, peer> peers_;
+  /// Whether a periodic send (adverts, listings) can be skipped without looking at each
+  /// receiver: every one of them got `sent` (this very content), none is due before `next`.
+  struct broadcast {
+    const void* sent = nullptr;
+    std::int64_t next = 0;
+  };
   struct roster_cache {
     std::vector<std::pair<const std::string*, peer*>> peers; ///< pointers into peers_
+    std::vector<std::pair<const std::string*, peer*>> prev;  ///< the previous stage's
+    std::vector<std::pair<const std::string*, peer*>> same;  ///< this stage's
+    broadcast adverts, listings;  ///< reset whenever a peer is added, re-added or removed
     bool stale = true;
     roster_cache() = default;
     roster_cache(const roster_cache&) {}
@@ -257,7 +266,19 @@ private:
   };
   mutable roster_cache roster_;
   /// The peers in name order (rebuilt after one was added or removed).
-  const std::vector<std::pair<const std::string*, peer*>>& roster() const;
+  const roster_cache& roster() const;
+  /// A peer was added, removed, or added again (what went to it forgotten).
+  void roster_changed() {
+    roster_.stale = true;
+    roster_.adverts = {};
+    roster_.listings = {};
+  }
+  /// Sends `what` to each of `to` that is due (due()), as make(content); skipped at once
+  /// when `b` says none is.
+  template <class T, class Make>
+  void send_due(const std::vector<std::pair<const std::string*, peer*>>& to, sent<T> peer::*log,
+                const std::shared_ptr<const T>& what, broadcast& b, std::int64_t now, std::vector<outgoing>& out,
+                Make make);
   /// This node's view for choosing next hops (docs/routing.md, "The local view"): the
   /// next-stage peers in name order with the data holders they reach, as a view_graph.
   /// Pointers into peers_: a copied balancer starts with a stale view.
