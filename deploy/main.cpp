@@ -1,5 +1,6 @@
 // caf-gwtf: entry point. Parses the command line and dispatches to a mode.
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -158,7 +159,12 @@ int run_sim(const cli_options& opts) {
              : name == "swarm-restart" ? sim_router::swarm_restart
                                        : sim_router::centralized;
     auto t0 = std::chrono::steady_clock::now();
-    results.push_back(gwtf::sim::simulate(sc.sim, r));
+    try {
+      results.push_back(gwtf::sim::simulate(sc.sim, r));
+    } catch (const std::exception& e) { // a limit of the simulator, said plainly
+      std::cerr << "caf-gwtf sim: router " << name << ": " << e.what() << "\n";
+      return exit_code::failure;
+    }
     double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("     %s: simulated %.1f s of training in %.2f s\n", name.c_str(), results.back().total_s, wall);
     std::fflush(stdout);

@@ -171,6 +171,7 @@ const flow_balancer::roster_cache& flow_balancer::roster() const {
     r.peers.clear();
     r.prev.clear();
     r.same.clear();
+    r.listed.clear();
     for (auto& [id, p] : peers_)
       r.peers.emplace_back(&id, const_cast<peer*>(&p));
     std::sort(r.peers.begin(), r.peers.end(), [](auto& a, auto& b) { return *a.first < *b.first; });
@@ -179,6 +180,8 @@ const flow_balancer::roster_cache& flow_balancer::roster() const {
         r.prev.push_back(e);
       if (e.second->stage == stage_)
         r.same.push_back(e);
+      if (e.second->listing)
+        r.listed.push_back(e);
     }
     r.stale = false;
   }
@@ -745,8 +748,14 @@ std::vector<outgoing> flow_balancer::handle(const std::string& from, const wire:
   if (auto* r = std::get_if<wire::move_response>(&msg))
     return on_move_response(from, *r, now);
   if (auto* l = std::get_if<wire::flow_listing>(&msg)) {
-    if (!holder() && is_peer(from, stage_) && l->peer_id == from)
-      peers_.at(from).listing = l->flows;
+    if (!holder() && is_peer(from, stage_) && l->peer_id == from) {
+      auto& p = peers_.at(from);
+      if (!p.listing)
+        roster_.stale = true; // one more in roster().listed
+      listed_flows_ -= p.listing ? p.listing->size() : 0;
+      p.listing = l->flows;
+      listed_flows_ += p.listing->size();
+    }
     return {};
   }
   return {};
@@ -829,6 +838,8 @@ std::vector<outgoing> flow_balancer::on_sync(const std::string& from, const wire
 
 std::vector<outgoing> flow_balancer::remove_peer(const std::string& id, std::int64_t now) {
   std::vector<outgoing> out;
+  if (auto p = peers_.find(id); p != peers_.end() && p->second.listing)
+    listed_flows_ -= p->second.listing->size();
   if (peers_.erase(id) > 0) { // with its listing and what went to it
     view_changed();
     roster_changed();
@@ -930,9 +941,9 @@ flow_balancer::candidates(wire::move_kind kind, std::optional<wire::flow_entry>&
     if (!gives)
       return out;
   }
-  for (auto [name, q] : roster().peers) {
-    if (!q->listing)
-      continue;
+  if (listed_flows_ == 0)
+    return out; // no peer listed a flow
+  for (auto [name, q] : roster().listed) {
     auto& peer = *name;
     for (auto& g : *q->listing) {
       if (flows_.count(g.flow_id) > 0 || expected_.count(g.flow_id) > 0 || g.next.empty()

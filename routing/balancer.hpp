@@ -255,6 +255,7 @@ private:
     std::vector<std::pair<const std::string*, peer*>> peers; ///< pointers into peers_
     std::vector<std::pair<const std::string*, peer*>> prev;  ///< the previous stage's
     std::vector<std::pair<const std::string*, peer*>> same;  ///< this stage's
+    std::vector<std::pair<const std::string*, peer*>> listed; ///< those with a listing
     broadcast adverts, listings;  ///< reset whenever a peer is added, re-added or removed
     bool stale = true;
     roster_cache() = default;
@@ -265,6 +266,7 @@ private:
     }
   };
   mutable roster_cache roster_;
+  std::size_t listed_flows_ = 0; ///< flows in the peers' listings, all together
   /// The peers in name order (rebuilt after one was added or removed).
   const roster_cache& roster() const;
   /// A peer was added, removed, or added again (what went to it forgotten).

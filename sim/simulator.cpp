@@ -12,6 +12,7 @@
 #include <optional>
 #include <queue>
 #include <set>
+#include <stdexcept>
 #include <tuple>
 #include <unordered_map>
 
@@ -1379,11 +1380,29 @@ private:
           continue;
         auto to = it->second;
         double t = e.transfer(from, to, control_bytes); // queued behind activations on the same link
-        auto msg = std::make_shared<wire::message>(std::move(o.msg));
-        e.at(t, [this, from, to, msg] {
+        // The message waits in a pool slot; the event holds (from, to, slot) in one word, so
+        // that it needs no allocation of its own.
+        std::uint64_t slot;
+        if (free_slots_.empty()) {
+          slot = pool_.size();
+          pool_.push_back(std::move(o.msg));
+        } else {
+          slot = free_slots_.back();
+          free_slots_.pop_back();
+          pool_[slot] = std::move(o.msg);
+        }
+        if (from >= (1u << 20) || to >= (1u << 20) || slot >= (std::uint64_t{1} << 24))
+          throw std::length_error("simulator: more than 2^20 hosts or 2^24 balancer messages in flight");
+        std::uint64_t packed = from << 44 | to << 24 | slot;
+        e.at(t, [this, packed] {
           auto& e = e_;
+          auto from = static_cast<std::size_t>(packed >> 44), to = static_cast<std::size_t>(packed >> 24 & 0xfffff);
+          auto slot = static_cast<std::size_t>(packed & 0xffffff);
+          auto msg = std::move(pool_[slot]);
+          pool_[slot] = wire::message{};
+          free_slots_.push_back(slot);
           if (e.alive_[to] && e.alive_[from])
-            deliver(to, balancers_[to]->handle(e.hosts_[from].name, *msg, tick_));
+            deliver(to, balancers_[to]->handle(e.hosts_[from].name, msg, tick_));
         });
       }
     }
@@ -1456,6 +1475,8 @@ private:
     }
 
     std::vector<std::unique_ptr<flow_balancer>> balancers_;
+    std::vector<wire::message> pool_;             // balancer messages in flight, by slot
+    std::vector<std::size_t> free_slots_;         // pool_ slots free for reuse
     std::vector<std::set<std::size_t>> known_;    // whom each host has been introduced to
     std::vector<std::vector<std::vector<std::size_t>>> at_; // stage -> region -> hosts (all, in index order)
     std::map<std::size_t, double> no_flow_since_; // holders without a ring, since
