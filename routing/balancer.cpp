@@ -161,6 +161,11 @@ flow_balancer::peer& flow_balancer::peer_at(const std::string& id) {
   if (added) {
     view_changed();
     roster_changed();
+    if (!roster_.stale) { // in name order without sorting them all again
+      auto& all = roster_.peers;
+      auto at = std::lower_bound(all.begin(), all.end(), id, [](auto& e, const std::string& n) { return *e.first < n; });
+      all.insert(at, {&it->first, &it->second});
+    }
   }
   return it->second;
 }
@@ -169,12 +174,16 @@ const flow_balancer::roster_cache& flow_balancer::roster() const {
   auto& r = roster_;
   if (r.stale) {
     r.peers.clear();
-    r.prev.clear();
-    r.same.clear();
-    r.listed.clear();
     for (auto& [id, p] : peers_)
       r.peers.emplace_back(&id, const_cast<peer*>(&p));
     std::sort(r.peers.begin(), r.peers.end(), [](auto& a, auto& b) { return *a.first < *b.first; });
+    r.stale = false;
+    r.lists_stale = true;
+  }
+  if (r.lists_stale) {
+    r.prev.clear();
+    r.same.clear();
+    r.listed.clear();
     for (auto& e : r.peers) {
       if (e.second->stage == prev_stage())
         r.prev.push_back(e);
@@ -183,7 +192,7 @@ const flow_balancer::roster_cache& flow_balancer::roster() const {
       if (e.second->listing)
         r.listed.push_back(e);
     }
-    r.stale = false;
+    r.lists_stale = false;
   }
   return r;
 }
@@ -412,6 +421,10 @@ void flow_balancer::reroute_tick(std::int64_t now, std::vector<outgoing>& out) {
   held_flow* best = nullptr;
   std::string to;
   double best_gain = 0;
+  // The cheapest alternatives avoiding a next hop, for every data holder at once: the same
+  // for all the flows through that next hop (nothing changes during the loop).
+  std::map<std::string, std::vector<std::optional<view_graph::choice>>> avoiding;
+  auto& v = view();
   for (auto& [fid, f] : flows_) {
     if (!f.built || f.next.empty() || !f.tail_known)
       continue;
@@ -420,14 +433,20 @@ void flow_balancer::reroute_tick(std::int64_t now, std::vector<outgoing>& out) {
       continue;
     double others = cfg_.link_load ? (on_link[f.next] - 1) * p->second.link_s : 0.0;
     double stay = p->second.edge + f.tail + others;
-    auto alt = pick_next(f.target, {f.next}, priced);
+    auto t = v.target.find(f.target);
+    if (t == v.target.end())
+      continue;
+    auto [alts, fresh] = avoiding.try_emplace(f.next);
+    if (fresh)
+      alts->second = cheapest({f.next}, priced);
+    auto& alt = alts->second[t->second];
     if (!alt)
       continue;
-    double gain = stay - alt->second;
+    double gain = stay - alt->cost;
     if (gain >= cfg_.reroute_gain * stay && gain > best_gain) {
       best_gain = gain;
       best = &f;
-      to = alt->first;
+      to = *v.next[alt->next];
     }
   }
   if (best == nullptr)
@@ -751,7 +770,7 @@ std::vector<outgoing> flow_balancer::handle(const std::string& from, const wire:
     if (!holder() && is_peer(from, stage_) && l->peer_id == from) {
       auto& p = peers_.at(from);
       if (!p.listing)
-        roster_.stale = true; // one more in roster().listed
+        roster_.lists_stale = true; // one more in roster().listed
       listed_flows_ -= p.listing ? p.listing->size() : 0;
       p.listing = l->flows;
       listed_flows_ += p.listing->size();
@@ -838,9 +857,18 @@ std::vector<outgoing> flow_balancer::on_sync(const std::string& from, const wire
 
 std::vector<outgoing> flow_balancer::remove_peer(const std::string& id, std::int64_t now) {
   std::vector<outgoing> out;
-  if (auto p = peers_.find(id); p != peers_.end() && p->second.listing)
-    listed_flows_ -= p->second.listing->size();
-  if (peers_.erase(id) > 0) { // with its listing and what went to it
+  if (auto p = peers_.find(id); p != peers_.end()) { // with its listing and what went to it
+    if (p->second.listing)
+      listed_flows_ -= p->second.listing->size();
+    if (!roster_.stale) {
+      auto& all = roster_.peers;
+      auto at = std::lower_bound(all.begin(), all.end(), id, [](auto& e, const std::string& n) { return *e.first < n; });
+      if (at != all.end() && *at->first == id)
+        all.erase(at);
+      else
+        roster_.stale = true;
+    }
+    peers_.erase(p);
     view_changed();
     roster_changed();
   }

@@ -257,7 +257,8 @@ private:
     std::vector<std::pair<const std::string*, peer*>> same;  ///< this stage's
     std::vector<std::pair<const std::string*, peer*>> listed; ///< those with a listing
     broadcast adverts, listings;  ///< reset whenever a peer is added, re-added or removed
-    bool stale = true;
+    bool stale = true;            ///< peers to be rebuilt (and sorted)
+    bool lists_stale = true;      ///< prev, same and listed to be taken from peers again
     roster_cache() = default;
     roster_cache(const roster_cache&) {}
     roster_cache& operator=(const roster_cache&) {
@@ -271,7 +272,7 @@ private:
   const roster_cache& roster() const;
   /// A peer was added, removed, or added again (what went to it forgotten).
   void roster_changed() {
-    roster_.stale = true;
+    roster_.lists_stale = true;
     roster_.adverts = {};
     roster_.listings = {};
   }
