@@ -221,6 +221,7 @@ const flow_balancer::view_cache& flow_balancer::view() const {
   bool closing = next_stage() == 0; // the next hops are the data holders: a ring closes at its own
   v.graph.reset(closing);
   v.next.clear();
+  v.next_peer.clear();
   v.link_s.clear();
   v.target.clear();
   v.paths.clear();
@@ -230,7 +231,9 @@ const flow_balancer::view_cache& flow_balancer::view() const {
     if (p.stage != next_stage())
       continue;
     auto n = v.graph.add_next(p.edge);
+    q->view_slot = v.next.size();
     v.next.push_back(&id);
+    v.next_peer.push_back(q);
     v.link_s.push_back(p.link_s);
     v.paths.emplace_back();
     if (closing) {
@@ -248,14 +251,13 @@ const flow_balancer::view_cache& flow_balancer::view() const {
   return v;
 }
 
-bool flow_balancer::view_costs_changed(const std::string& id, const peer& p) {
+bool flow_balancer::view_costs_changed(const peer& p) {
   auto& v = view_;
   if (v.stale || p.stage != next_stage() || next_stage() == 0 || !p.heard || p.demand >= 0)
     return v.stale || p.stage != next_stage() || next_stage() == 0; // not in the view as paths
-  auto at = std::lower_bound(v.next.begin(), v.next.end(), id, [](const std::string* a, const std::string& b) { return *a < b; });
-  if (at == v.next.end() || **at != id)
+  if (p.view_slot >= v.next_peer.size() || v.next_peer[p.view_slot] != &p)
     return false;
-  auto& ids = v.paths[static_cast<std::size_t>(at - v.next.begin())];
+  auto& ids = v.paths[p.view_slot];
   if (ids.size() != p.costs.size())
     return false;
   std::size_t k = 0;
@@ -742,7 +744,7 @@ std::vector<outgoing> flow_balancer::handle(const std::string& from, const wire:
         (it++)->second = c.cost;
         p.demand = c.demand;
       }
-      if (eligible != (p.demand < 0) || (changed && !view_costs_changed(from, p)))
+      if (eligible != (p.demand < 0) || (changed && !view_costs_changed(p)))
         view_changed(); // else the view is up to date (its paths' costs set in place)
       return {};
     }
@@ -767,8 +769,9 @@ std::vector<outgoing> flow_balancer::handle(const std::string& from, const wire:
   if (auto* r = std::get_if<wire::move_response>(&msg))
     return on_move_response(from, *r, now);
   if (auto* l = std::get_if<wire::flow_listing>(&msg)) {
-    if (!holder() && is_peer(from, stage_) && l->peer_id == from) {
-      auto& p = peers_.at(from);
+    auto it = peers_.find(from);
+    if (!holder() && it != peers_.end() && it->second.stage == stage_ && l->peer_id == from) {
+      auto& p = it->second;
       if (!p.listing)
         roster_.lists_stale = true; // one more in roster().listed
       listed_flows_ -= p.listing ? p.listing->size() : 0;

@@ -140,6 +140,7 @@ private:
     sent<std::vector<wire::flow_entry>> listing_sent;  ///< our last listing to it
     /// Annealing: its flows as it last listed them (a same-stage peer), if it did.
     std::optional<std::vector<wire::flow_entry>> listing;
+    std::size_t view_slot = 0;           ///< its index in view().next, while it is there
   };
 
   /// A move this node proposed and awaits an answer to (at most one: the concurrency control).
@@ -233,9 +234,9 @@ private:
   struct view_cache;
   const view_cache& view() const;
   void view_changed() { view_.stale = true; }
-  /// Peer `id`'s advertised costs changed, its targets and room not: update the view's
+  /// Peer `p`'s advertised costs changed, its targets and room not: update the view's
   /// paths in place; false if the view must be built again instead.
-  bool view_costs_changed(const std::string& id, const peer& p);
+  bool view_costs_changed(const peer& p);
 
   std::string self_;
   int stage_;
@@ -288,6 +289,7 @@ private:
   struct view_cache {
     view_graph graph;
     std::vector<const std::string*> next;    ///< next hop n's name
+    std::vector<const peer*> next_peer;      ///< and its entry
     std::vector<double> link_s;              ///< next hop n's link occupancy per microbatch
     std::map<std::string, std::size_t> target; ///< a data holder's target index
     std::vector<std::vector<std::size_t>> paths; ///< next hop n's paths, in its costs' order
