@@ -8,7 +8,7 @@
 namespace gwtf::routing {
 
 swarm_router::swarm_router(const swarm_config& cfg, int stages, swarm_policy policy)
-  : cfg_(cfg), stages_(stages), policy_(policy) {}
+  : cfg_(cfg), stages_(stages), policy_(policy), queue_(static_cast<std::size_t>(std::max(stages, 1))) {}
 
 bool swarm_router::refresh_due(double now_s) const {
   return now_s >= next_refresh_s_;
@@ -38,11 +38,15 @@ double swarm_router::expected_s(const entry& e, swarm_task t) const {
 }
 
 double swarm_router::stage_min_key(int stage) const {
-  double best = std::numeric_limits<double>::infinity();
-  for (auto& [id, e] : peers_)
-    if (e.stage == stage && !banned(id))
-      best = std::min(best, e.key);
-  return std::isinf(best) ? 0.0 : best;
+  auto& q = queue_[static_cast<std::size_t>(stage)];
+  return q.empty() ? 0.0 : q.begin()->first;
+}
+
+void swarm_router::set_key(const std::string& id, entry& e, double key) {
+  auto& q = queue_[static_cast<std::size_t>(e.stage)];
+  q.erase({e.key, id});
+  e.key = key;
+  q.insert({e.key, id});
 }
 
 void swarm_router::refresh(double now_s, const std::vector<swarm_peer>& live) {
@@ -57,37 +61,37 @@ void swarm_router::refresh(double now_s, const std::vector<swarm_peer>& live) {
     auto it = peers_.find(p.id);
     if (it != peers_.end() && it->second.stage == p.stage)
       continue;
+    if (it != peers_.end()) // moved: out of its old stage's queue
+      queue_[static_cast<std::size_t>(it->second.stage)].erase({it->second.key, p.id});
     entry e; // new (or moved) peer: unmeasured, at the head of its stage's queue
     e.stage = p.stage;
     e.key = stage_min_key(p.stage);
     peers_[p.id] = e;
+    queue_[static_cast<std::size_t>(e.stage)].insert({e.key, p.id});
   }
-  for (auto it = peers_.begin(); it != peers_.end();)
-    it = seen.count(it->first) == 0 ? peers_.erase(it) : std::next(it);
+  for (auto it = peers_.begin(); it != peers_.end();) {
+    if (seen.count(it->first) == 0) {
+      queue_[static_cast<std::size_t>(it->second.stage)].erase({it->second.key, it->first});
+      it = peers_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 std::optional<std::string> swarm_router::choose(int stage, swarm_task task) {
-  const std::string* best = nullptr;
-  double best_key = 0;
-  for (auto& [id, e] : peers_) {
-    if (e.stage != stage || banned(id))
-      continue;
-    if (best == nullptr || e.key < best_key) {
-      best = &id;
-      best_key = e.key;
-    }
-  }
-  if (best == nullptr)
+  if (stage < 0 || stage >= stages_ || queue_[static_cast<std::size_t>(stage)].empty())
     return std::nullopt;
-  auto& e = peers_[*best];
-  e.key += expected_s(e, task);
-  return *best;
+  auto best = queue_[static_cast<std::size_t>(stage)].begin()->second; // least key, then smallest id
+  auto& e = peers_.at(best);
+  set_key(best, e, e.key + expected_s(e, task));
+  return best;
 }
 
 void swarm_router::charge(const std::string& peer, swarm_task task) {
   auto it = peers_.find(peer);
   if (it != peers_.end())
-    it->second.key += expected_s(it->second, task);
+    set_key(peer, it->second, it->second.key + expected_s(it->second, task));
 }
 
 void swarm_router::completed(const std::string& peer, swarm_task task, double wall_s) {
@@ -105,7 +109,10 @@ swarm_recovery swarm_router::timed_out(const std::string&, swarm_task task) cons
 
 swarm_recovery swarm_router::failed(const std::string& peer, swarm_task task, double now_s) {
   banned_until_[peer] = now_s + cfg_.refresh_ms / 1000.0;
-  peers_.erase(peer);
+  if (auto it = peers_.find(peer); it != peers_.end()) {
+    queue_[static_cast<std::size_t>(it->second.stage)].erase({it->second.key, peer});
+    peers_.erase(it);
+  }
   return recovery_for(task);
 }
 

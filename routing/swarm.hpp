@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -97,8 +98,12 @@ private:
   int stages_;
   swarm_policy policy_;
   double next_refresh_s_ = 0;
+  /// Moves a peer's key (its place in its stage's queue).
+  void set_key(const std::string& id, entry& e, double key);
   std::map<std::string, entry> peers_;         // ordered: deterministic iteration
-  std::map<std::string, double> banned_until_; // peer -> time the ban ends
+  std::map<std::string, double> banned_until_; // peer -> time the ban ends (never in peers_)
+  /// Per stage, its peers by (key, id): the head is the least key, ties by the smallest id.
+  std::vector<std::set<std::pair<double, std::string>>> queue_;
 };
 
 } // namespace gwtf::routing
