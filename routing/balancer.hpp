@@ -260,14 +260,18 @@ private:
     broadcast adverts, listings;  ///< reset whenever a peer is added, re-added or removed
     bool stale = true;            ///< peers to be rebuilt (and sorted)
     bool lists_stale = true;      ///< prev, same and listed to be taken from peers again
-    roster_cache() = default;
-    roster_cache(const roster_cache&) {}
-    roster_cache& operator=(const roster_cache&) {
-      stale = true;
+  };
+  /// A cache of pointers into its own balancer: a copy, or an assignment, starts empty.
+  template <class T>
+  struct fresh_on_copy : T {
+    fresh_on_copy() = default;
+    fresh_on_copy(const fresh_on_copy&) : T() {}
+    fresh_on_copy& operator=(const fresh_on_copy&) {
+      static_cast<T&>(*this) = T();
       return *this;
     }
   };
-  mutable roster_cache roster_;
+  mutable fresh_on_copy<roster_cache> roster_;
   std::size_t listed_flows_ = 0; ///< flows in the peers' listings, all together
   /// The peers in name order (rebuilt after one was added or removed).
   const roster_cache& roster() const;
@@ -294,14 +298,8 @@ private:
     std::map<std::string, std::size_t> target; ///< a data holder's target index
     std::vector<std::vector<std::size_t>> paths; ///< next hop n's paths, in its costs' order
     bool stale = true;
-    view_cache() = default;
-    view_cache(const view_cache&) {}
-    view_cache& operator=(const view_cache&) {
-      stale = true;
-      return *this;
-    }
   };
-  mutable view_cache view_;
+  mutable fresh_on_copy<view_cache> view_;
   std::map<std::uint64_t, held_flow> flows_;
   std::uint64_t next_flow_ = 0;
   bool introduced_ = false;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
+#include <string>
 
 #include "balancer_bus.hpp"
 #include "routing/optimum.hpp"
@@ -494,6 +496,47 @@ TEST_CASE("balancer: an unchanged cost advert or flow listing goes again only af
   for (std::int64_t now = 0; now < 4; ++now) {
     auto out = every.tick(now);
     CHECK(std::count_if(out.begin(), out.end(), [](auto& o) { return o.to == "dh"; }) == 1);
+  }
+}
+
+// Each receiver has its own refresh schedule (a balancer skips the receivers at once only when
+// none is due), and a copied or assigned balancer keeps to the same schedule.
+TEST_CASE("balancer: peers met at different ticks are refreshed each on its own schedule, by a copy too") {
+  routing::gwtf_config cfg;
+  cfg.refresh_ticks = 5;
+  routing::flow_balancer x{"x", 1, 3, 4, cfg};
+  x.add_peer("dh", 0, 0.1);
+  x.add_peer("a", 2, 0.2);
+  x.handle("a", wire::cost_advert{{{"dh", 0.2, -4}}}, 0);
+  // Who gets an advert (or the introduction) at tick `now`.
+  auto adverts = [](routing::flow_balancer& b, std::int64_t now) {
+    std::set<std::string> to;
+    for (auto& o : b.tick(now))
+      if (std::holds_alternative<wire::cost_advert>(o.msg) || std::holds_alternative<wire::introduction>(o.msg))
+        to.insert(o.to);
+    return to;
+  };
+  using names = std::set<std::string>;
+  CHECK(adverts(x, 0) == names{"dh"});
+  CHECK(adverts(x, 1) == names{});
+  x.add_peer("dh2", 0, 0.1); // met at tick 2
+  CHECK(adverts(x, 2) == names{"dh2"});
+  CHECK(adverts(x, 3) == names{});
+  CHECK(adverts(x, 4) == names{});
+  CHECK(adverts(x, 5) == names{"dh"});
+  CHECK(adverts(x, 6) == names{});
+  CHECK(adverts(x, 7) == names{"dh2"});
+  routing::flow_balancer y{"y", 1, 3, 4, cfg};
+  y.add_peer("elsewhere", 0, 0.1);
+  CHECK(adverts(y, 7) == names{"elsewhere"});
+  y = x; // an assignment: x's peers and what went to each, none of y's own
+  auto z = x;
+  for (std::int64_t now = 8; now <= 12; ++now) {
+    INFO("tick " << now);
+    auto expected = now == 10 ? names{"dh"} : now == 12 ? names{"dh2"} : names{};
+    CHECK(adverts(x, now) == expected);
+    CHECK(adverts(y, now) == expected);
+    CHECK(adverts(z, now) == expected);
   }
 }
 
