@@ -18,6 +18,12 @@ bool differs(double a, double b) {
   return std::abs(a - b) > 1e-9 * (1 + std::abs(a));
 }
 
+// Where peer `id` is, or would go, in a name-ordered list of (name, peer) pairs.
+template <class List>
+auto roster_at(List& all, const std::string& id) {
+  return std::lower_bound(all.begin(), all.end(), id, [](auto& e, const std::string& n) { return *e.first < n; });
+}
+
 std::uint64_t name_hash(const std::string& s) {
   std::uint64_t h = 1469598103934665603ULL;
   for (unsigned char c : s)
@@ -163,7 +169,7 @@ flow_balancer::peer& flow_balancer::peer_at(const std::string& id) {
     roster_changed();
     if (!roster_.stale) { // in name order without sorting them all again
       auto& all = roster_.peers;
-      auto at = std::lower_bound(all.begin(), all.end(), id, [](auto& e, const std::string& n) { return *e.first < n; });
+      auto at = roster_at(all, id);
       all.insert(at, {&it->first, &it->second});
     }
   }
@@ -865,7 +871,7 @@ std::vector<outgoing> flow_balancer::remove_peer(const std::string& id, std::int
       listed_flows_ -= p->second.listing->size();
     if (!roster_.stale) {
       auto& all = roster_.peers;
-      auto at = std::lower_bound(all.begin(), all.end(), id, [](auto& e, const std::string& n) { return *e.first < n; });
+      auto at = roster_at(all, id);
       if (at != all.end() && *at->first == id)
         all.erase(at);
       else
