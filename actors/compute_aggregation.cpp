@@ -269,6 +269,7 @@ boundary try_apply(self_ptr self, std::uint64_t i) {
     st.fwd_seconds.erase(k);
     st.sparse_in.erase(k);
   }
+  report_in_flight(self);
   if (wasted > 0)
     report_compute(self, i, 0, wasted);
   st.averaged.erase(i);
@@ -413,6 +414,7 @@ boundary on_state_chunk(self_ptr self, const std::string& from, const wire::stat
     st.fwd_seconds.erase(k);
     st.sparse_in.erase(k);
   }
+  report_in_flight(self);
   st.stalled.clear();
   st.shared.clear();
   st.averaged.clear();

@@ -74,6 +74,7 @@ void finish_origin(self_ptr self, std::uint64_t key) {
   auto& st = self->state;
   auto& o = st.origins[key];
   o.done = true;
+  report_in_flight(self);
   if (o.carrier)
     self->send(o.carrier, done_atom::value);
   if (++st.done_count == static_cast<std::uint32_t>(st.ctx->spec->training.microbatches_per_holder))
@@ -154,6 +155,7 @@ void start_iteration(self_ptr self) {
     auto timeout = std::chrono::milliseconds(spec.faults.hop_timeout_ms);
     o.carrier = self->spawn<caf::linked>(carrier, compute_actor{self}, key, o.first_hop, timeout);
   }
+  report_in_flight(self);
 }
 
 void on_resend(self_ptr self, std::uint64_t key, const std::string& to, std::uint32_t attempt,
@@ -170,6 +172,7 @@ void on_resend(self_ptr self, std::uint64_t key, const std::string& to, std::uin
   r.path = {me(st)};
   r.attempt = attempt;
   send_activation(self, to, r, wire::direction::forward, it->second.output, hint);
+  report_in_flight(self);
   ++st.resends;
 }
 

@@ -125,6 +125,9 @@ struct compute_state {
   std::uint64_t peers_lost = 0;  ///< peers declared down (crashed or hung), not graceful leaves
   // compression.mode adaptive (docs/compression.md)
   probe_actor probe;                            ///< told this stage's compute per microbatch
+  // routing.gwtf.idle_moves: the balancer is told which flows carry microbatches here
+  balancer_actor balancer;
+  std::set<std::pair<std::string, std::string>> in_flight; ///< (data holder, next hop), as last told
   double call_ema_s = 0;                        ///< moving average of one forward or backward call
   struct peer_link {
     double bandwidth_bytes_s = 0; ///< measured by the link probe (wall clock)
@@ -164,6 +167,9 @@ std::vector<candidate> candidates_at(const compute_state& st, int stage);
 std::vector<std::string> live_holders(const compute_state& st);
 std::vector<std::string> same_stage(const compute_state& st);
 void report_failure(self_ptr self, const std::string& what);
+/// Tells the balancer the (data holder, next hop) pairs of the microbatches this host sent on
+/// and has not had the backward of, when they changed (routing.gwtf.idle_moves).
+void report_in_flight(self_ptr self);
 void report_compute(self_ptr self, std::uint64_t iteration, double seconds, double wasted);
 /// After a step or a state load: forwards queued meanwhile go on, a data holder starts its
 /// next iteration, a relay tries the next boundary (which may step again).

@@ -193,6 +193,7 @@ void handle_forward(self_ptr self, const std::string& from, wire::activation a) 
       if (out != st.fwd_out.end() && !next.empty()) {
         send_activation(self, next, *r, wire::direction::forward, out->second);
         st.ledger->sent_forward(key, next);
+        report_in_flight(self);
       }
     }
     return;
@@ -217,6 +218,7 @@ void handle_forward(self_ptr self, const std::string& from, wire::activation a) 
     progress_upstream(self, *r);
     send_activation(self, r->prev, *r, wire::direction::backward, st.head_grad[key]);
     st.ledger->sent_backward(key);
+    report_in_flight(self);
     return;
   }
   auto out = st.model->forward(key, input);
@@ -240,6 +242,7 @@ void handle_forward(self_ptr self, const std::string& from, wire::activation a) 
   }
   send_activation(self, next, *r, wire::direction::forward, *y);
   st.ledger->sent_forward(key, next);
+  report_in_flight(self);
 }
 
 // A next-stage host came up: the outputs that found no next hop go on.
@@ -260,6 +263,7 @@ void resume_stalled(self_ptr self) {
     }
     send_activation(self, next, *r, wire::direction::forward, out->second);
     st.ledger->sent_forward(key, next);
+    report_in_flight(self);
     it = st.stalled.erase(it);
   }
 }
@@ -301,6 +305,7 @@ void handle_backward(self_ptr self, const std::string& from, const wire::activat
   st.grad_out[key] = sent_positions_only(st, key, *g);
   send_activation(self, r->prev, *r, wire::direction::backward, st.grad_out[key]);
   st.ledger->sent_backward(key);
+  report_in_flight(self);
   if (st.shared.count(a.microbatch.iteration) > 0 && st.averaged.count(a.microbatch.iteration) == 0) {
     send_share(self, a.microbatch.iteration); // a repair after this replica shared
     resume(self, try_average(self, a.microbatch.iteration));

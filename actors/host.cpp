@@ -399,6 +399,9 @@ struct balancer_state {
   std::int64_t ticks = 0;
   compute_actor compute;
   std::vector<std::string> last_targets, last_prevs, last_nexts;
+  /// (data holder, next hop) of the microbatches in flight through this host, as the
+  /// compute last told (routing.gwtf.idle_moves)
+  std::set<std::pair<std::string, std::string>> in_flight;
 };
 
 balancer_actor::behavior_type balancer(metered_ptr<balancer_actor, balancer_state> self, ctx_ptr ctx,
@@ -409,6 +412,9 @@ balancer_actor::behavior_type balancer(metered_ptr<balancer_actor, balancer_stat
   int stages = ctx->spec->model.stages;
   st.core = std::make_unique<routing::flow_balancer>(ctx->host.name, ctx->stage, stages,
                                                      ctx->host.capacity, ctx->spec->routing.gwtf);
+  st.core->set_in_flight([&in_flight = st.in_flight](const std::string& target, const std::string& next) {
+    return in_flight.count({target, next}) > 0;
+  });
   st.ready = !ctx->joining;
   // Tells the balancer what it knows of a peer: its edge cost and the link's occupancy per
   // microbatch, from the probes (an unprobed link: 50 ms, 50 MB/s).
@@ -454,6 +460,12 @@ balancer_actor::behavior_type balancer(metered_ptr<balancer_actor, balancer_stat
       self->delayed_send(self, std::chrono::milliseconds(ctx->spec->routing.gwtf.tick_ms), tick_atom::value);
     },
     [self](ready_atom) { self->state.ready = true; },
+    [self](inflight_atom, const std::vector<std::string>& targets, const std::vector<std::string>& nexts) {
+      auto& st = self->state;
+      st.in_flight.clear();
+      for (std::size_t i = 0; i < targets.size() && i < nexts.size(); ++i)
+        st.in_flight.emplace(targets[i], nexts[i]);
+    },
     [self, ctx, flush](deliver_atom, const std::string& from, wire_frame& frame) {
       auto& st = self->state;
       if (!st.ready || st.stage_of.count(from) == 0)
@@ -515,7 +527,8 @@ balancer_actor::behavior_type balancer(metered_ptr<balancer_actor, balancer_stat
                             {"ready", st.ready},
                             {"spare", st.core->spare()},
                             {"temperature", st.core->temperature()},
-                            {"moves", {{"proposed", m.proposed}, {"redirects", m.redirects}, {"swaps", m.swaps}}},
+                            {"moves", {{"proposed", m.proposed}, {"redirects", m.redirects}, {"swaps", m.swaps},
+                                       {"reroutes", m.reroutes}, {"deferred", m.deferred}}},
                             {"flows", flows},
                             {"links", links}}
         .dump();
@@ -577,6 +590,7 @@ void start_stage_children(supervisor_ptr self) {
   st.balancer = self->spawn<caf::linked>(balancer, ctx, st.compute);
   st.probe = self->spawn<caf::linked>(probe, ctx, st.balancer, st.compute);
   self->send(st.compute, probe_atom::value, st.probe);
+  self->send(st.compute, flows_atom::value, st.balancer);
   register_service(self, service::probe, caf::actor_cast<caf::actor>(st.probe));
   register_service(self, service::balancer, caf::actor_cast<caf::actor>(st.balancer));
   register_service(self, service::stage, caf::actor_cast<caf::actor>(st.compute));

@@ -301,8 +301,8 @@ std::string prometheus_text(const inspect_parts& p, const json& compute, const j
       e.sample("gwtf_link_bandwidth_bytes_per_second", {{"peer", l.value("peer", "")}},
                num(l, "bandwidth_mbps") * 1e6 / 8);
     auto moves = value_or_null(balancer, "moves");
-    e.family("gwtf_balancer_moves_total", "counter", "annealing moves of this host's balancer, by kind");
-    for (auto kind : {"proposed", "redirects", "swaps"})
+    e.family("gwtf_balancer_moves_total", "counter", "moves of this host's balancer, by kind");
+    for (auto kind : {"proposed", "redirects", "swaps", "reroutes", "deferred"})
       e.sample("gwtf_balancer_moves_total", {{"kind", kind}}, num(moves, kind));
   }
   if (probe.is_object()) {

@@ -80,6 +80,7 @@ using replica_atom = caf::atom_constant<caf::atom("replica")>;
 using served_atom = caf::atom_constant<caf::atom("served")>;
 using probe_atom = caf::atom_constant<caf::atom("probe")>;
 using restore_atom = caf::atom_constant<caf::atom("restore")>;
+using inflight_atom = caf::atom_constant<caf::atom("inflight")>;
 
 /// Where a frame goes inside its destination host.
 /// `link` is the links' own traffic in node mode (GOSSIP: who is where).
@@ -332,6 +333,9 @@ using balancer_actor = peer_listener_actor::extend<
     caf::reacts_to<latency_atom, std::string, double, double>,
     /// the stage holds valid weights: start balancing
     caf::reacts_to<ready_atom>,
+    /// the compute: (data holders, next hops) of the microbatches it sent on and has not had
+    /// the backward of (routing.gwtf.idle_moves: moves leave those flows alone meanwhile)
+    caf::reacts_to<inflight_atom, std::vector<std::string>, std::vector<std::string>>,
     /// the inspection shell: flows, ring costs and measured links as a JSON object
     caf::replies_to<inspect_atom>::with<std::string>,
     /// internal: the balancer tick
@@ -378,6 +382,8 @@ using compute_actor = peer_listener_actor::extend<
     caf::reacts_to<latency_atom, std::string, double, double>,
     /// supervisor: the host's link probe, to be told this stage's compute per microbatch
     caf::reacts_to<probe_atom, probe_actor>,
+    /// supervisor: the host's balancer, to be told the flows with microbatches in flight
+    caf::reacts_to<flows_atom, balancer_actor>,
     /// its checkpoint writer: the checkpoint of this iteration is on disk
     caf::reacts_to<checkpoint_atom, std::uint64_t>,
     /// internal (data holder, self-restore): is relay stage S still lost and iteration I stalled?

@@ -51,6 +51,34 @@ void report_failure(self_ptr self, const std::string& what) {
   tell(self, self->state.ctx->reporter, failure_atom::value, me(self->state), what);
 }
 
+// routing.gwtf.idle_moves (docs/routing.md, "Moves and microbatches in flight"): a relay's
+// microbatches forwarded and without their backward yet, a data holder's own not finished.
+void report_in_flight(self_ptr self) {
+  auto& st = self->state;
+  if (!st.balancer || !st.ctx->spec->routing.gwtf.idle_moves)
+    return;
+  std::set<std::pair<std::string, std::string>> now;
+  const auto& holders = st.ctx->spec->holders;
+  if (is_holder(st)) {
+    for (auto& [key, o] : st.origins)
+      if (!o.done && !o.first_hop.empty())
+        now.emplace(me(st), o.first_hop);
+  } else if (st.ledger) {
+    for (auto& [key, r] : st.ledger->records())
+      if (r.forwarded && !r.backward_done && r.mb.holder < holders.size())
+        now.emplace(holders[r.mb.holder], r.next);
+  }
+  if (now == st.in_flight)
+    return;
+  st.in_flight = std::move(now);
+  std::vector<std::string> targets, nexts;
+  for (auto& [t, n] : st.in_flight) {
+    targets.push_back(t);
+    nexts.push_back(n);
+  }
+  self->send(st.balancer, inflight_atom::value, std::move(targets), std::move(nexts));
+}
+
 void report_compute(self_ptr self, std::uint64_t iteration, double seconds, double wasted) {
   auto& st = self->state;
   st.compute_s_total += seconds;
@@ -201,6 +229,7 @@ void on_peer_down(self_ptr self, const std::string& id) {
         continue;
       send_activation(self, *repl, *r, wire::direction::forward, st.fwd_out[rs.key], rs.hint);
       st.ledger->redirect(rs.key, *repl);
+      report_in_flight(self);
       ++st.resends;
     }
   }
@@ -448,6 +477,11 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
         l.compute_s = compute_s;
     },
     [self](probe_atom, probe_actor probe) { self->state.probe = std::move(probe); },
+    [self](flows_atom, balancer_actor balancer) {
+      self->state.balancer = std::move(balancer);
+      self->state.in_flight.clear();
+      report_in_flight(self);
+    },
     [self](resend_atom, std::uint64_t key, const std::string& to, std::uint32_t attempt,
            const std::string& hint) { on_resend(self, key, to, attempt, hint); },
   };

@@ -271,6 +271,7 @@ std::string write_sim_outputs(const fs::path& dir, const loaded_scenario& sc, co
          << ",\"crash_times_s\":" << json_array(r.crash_times_s) << ",\"join_times_s\":" << json_array(r.join_times_s)
          << ",\"crashes\":" << r.crashes << ",\"leaves\":" << r.leaves << ",\"joins\":" << r.joins
          << ",\"degrades\":" << r.degrades << ",\"moves\":" << r.moves << ",\"fallback_hops\":" << r.fallback_hops << ",\"reroutes\":" << r.reroutes
+         << ",\"deferred_moves\":" << r.deferred_moves
          << ",\"dense_transfers\":" << r.dense_transfers << ",\"sparse_transfers\":" << r.sparse_transfers
          << "}";
   }

@@ -382,7 +382,9 @@ std::vector<outgoing> flow_balancer::tick(std::int64_t now) {
   if (!holder())
     anneal_tick(now, out);
   // Re-routing off dear or loaded next hops, between two anti-entropy rounds.
-  if (moves_enabled_ && cfg_.reroute_gain > 0 && now % cfg_.anti_entropy_ticks == cfg_.anti_entropy_ticks / 2)
+  // One put off because its flow's holder had a microbatch in flight is tried every tick.
+  if (moves_enabled_ && cfg_.reroute_gain > 0
+      && (reroute_waits_ || now % cfg_.anti_entropy_ticks == cfg_.anti_entropy_ticks / 2))
     reroute_tick(now, out);
 
   // A data holder starts as many flows as its capacity allows and a first hop can take.
@@ -429,6 +431,7 @@ void flow_balancer::reroute_tick(std::int64_t now, std::vector<outgoing>& out) {
   held_flow* best = nullptr;
   std::string to;
   double best_gain = 0;
+  reroute_waits_ = false;
   // The cheapest alternatives avoiding a next hop, for every data holder at once: the same
   // for all the flows through that next hop (nothing changes during the loop).
   std::map<std::string, std::vector<std::optional<view_graph::choice>>> avoiding;
@@ -451,6 +454,11 @@ void flow_balancer::reroute_tick(std::int64_t now, std::vector<outgoing>& out) {
     if (!alt)
       continue;
     double gain = stay - alt->cost;
+    if (gain >= cfg_.reroute_gain * stay && busy(f)) {
+      ++stats_.deferred; // a microbatch of its holder is in flight: again at the next tick
+      reroute_waits_ = true;
+      continue;
+    }
     if (gain >= cfg_.reroute_gain * stay && gain > best_gain) {
       best_gain = gain;
       best = &f;
@@ -513,6 +521,10 @@ bool flow_balancer::preempt_for(const std::string& from, const wire::flow_reques
     auto it = holder_flows_.find(f.target);
     if (it == holder_flows_.end() || it->second < r.holder_flows + 2)
       continue;
+    if (busy(f)) { // its holder's microbatch would lose its path: a later probe
+      ++stats_.deferred;
+      continue;
+    }
     if (!victim || it->second > richest) {
       victim = fid;
       richest = it->second;
@@ -973,7 +985,7 @@ flow_balancer::candidates(wire::move_kind kind, std::optional<wire::flow_entry>&
     return out; // (a slot can still be taken before the flow arrives: it is then refused)
   if (kind == wire::move_kind::swap) {
     for (auto& [id, f] : flows_)
-      if (auto e = entry(f); e && (!gives || e->ring() > gives->ring()))
+      if (auto e = entry(f); e && !busy(f) && (!gives || e->ring() > gives->ring()))
         gives = e;
     if (!gives)
       return out;
@@ -1124,6 +1136,10 @@ std::vector<outgoing> flow_balancer::on_proposal(const std::string& from, const 
     if (!ring || !entry(it->second))
       continue;
     auto& g = it->second;
+    if (busy(g)) { // a microbatch of its holder is in flight here: not now
+      ++stats_.deferred;
+      continue;
+    }
     double before = std::max(mine_before, *ring);
     double after = std::max(mine_after, g.head + c.in_cost + c.out_cost + g.tail);
     if (before <= 0)
@@ -1180,7 +1196,8 @@ void flow_balancer::conclude(bool accepted, std::uint64_t flow_id, std::int64_t 
     return;
   }
   // Our half of a swap. A flow that is being re-routed goes too: the peer holds a slot for
-  // it, and keeping it would leave us over capacity.
+  // it, and keeping it would leave us over capacity. So does one that a microbatch entered
+  // since we proposed (idle then): the peer has handed its flow over already.
   if (done.kind == wire::move_kind::swap)
     hand_over(done.gives, done.peer, now, out);
   executed(done.kind, done.worsening, now);

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -65,6 +66,9 @@ struct move_stats {
   int swaps = 0;            ///< executed SWAPs (either side)
   int worsening = 0;        ///< executed moves that the annealing let through
   int reroutes = 0;         ///< built flows this node moved to a cheaper next hop
+  /// Moves left out because the flow's data holder had a microbatch in flight here (a
+  /// re-route, a handover this node would give, a fair-share hand-over); tried again later.
+  int deferred = 0;
 };
 
 /// The balancer of one node.
@@ -111,6 +115,14 @@ public:
   /// fair-share handovers between data holders; handovers already agreed still complete. Lets a test take
   /// a quiescent snapshot.
   void set_moves(bool enabled) { moves_enabled_ = enabled; }
+
+  /// Whether this node holds a microbatch of data holder `target` between its forward and
+  /// its backward (at a data holder: one of its own in flight). Moves leave the flows of such
+  /// a target alone until it has none: re-routes, the flows this node hands over in REDIRECTs
+  /// and SWAPs, fair-share hand-overs (docs/routing.md, "Moves and microbatches in flight"). Crash
+  /// repairs do not wait. Without it set, no microbatch is ever in flight.
+  using in_flight_fn = std::function<bool(const std::string& target, const std::string& next)>;
+  void set_in_flight(in_flight_fn in_flight) { in_flight_ = std::move(in_flight); }
 
   /// The current annealing temperature (percent of the affected flows' max cost).
   double temperature() const { return temperature_; }
@@ -178,6 +190,8 @@ private:
   };
 
   bool holder() const { return stage_ == 0; }
+  /// A microbatch of f's data holder is in flight here: moves leave f alone.
+  bool busy(const held_flow& f) const { return cfg_.idle_moves && in_flight_ && in_flight_(f.target, f.next); }
   double edge(const std::string& peer) const;
   bool is_peer(const std::string& id, int stage) const;
   std::optional<wire::flow_entry> entry(const held_flow& f) const;
@@ -338,6 +352,8 @@ private:
   std::uint64_t next_proposal_ = 0;
   std::int64_t quiet_until_ = 0; ///< no proposals before this tick (back-off after a refusal)
   bool moves_enabled_ = true;
+  in_flight_fn in_flight_;
+  bool reroute_waits_ = false; ///< a re-route was put off for a microbatch in flight: try every tick
   move_stats stats_;
 };
 

@@ -50,6 +50,11 @@ struct gwtf_config {
   gwtf_backward backward = gwtf_backward::stash; ///< what relays keep from forward to backward
   bool link_load = true;              ///< a link's cost grows with the flows already sent over it
   double reroute_gain = 0.3;          ///< a built flow moves to another next hop that costs this fraction less; 0: never
+  /// Re-routes, annealing hand-overs and fair-share hand-overs leave a flow alone while a
+  /// microbatch this host sent on it has not had its backward here yet; false (the default:
+  /// waiting cost 0-1.5% of throughput in the simulator, docs/routing.md): they act at once and
+  /// such microbatches go on through the holder's other flows or a fallback hop.
+  bool idle_moves = false;
 
   /// Reports every field that is out of range or inconsistent.
   void validate(const issue_sink& report) const;
@@ -103,6 +108,7 @@ void visit_fields(F& f, gwtf_config& x) {
   f("backward", x.backward);
   f("link_load", x.link_load);
   f("reroute_gain", x.reroute_gain);
+  f("idle_moves", x.idle_moves);
 }
 
 template <class F>

@@ -1250,8 +1250,7 @@ private:
       auto& e = e_;
       balancers_.resize(e.hosts_.size());
       for (std::size_t i = 0; i < e.s_.hosts.size(); ++i)
-        balancers_[i] = std::make_unique<flow_balancer>(e.hosts_[i].name, e.stage_of(i), e.S(),
-                                                        e.hosts_[i].capacity, e.s_.gwtf, e.s_.seed);
+        make_balancer(i);
       known_.resize(e.hosts_.size());
       // The hosts by stage and region, joiners included (a GWTF host keeps its stage).
       at_.assign(static_cast<std::size_t>(e.S()), std::vector<std::vector<std::size_t>>(e.net_.regions.size()));
@@ -1311,9 +1310,7 @@ private:
     }
 
     void entered(std::size_t j) override {
-      auto& e = e_;
-      balancers_[j] = std::make_unique<flow_balancer>(e.hosts_[j].name, e.stage_of(j), e.S(), e.hosts_[j].capacity,
-                                                      e.s_.gwtf, e.s_.seed);
+      make_balancer(j);
       meet(j);
     }
 
@@ -1349,11 +1346,51 @@ private:
 
     void finish(sim_result& res) override {
       for (auto& b : balancers_)
-        if (b)
+        if (b) {
           res.reroutes += b->moves().reroutes;
+          res.deferred_moves += b->moves().deferred;
+        }
+    }
+
+    void iteration_started() override {
+      auto& e = e_;
+      by_holder_.clear();
+      for (auto* mb : e.mbs_)
+        by_holder_[mb->holder].push_back(mb);
     }
 
   private:
+    void make_balancer(std::size_t i) {
+      auto& e = e_;
+      balancers_[i] = std::make_unique<flow_balancer>(e.hosts_[i].name, e.stage_of(i), e.S(), e.hosts_[i].capacity,
+                                                      e.s_.gwtf, e.s_.seed);
+      balancers_[i]->set_in_flight([this, i](const std::string& target, const std::string& next) { return holds(i, target, next); });
+    }
+
+    // Whether host i holds a microbatch of data holder `target` between its forward and its
+    // backward (the holder itself: one of its own in flight), as the host itself knows.
+    bool holds(std::size_t i, const std::string& target, const std::string& next) const {
+      auto& e = e_;
+      auto h = e.index_.find(target);
+      auto n = e.index_.find(next);
+      if (h == e.index_.end() || n == e.index_.end())
+        return false;
+      auto mbs = by_holder_.find(h->second);
+      if (mbs == by_holder_.end())
+        return false;
+      int s = e.stage_of(i);
+      if (s < 0)
+        return false;
+      auto st = static_cast<std::size_t>(s);
+      for (auto* mb : mbs->second)
+        if (mb->launched && !mb->done && st + 1 < mb->path.size() && mb->path[st] == i && mb->path[st + 1] == n->second
+            && (st == 0 || !mb->bwd_done[st]))
+          return true;
+        else if (mb->launched && !mb->done && st + 1 == mb->path.size() && mb->path[st] == i && !mb->bwd_done[st])
+          return true;
+      return false;
+    }
+
     static constexpr double control_bytes = 256; // one balancer message on the wire
 
     void tick() {
@@ -1480,6 +1517,7 @@ private:
     std::vector<std::set<std::size_t>> known_;    // whom each host has been introduced to
     std::vector<std::vector<std::vector<std::size_t>>> at_; // stage -> region -> hosts (all, in index order)
     std::map<std::size_t, double> no_flow_since_; // holders without a ring, since
+    std::unordered_map<std::size_t, std::vector<const microbatch*>> by_holder_; // this iteration's, per holder
     std::int64_t tick_ = 0;
   };
 

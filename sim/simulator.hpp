@@ -118,6 +118,7 @@ struct sim_result {
   int moves = 0;                       ///< SWARM: peers its rebalancing moved to another stage
   std::int64_t fallback_hops = 0;      ///< GWTF, centralized: hops sent without a route (to a known peer)
   std::int64_t reroutes = 0;           ///< GWTF: built flows its balancers moved for cost (reroute_gain)
+  std::int64_t deferred_moves = 0;     ///< GWTF: moves its balancers put off while a microbatch was in flight (idle_moves)
   std::int64_t dense_transfers = 0;    ///< with compression: activations (and gradients) sent whole
   std::int64_t sparse_transfers = 0;   ///< with compression: sent as top-k
   std::vector<double> bound_iteration_s; ///< per iteration: proven lower bound on its time

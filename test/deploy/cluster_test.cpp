@@ -236,6 +236,23 @@ TEST_CASE("cluster: random crashes at a per-iteration rate lose no microbatch an
   check_replicas_agree(r);
 }
 
+// routing.gwtf.idle_moves: each compute tells its balancer which flows carry its microbatches
+// (docs/routing.md); moves wait for them. Training through random crashes is unchanged.
+TEST_CASE("cluster: with idle_moves random crashes lose no microbatch either") {
+  auto cfg = local(12, {});
+  cfg.faults.crash_rate = 0.1;
+  cfg.routing.gwtf.idle_moves = true;
+  INFO("seed " << cfg.training.seed);
+  std::ostringstream log;
+  auto r = deploy::run_embedded(cfg, log, 90);
+  INFO(log.str());
+  REQUIRE(r.completed);
+  CHECK(r.crashes >= 1);
+  check_churn_run(cfg, r);
+  check_replicas_agree(r);
+  CHECK(r.failures.empty());
+}
+
 TEST_CASE("cluster: a router the runtime does not run is refused up front, naming the key") {
   auto cfg = local(5, {});
   cfg.routing.router = routing::router_kind::swarm;

@@ -454,6 +454,84 @@ TEST_CASE("balancer: a built flow moves to a next hop that costs reroute_gain le
   }
 }
 
+// The re-route case above, with a microbatch of dh in flight at x during ticks 1-5
+// (idle_moves): the re-route waits and happens at the first tick after; with idle_moves off
+// it happens on the re-route tick, microbatch or not.
+TEST_CASE("balancer: with idle_moves a re-route waits until no microbatch of the flow's holder is in flight") {
+  for (bool idle : {true, false}) {
+    INFO("idle_moves " << idle);
+    routing::gwtf_config cfg;
+    cfg.idle_moves = idle;
+    routing::flow_balancer x{"x", 1, 3, 4, cfg};
+    bool in_flight = true;
+    std::vector<std::pair<std::string, std::string>> asked;
+    x.set_in_flight([&](const std::string& target, const std::string& next) {
+      asked.emplace_back(target, next);
+      return in_flight;
+    });
+    x.add_peer("dh", 0, 0.1);
+    x.add_peer("a", 2, 0.2);
+    x.handle("a", wire::cost_advert{{{"dh", 0.2, -4}}}, 0);
+    x.handle("dh", wire::flow_request{7, "dh", 0.4, 1, 0}, 0);
+    x.handle("a", wire::flow_response{7, true, wire::reject_reason::none, 0.2, -3}, 0);
+    REQUIRE(x.flows().at(7).built);
+    x.add_peer("b", 2, 0.05);
+    x.handle("b", wire::cost_advert{{{"dh", 0.05, -4}}}, 0);
+    std::int64_t moved_at = -1;
+    for (std::int64_t now = 1; now <= 9 && moved_at < 0; ++now) {
+      in_flight = now <= 5;
+      for (auto& o : x.tick(now))
+        if (auto* s = std::get_if<wire::flow_sync>(&o.msg); s && s->kind == wire::sync_kind::cancel && o.to == "a")
+          moved_at = now;
+    }
+    // The re-route tick is 1 (anti_entropy_ticks 3: ticks 1, 4, 7); waiting, every tick.
+    CHECK(moved_at == (idle ? 6 : 1));
+    CHECK(x.flows().at(7).next == "b");
+    CHECK(x.moves().reroutes == 1);
+    CHECK(x.moves().deferred == (idle ? 5 : 0));
+    if (idle) {
+      REQUIRE_FALSE(asked.empty());
+      CHECK(std::all_of(asked.begin(), asked.end(), [](auto& t) { return t == std::pair<std::string, std::string>{"dh", "a"}; }));
+    }
+  }
+}
+
+// A same-stage peer offers to take flow 7 (REDIRECT, far cheaper there): while a microbatch
+// of dh is in flight here the offer is refused and 7 stays; once none is, it is handed over.
+TEST_CASE("balancer: with idle_moves a relay hands over no flow whose holder has a microbatch in flight") {
+  routing::gwtf_config cfg;
+  cfg.reroute_gain = 0;
+  cfg.idle_moves = true;
+  routing::flow_balancer a{"a", 1, 3, 1, cfg, 3};
+  bool in_flight = true;
+  a.set_in_flight([&](const std::string& target, const std::string& next) {
+    return target == "dh" && next == "c" && in_flight;
+  });
+  a.add_peer("dh", 0, 0.1);
+  a.add_peer("b", 1, 0);
+  a.add_peer("c", 2, 0.5);
+  a.handle("c", wire::cost_advert{{{"dh", 0.1, -4}}}, 0);
+  a.handle("dh", wire::flow_request{7, "dh", 0.6, 1, 0}, 0);
+  a.handle("c", wire::flow_response{7, true, wire::reject_reason::none, 0.1, -3}, 0);
+  a.handle("dh", wire::flow_sync{wire::sync_kind::confirm, 7, "dh", 0.0, {}, 1}, 0);
+  REQUIRE(a.flows().at(7).built);
+  auto offer = [&](std::uint64_t id, std::int64_t now) {
+    auto out = a.handle("b", wire::move_proposal{id, wire::move_kind::redirect,
+                                                 {wire::flow_entry{7, "dh", "dh", "c", 0.0, 0.1, 0.1, 0.1}}, 0.8, 0.3, 0.8},
+                        now);
+    for (auto& o : out)
+      if (auto* r = std::get_if<wire::move_response>(&o.msg))
+        return r->accepted;
+    return false;
+  };
+  CHECK_FALSE(offer(1, 1));
+  CHECK(a.flows().count(7) == 1);
+  CHECK(a.moves().deferred == 1);
+  in_flight = false;
+  CHECK(offer(2, 2));
+  CHECK(a.flows().count(7) == 0);
+}
+
 TEST_CASE("balancer: an unchanged cost advert or flow listing goes again only after refresh_ticks, a changed one at once") {
   routing::gwtf_config cfg;
   cfg.refresh_ticks = 5;
