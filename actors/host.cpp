@@ -412,6 +412,7 @@ balancer_actor::behavior_type balancer(metered_ptr<balancer_actor, balancer_stat
   int stages = ctx->spec->model.stages;
   st.core = std::make_unique<routing::flow_balancer>(ctx->host.name, ctx->stage, stages,
                                                      ctx->host.capacity, ctx->spec->routing.gwtf);
+  st.core->set_microbatches(static_cast<std::uint32_t>(ctx->spec->training.microbatches_per_holder));
   st.core->set_in_flight([&in_flight = st.in_flight](const std::string& target, const std::string& next) {
     return in_flight.count({target, next}) > 0;
   });

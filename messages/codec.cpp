@@ -85,6 +85,8 @@ void put(schema::FlowEntry::Builder b, const flow_entry& x) {
   b.setInCost(x.in_cost);
   b.setOutCost(x.out_cost);
   b.setTailCost(x.tail_cost);
+  b.setHolderFlows(x.holder_flows);
+  b.setOthersCost(x.others_cost);
 }
 
 template <class ListBuilder, class T>
@@ -229,6 +231,7 @@ struct filler {
     b.setCost(x.cost);
     b.setNode(txt(x.node));
     b.setHolderFlows(x.holder_flows);
+    b.setOthersCost(x.others_cost);
   }
   void operator()(const ping& x) {
     auto b = body.initPing();
@@ -472,6 +475,11 @@ void get(schema::FlowEntry::Reader r, flow_entry& x, checker& c, const std::stri
   c.non_negative(r.getInCost(), f + ".inCost", x.in_cost);
   c.non_negative(r.getOutCost(), f + ".outCost", x.out_cost);
   c.non_negative(r.getTailCost(), f + ".tailCost", x.tail_cost);
+  x.holder_flows = r.getHolderFlows();
+  if (c.ok() && x.holder_flows > max_flows)
+    c.bad(wire_error::bad_field, f + ".holderFlows: at most " + std::to_string(max_flows) + ", got "
+                                   + std::to_string(x.holder_flows));
+  c.non_negative(r.getOthersCost(), f + ".othersCost", x.others_cost);
 }
 
 template <class ListReader, class T>
@@ -680,6 +688,7 @@ void get(schema::FlowSync::Reader r, flow_sync& x, checker& c) {
   if (c.ok() && x.holder_flows > max_flows)
     c.bad(wire_error::bad_field, "flowSync.holderFlows: at most " + std::to_string(max_flows) + ", got "
                                    + std::to_string(x.holder_flows));
+  c.non_negative(r.getOthersCost(), "flowSync.othersCost", x.others_cost);
 }
 
 void get(schema::Ping::Reader r, ping& x, checker&) {

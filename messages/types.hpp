@@ -163,6 +163,8 @@ struct flow_entry {
   double in_cost = 0;   ///< d(prev, the listing host)
   double out_cost = 0;  ///< d(the listing host, next)
   double tail_cost = 0; ///< next -> ... -> data holder
+  std::uint32_t holder_flows = 0; ///< the data holder's built flows as its CONFIRMs said (0: unknown), <= 65536
+  double others_cost = 0;         ///< its slowest other ring as its CONFIRMs said (0: none or unknown)
 
   /// The whole ring's cost.
   double ring() const { return head_cost + in_cost + out_cost + tail_cost; }
@@ -204,7 +206,8 @@ struct flow_sync {
   std::string target;
   double cost = 0;  ///< check: sender -> data holder along the flow; confirm: holder -> receiver
   std::string node; ///< redirect: the new next hop
-  std::uint32_t holder_flows = 0; ///< confirm from a data holder: its built flows (fair shares), <= 65536
+  std::uint32_t holder_flows = 0; ///< confirm: the data holder's built flows (relays pass it on), <= 65536
+  double others_cost = 0;         ///< confirm: the data holder's slowest other ring (0: none or unknown)
 };
 
 /// Link probe request.

@@ -181,6 +181,8 @@ struct FlowEntry {
   inCost @5 :Float64;     # d(prev, holder of this entry)
   outCost @6 :Float64;    # d(holder of this entry, next)
   tailCost @7 :Float64;   # next -> ... -> data holder (the path after the edge out)
+  holderFlows @8 :UInt32; # the data holder's built flows, as its CONFIRMs said (0: unknown)
+  othersCost @9 :Float64; # its slowest other ring, as its CONFIRMs said (0: none or unknown)
 }
 
 # A node publishes its flows to same-stage peers.
@@ -199,7 +201,7 @@ struct MoveProposal {
   proposalId @0 :UInt64;
   kind @1 :MoveKind;
   flows @2 :List(FlowEntry); # the affected flows as the proposer sees them
-  maxCostBefore @3 :Float64; # min-max criterion
+  maxCostBefore @3 :Float64; # the move's objective as the proposer judged it (informational)
   maxCostAfter @4 :Float64;
   temperature @5 :Float64;
 }
@@ -226,7 +228,10 @@ struct FlowSync {
   cost @3 :Float64;       # check: the sender's cost back to the data holder along the flow;
                           # confirm: the path cost from the data holder to the receiver
   node @4 :Text;          # redirect: the new next hop; empty otherwise
-  holderFlows @5 :UInt32; # confirm from a data holder: the flows it holds (fair shares)
+  holderFlows @5 :UInt32; # confirm: the flows the data holder holds (fair shares, move objective);
+                          # relays pass on what the hop before them said
+  othersCost @6 :Float64; # confirm: the data holder's slowest ring among its other built flows
+                          # (0: none or unknown), passed on likewise
 }
 
 # --- link probes --------------------------------------------------------------------

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <tuple>
 #include <limits>
 
 namespace gwtf::routing {
@@ -80,7 +81,8 @@ std::optional<wire::flow_entry> flow_balancer::entry(const held_flow& f) const {
   if (prev == peers_.end() || prev->second.stage != prev_stage() || next == peers_.end()
       || next->second.stage != next_stage())
     return std::nullopt;
-  return wire::flow_entry{f.id, f.target, f.prev, f.next, f.head, prev->second.edge, next->second.edge, f.tail};
+  return wire::flow_entry{f.id,   f.target,          f.prev,           f.next,         f.head,
+                          prev->second.edge, next->second.edge, f.tail, f.holder_flows, f.others};
 }
 
 // The cost from here back to the data holder changed: tell the upstream hop (it answers
@@ -100,9 +102,21 @@ std::optional<double> flow_balancer::up_cost(const held_flow& f) const {
 
 // The cost from the data holder up to here: tell `to` (the next hop).
 void flow_balancer::confirm_to(const held_flow& f, const std::string& to, std::vector<outgoing>& out) const {
+  // With the data holder's flow count and slowest other ring (fair shares, move objective):
+  // a data holder's own, a relay's as the hop before it said.
   if (auto up = up_cost(f))
     out.push_back({to, wire::flow_sync{wire::sync_kind::confirm, f.id, f.target, *up, {},
-                                       holder() ? built_flows() : 0U}});
+                                       holder() ? built_flows() : f.holder_flows,
+                                       holder() ? others_than(f.id) : f.others}});
+}
+
+double flow_balancer::others_than(std::uint64_t id) const {
+  double slowest = 0;
+  for (auto& [fid, f] : flows_)
+    if (fid != id)
+      if (auto c = ring_cost(f))
+        slowest = std::max(slowest, *c);
+  return slowest;
 }
 
 void flow_balancer::send_up_cost(const held_flow& f, std::vector<outgoing>& out) const {
@@ -638,9 +652,14 @@ std::vector<outgoing> flow_balancer::on_request(const std::string& from, const w
   }
   // A flow a same-stage peer handed to us (an agreed move), sent by its upstream hop (not
   // necessarily the one listed: that hop may have moved it on concurrently): carry it on to
-  // the hop it had, whatever our current costs.
+  // the hop it had, whatever our current costs. A SWAP's flow has its slot: agreed, or ours
+  // to free by handing over our half (unless that is gone meanwhile: then only a free slot).
   if (auto e = expected_.find(r.flow_id); e != expected_.end() && e->second.target == r.target
-      && is_peer(e->second.next, next_stage()) && (e->second.swap || spare() > 0)) {
+      && is_peer(e->second.next, next_stage())
+      && ((e->second.swap
+           && (e->second.agreed
+               || (proposal_ && proposal_->kind == wire::move_kind::swap && flows_.count(proposal_->gives) > 0)))
+          || spare() > 0)) {
     auto next = e->second.next;
     expected_.erase(e);
     auto& slot = hold(from, r, now);
@@ -832,9 +851,12 @@ std::vector<outgoing> flow_balancer::on_sync(const std::string& from, const wire
     if (prev_stage() == 0 && from == s->target)
       holder_flows_[s->target] = s->holder_flows; // the holder's own count, every anti-entropy period
     auto& f = it->second;
-    bool changed = !f.head_known || differs(f.head, s->cost);
+    bool changed = !f.head_known || differs(f.head, s->cost) || f.holder_flows != s->holder_flows
+                   || differs(f.others, s->others_cost);
     f.head = s->cost;
     f.head_known = true;
+    f.holder_flows = s->holder_flows;
+    f.others = s->others_cost;
     if (changed)
       send_up_cost(f, out);
     return out;
@@ -945,6 +967,21 @@ std::vector<outgoing> flow_balancer::remove_peer(const std::string& id, std::int
 
 // --- simulated annealing (docs/routing.md, "Annealing moves") ------------------------
 
+double flow_balancer::completion(const wire::flow_entry& f, double ring, bool alone) const {
+  double rounds = 1;
+  if (microbatches_ > 0 && f.holder_flows > 0)
+    rounds = static_cast<double>((microbatches_ + f.holder_flows - 1) / f.holder_flows);
+  return rounds * std::max(ring, alone ? 0.0 : f.others_cost);
+}
+
+std::pair<double, double> flow_balancer::judged(double ring_before, double ring_after, double time_before,
+                                                double time_after) const {
+  if (cfg_.objective == move_objective::completion
+      && std::abs(time_before - time_after) > 1e-9 * std::max(time_before, time_after))
+    return {time_before, time_after};
+  return {ring_before, ring_after};
+}
+
 bool flow_balancer::anneal_accepts(double before, double after) {
   if (before <= 0)
     return false;
@@ -1006,11 +1043,17 @@ flow_balancer::candidates(wire::move_kind kind, std::optional<wire::flow_entry>&
         continue;
       candidate c{&peer, &g, prev->second.edge, next->second.edge, g.ring(), 0};
       c.after = c.flow().ring();
+      // The holders' time: g's, and in a swap the larger with my flow's (a swap within one
+      // holder leaves its other rings out: the two flows are among them).
+      bool alone = kind == wire::move_kind::swap && gives->target == g.target;
+      double time_before = completion(g, c.before, alone), time_after = completion(g, c.after, alone);
       if (kind == wire::move_kind::swap) {
         if (g.flow_id == gives->flow_id)
           continue;
         c.before = std::max(c.before, gives->ring());
+        time_before = std::max(time_before, completion(*gives, gives->ring(), alone));
       }
+      std::tie(c.before, c.after) = judged(c.before, c.after, time_before, time_after);
       if (c.before > 0) // (a peer listing zero costs: nothing to gain, and no ratio)
         out.push_back(c);
     }
@@ -1133,15 +1176,24 @@ std::vector<outgoing> flow_balancer::on_proposal(const std::string& from, const 
     if (it == flows_.end() || it->second.prev != c.prev || it->second.next != c.next)
       continue;
     auto ring = ring_cost(it->second);
-    if (!ring || !entry(it->second))
+    auto mine = entry(it->second);
+    if (!ring || !mine)
       continue;
     auto& g = it->second;
     if (busy(g)) { // a microbatch of its holder is in flight here: not now
       ++stats_.deferred;
       continue;
     }
+    double g_after = g.head + c.in_cost + c.out_cost + g.tail;
     double before = std::max(mine_before, *ring);
-    double after = std::max(mine_after, g.head + c.in_cost + c.out_cost + g.tail);
+    double after = std::max(mine_after, g_after);
+    bool alone = swap && p.flows.front().target == g.target;
+    double time_before = completion(*mine, *ring, alone), time_after = completion(*mine, g_after, alone);
+    if (swap) {
+      time_before = std::max(time_before, completion(p.flows.front(), mine_before, alone));
+      time_after = std::max(time_after, completion(p.flows.front(), mine_after, alone));
+    }
+    std::tie(before, after) = judged(before, after, time_before, time_after);
     if (before <= 0)
       continue;
     if (!best || (before - after) / before > (best_before - best_after) / best_before) {
@@ -1182,10 +1234,10 @@ void flow_balancer::conclude(bool accepted, std::uint64_t flow_id, std::int64_t 
     auto e = expected_.find(c);
     if (e == expected_.end())
       continue;
-    if (chosen && c == flow_id) {
+    if (chosen && c == flow_id && (done.kind != wire::move_kind::swap || flows_.count(done.gives) > 0)) {
       e->second.agreed = true;
       e->second.since = now;
-    } else {
+    } else { // (a swap whose half here is gone meanwhile: the flow is admitted only to a free slot)
       expected_.erase(e);
     }
   }

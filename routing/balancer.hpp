@@ -13,7 +13,8 @@
 // to the data holder, CONFIRMs the cost from it), so every relay knows each flow's ring cost
 // split around itself, and lists its flows to same-stage peers. Simulated annealing then
 // moves flows between same-stage peers: REDIRECT (a peer hands me one of its flows) and SWAP
-// (we exchange one flow each), with the min-max criterion, one outstanding proposal per node
+// (we exchange one flow each), judged on the holders' iteration time (or the min-max ring
+// cost: `move_objective`), one outstanding proposal per node
 // and the handover executed by the flow's upstream hop (docs/routing.md). Costs count the
 // load of a host's own links (`link_load`), and a built flow moves to a clearly cheaper next
 // hop (`reroute_gain`), so that rings rebuilt piecemeal after churn do not stay poor.
@@ -56,6 +57,8 @@ struct held_flow {
   bool head_known = false;
   double tail = 0;             ///< cost next -> ... -> data holder (from next's accept / CHECK)
   bool tail_known = false;
+  std::uint32_t holder_flows = 0; ///< relay: its data holder's built flows (CONFIRM; 0: unknown)
+  double others = 0;              ///< relay: the holder's slowest other ring (CONFIRM; 0: none or unknown)
 };
 
 /// Counters of the annealing moves of one balancer.
@@ -123,6 +126,10 @@ public:
   /// repairs do not wait. Without it set, no microbatch is ever in flight.
   using in_flight_fn = std::function<bool(const std::string& target, const std::string& next)>;
   void set_in_flight(in_flight_fn in_flight) { in_flight_ = std::move(in_flight); }
+
+  /// Microbatches each data holder sends per iteration (`gwtf.move_objective: completion`
+  /// counts a holder's rounds as ceil(microbatches / its flows)); 0: unknown, one round.
+  void set_microbatches(std::uint32_t per_holder) { microbatches_ = per_holder; }
 
   /// The current annealing temperature (percent of the affected flows' max cost).
   double temperature() const { return temperature_; }
@@ -210,6 +217,18 @@ private:
                        std::vector<outgoing>& out);
   void hand_over(std::uint64_t id, const std::string& to, std::int64_t now, std::vector<outgoing>& out);
   bool anneal_accepts(double before, double after);
+  /// The data holder's time for its microbatches if flow `f` had ring cost `ring` (the move
+  /// objective): its rounds times its slowest ring; `alone`: leave its other rings out (they
+  /// are the other flow of a SWAP within one holder).
+  double completion(const wire::flow_entry& f, double ring, bool alone) const;
+  /// What a move is judged on, from the affected flows' max ring cost before and after and
+  /// (objective completion) their holders' completion time before and after: the completion
+  /// time when it changes, else the ring cost (a move that no holder's time notices can still
+  /// shorten a ring).
+  std::pair<double, double> judged(double ring_before, double ring_after, double time_before,
+                                   double time_after) const;
+  /// The slowest ring among this data holder's built flows other than `id` (0: none known).
+  double others_than(std::uint64_t id) const;
   void executed(wire::move_kind kind, bool worsening, std::int64_t now);
   void anneal_tick(std::int64_t now, std::vector<outgoing>& out);
   void reroute_tick(std::int64_t now, std::vector<outgoing>& out);
@@ -353,6 +372,7 @@ private:
   std::int64_t quiet_until_ = 0; ///< no proposals before this tick (back-off after a refusal)
   bool moves_enabled_ = true;
   in_flight_fn in_flight_;
+  std::uint32_t microbatches_ = 0;
   bool reroute_waits_ = false; ///< a re-route was put off for a microbatch in flight: try every tick
   move_stats stats_;
 };

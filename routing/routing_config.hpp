@@ -32,6 +32,16 @@ constexpr std::array<std::pair<gwtf_backward, const char*>, 2> enum_names(gwtf_b
   return {{{gwtf_backward::stash, "stash"}, {gwtf_backward::rematerialize, "rematerialize"}}};
 }
 
+/// What the annealing moves (REDIRECT, SWAP) minimise (docs/routing.md, "The move objective").
+enum class move_objective {
+  completion, ///< the affected data holders' iteration time: ceil(microbatches / flows) x slowest ring
+  ring,       ///< the largest ring cost of the affected flows (the paper's min-max)
+};
+
+constexpr std::array<std::pair<move_objective, const char*>, 2> enum_names(move_objective) {
+  return {{{move_objective::completion, "completion"}, {move_objective::ring, "ring"}}};
+}
+
 /// Constants of the GWTF flow protocol (../shared/design/gwtf.md).
 struct gwtf_config {
   int tick_ms = 2000;                 ///< period of re-introductions, adverts and anti-entropy
@@ -55,6 +65,7 @@ struct gwtf_config {
   /// waiting cost 0-1.5% of throughput in the simulator, docs/routing.md): they act at once and
   /// such microbatches go on through the holder's other flows or a fallback hop.
   bool idle_moves = false;
+  move_objective objective = move_objective::completion; ///< what the annealing moves minimise
 
   /// Reports every field that is out of range or inconsistent.
   void validate(const issue_sink& report) const;
@@ -109,6 +120,7 @@ void visit_fields(F& f, gwtf_config& x) {
   f("link_load", x.link_load);
   f("reroute_gain", x.reroute_gain);
   f("idle_moves", x.idle_moves);
+  f("move_objective", x.objective);
 }
 
 template <class F>

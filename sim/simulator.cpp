@@ -1364,6 +1364,7 @@ private:
       auto& e = e_;
       balancers_[i] = std::make_unique<flow_balancer>(e.hosts_[i].name, e.stage_of(i), e.S(), e.hosts_[i].capacity,
                                                       e.s_.gwtf, e.s_.seed);
+      balancers_[i]->set_microbatches(static_cast<std::uint32_t>(e.s_.microbatches_per_holder));
       balancers_[i]->set_in_flight([this, i](const std::string& target, const std::string& next) { return holds(i, target, next); });
     }
 

@@ -454,6 +454,21 @@ TEST_CASE("codec: numbers, ranges and consistency of protocol messages") {
     e.setTailCost(-1);
   }));
   CHECK(negative_tail.detail.rfind("flowListing.flows[0].tailCost: a finite number >= 0", 0) == 0);
+  auto entry_flows = reject(craft([](auto env) {
+    auto l = env.initBody().initFlowListing();
+    l.setPeerId("p");
+    auto e = l.initFlows(1)[0];
+    e.setTarget("dh");
+    e.setHolderFlows(65537);
+  }));
+  CHECK(entry_flows.detail == "flowListing.flows[0].holderFlows: at most 65536, got 65537");
+  auto others_nan = reject(craft([](auto env) {
+    auto f = env.initBody().initFlowSync();
+    f.setKind(schema::SyncKind::CONFIRM);
+    f.setTarget("dh");
+    f.setOthersCost(std::numeric_limits<double>::quiet_NaN());
+  }));
+  CHECK(others_nan.detail.rfind("flowSync.othersCost: a finite number >= 0", 0) == 0);
 
   auto chunk = reject(craft([](auto env) {
     auto g = env.initBody().initGradientChunk();

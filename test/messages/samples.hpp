@@ -34,7 +34,7 @@ inline std::vector<wire::message> all_samples() {
   using namespace wire;
   hello h{"relay-fra-7", "10.0.1.7:4242", peer_role::relay, 2, 8, 42, "", 0, {{2, 40}, {2, 42}, {1, 42}}};
   hello dh{"dh-virginia", "10.0.0.1:4242", peer_role::data_holder, 0, 6, 1, "", 0, {}};
-  flow_entry f1{1001, "dh-virginia", "r1-ohio", "r3-frankfurt", 0.125, 0.25, 0.0625, 1.5};
+  flow_entry f1{1001, "dh-virginia", "r1-ohio", "r3-frankfurt", 0.125, 0.25, 0.0625, 1.5, 4, 2.25};
   flow_entry f2{1002, "dh-frankfurt", "r1-london", "", 0.5, 0.75, 0, 0};
   std::vector<message> out{
     h,
@@ -51,7 +51,7 @@ inline std::vector<wire::message> all_samples() {
     flow_listing{"r2-oregon", {f1, f2}},
     move_proposal{5, move_kind::swap, {f1, f2}, 0.9, 0.7, 1.7},
     move_response{5, true, 1002},
-    flow_sync{sync_kind::redirect, 1001, "dh-virginia", 0.375, "r2-ireland", 0},
+    flow_sync{sync_kind::redirect, 1001, "dh-virginia", 0.375, "r2-ireland", 3, 1.25},
     ping{9, 123456789, std::vector<std::uint8_t>(100, 0xab)},
     pong{9, 123456789, 100, 0.125},
     bandwidth_sample{"r1-ohio", 1 << 20, 2'500'000},

@@ -532,6 +532,122 @@ TEST_CASE("balancer: with idle_moves a relay hands over no flow whose holder has
   CHECK(a.flows().count(7) == 0);
 }
 
+// A SWAP offered to x: the proposer's flow f (holder dh2, 4 flows: one round of 4
+// microbatches) would cost 1.5 here instead of 1.0 there, x's flow g (holder dh1, its only
+// flow: four rounds) 0.9 there instead of 1.2 here. The largest ring grows (1.2 -> 1.5): the
+// ring objective refuses. dh1's time falls from 4 x 1.2 to 4 x 0.9 while dh2's grows from 1.0
+// to 1.5: the completion objective accepts.
+TEST_CASE("balancer: the completion objective weighs a ring by its holder's rounds, the ring objective does not") {
+  for (auto objective : {routing::move_objective::completion, routing::move_objective::ring}) {
+    INFO("objective " << static_cast<int>(objective));
+    routing::gwtf_config cfg;
+    cfg.objective = objective;
+    cfg.initial_temperature = 0; // improving moves only
+    cfg.min_temperature = 0;
+    cfg.reroute_gain = 0;
+    routing::flow_balancer x{"x", 1, 3, 1, cfg, 5};
+    x.set_microbatches(4);
+    x.add_peer("dh1", 0, 0.1);
+    x.add_peer("dh2", 0, 0.5);
+    x.add_peer("c", 2, 0.5);
+    x.add_peer("p", 1, 0);
+    x.handle("c", wire::cost_advert{{{"dh1", 0.6, -4}, {"dh2", 0.5, -4}}}, 0);
+    x.handle("dh1", wire::flow_request{7, "dh1", 1.2, 0, 0}, 0);
+    x.handle("c", wire::flow_response{7, true, wire::reject_reason::none, 0.6, -3}, 0);
+    x.handle("dh1", wire::flow_sync{wire::sync_kind::confirm, 7, "dh1", 0.0, {}, 1, 0.0}, 0);
+    REQUIRE(x.flows().at(7).built);
+    REQUIRE(x.ring_cost(x.flows().at(7)));
+    CHECK(*x.ring_cost(x.flows().at(7)) == doctest::Approx(1.2));
+    wire::flow_entry f{9, "dh2", "dh2", "c", 0.0, 0.1, 0.4, 0.5, 4, 0.0}; // p's, 1.0 there
+    wire::flow_entry g{7, "dh1", "dh1", "c", 0.0, 0.1, 0.2, 0.6, 1, 0.0}; // x's, as it would be at p
+    auto out = x.handle("p", wire::move_proposal{1, wire::move_kind::swap, {f, g}, 0, 0, 0}, 1);
+    bool accepted = false;
+    for (auto& o : out)
+      if (auto* r = std::get_if<wire::move_response>(&o.msg))
+        accepted = r->accepted && r->flow_id == 7;
+    CHECK(accepted == (objective == routing::move_objective::completion));
+    CHECK(x.flows().count(7) == (accepted ? 0U : 1U));
+  }
+}
+
+// What a data holder's CONFIRM says (its built flows, its slowest other ring) a relay passes on
+// downstream (and lists to its same-stage peers with the flow).
+TEST_CASE("balancer: a data holder's flow count and slowest other ring travel down its rings to every relay") {
+  test::flow_instance in;
+  in.stages = 3;
+  in.ids = {"dh", "a", "b", "c", "d"};
+  in.stage = {0, 1, 1, 2, 2};
+  in.capacity = {2, 1, 1, 1, 1};
+  in.cost.assign(5, std::vector<double>(5, 0.1));
+  auto set = [&](int x, int y, double c) { in.cost[x][y] = in.cost[y][x] = c; };
+  set(2, 4, 1.0); // b-d dear: the two rings cost differently
+  routing::gwtf_config cfg;
+  cfg.initial_temperature = 0;
+  cfg.min_temperature = 0;
+  test::balancer_bus bus{in, 3, 0.0, cfg};
+  bus.settle(12);
+  auto a = test::audit(bus, in);
+  check_valid(a);
+  REQUIRE(a.complete == 2);
+  auto& dh = bus.nodes().at("dh");
+  std::map<std::uint64_t, double> ring;
+  for (auto& [id, f] : dh.flows())
+    ring[id] = *dh.ring_cost(f);
+  REQUIRE(ring.size() == 2);
+  for (auto& [id, node] : bus.nodes()) {
+    if (node.stage() == 0)
+      continue;
+    for (auto& [fid, f] : node.flows()) {
+      INFO(id << " flow " << fid);
+      CHECK(f.holder_flows == 2);
+      double other = 0;
+      for (auto& [oid, c] : ring)
+        if (oid != fid)
+          other = c;
+      CHECK(f.others == doctest::Approx(other));
+    }
+  }
+}
+
+// a (capacity 1) offers b a SWAP: its flow 7 for b's flow 8. Before the answer, 7 is cancelled
+// upstream and a new flow 11 takes a's slot; then 8 arrives, handed over by b. a cannot free
+// a slot for it any more (its half is gone): 8 is refused, a stays within its capacity. (It
+// was admitted as the swap's flow: two flows on a slot, seen in the random-instance tests.)
+TEST_CASE("balancer: a SWAP whose own half is gone admits the peer's flow only to a free slot") {
+  routing::gwtf_config cfg;
+  cfg.reroute_gain = 0;
+  routing::flow_balancer a{"a", 1, 3, 1, cfg, 11};
+  a.add_peer("dh", 0, 0.1);
+  a.add_peer("c", 2, 1.0);
+  a.add_peer("d", 2, 0.1);
+  a.add_peer("b", 1, 0);
+  a.handle("c", wire::cost_advert{{{"dh", 0.1, -4}}}, 0);
+  a.handle("dh", wire::flow_request{7, "dh", 1.2, 1, 0}, 0);
+  a.handle("c", wire::flow_response{7, true, wire::reject_reason::none, 0.1, -3}, 0);
+  a.handle("dh", wire::flow_sync{wire::sync_kind::confirm, 7, "dh", 0.0, {}, 1, 0.0}, 0);
+  REQUIRE(a.flows().at(7).built);
+  a.handle("b", wire::flow_listing{"b", {wire::flow_entry{8, "dh", "dh", "d", 0.0, 0.1, 1.0, 0.1, 1, 0.0}}}, 1);
+  bool proposed = false;
+  for (auto& o : a.tick(1))
+    if (auto* p = std::get_if<wire::move_proposal>(&o.msg); p && o.to == "b")
+      proposed = p->kind == wire::move_kind::swap && p->flows.size() == 2 && p->flows[0].flow_id == 7
+                 && p->flows[1].flow_id == 8;
+  REQUIRE(proposed);
+  a.handle("dh", wire::flow_sync{wire::sync_kind::cancel, 7, "dh", 0.0, {}, 0}, 1);
+  REQUIRE(a.flows().empty());
+  a.handle("d", wire::cost_advert{{{"dh", 0.1, -4}}}, 1);
+  a.handle("dh", wire::flow_request{11, "dh", 0.3, 1, 0}, 1);
+  REQUIRE(a.flows().count(11) == 1);
+  auto handed = a.handle("dh", wire::flow_request{8, "dh", 0.3, 1, 0}, 2);
+  bool refused = false;
+  for (auto& o : handed)
+    if (auto* r = std::get_if<wire::flow_response>(&o.msg))
+      refused = o.to == "dh" && r->flow_id == 8 && !r->accepted;
+  CHECK(refused);
+  CHECK(a.flows().size() == 1);
+  CHECK(a.spare() >= 0);
+}
+
 TEST_CASE("balancer: an unchanged cost advert or flow listing goes again only after refresh_ticks, a changed one at once") {
   routing::gwtf_config cfg;
   cfg.refresh_ticks = 5;
