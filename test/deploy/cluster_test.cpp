@@ -222,35 +222,23 @@ TEST_CASE("cluster: a data holder killed while its iteration is aggregated is le
   CHECK(r.carried["dh-frankfurt"] < 32);
 }
 
+// Also with routing.gwtf.idle_moves: each compute then tells its balancer which flows carry
+// its microbatches (docs/routing.md) and moves wait for them.
 TEST_CASE("cluster: random crashes at a per-iteration rate lose no microbatch and leave a host per stage") {
-  auto cfg = local(12, {});
-  cfg.faults.crash_rate = 0.1; // per relay and iteration, drawn from training.seed
-  INFO("seed " << cfg.training.seed);
-  std::ostringstream log;
-  auto r = deploy::run_embedded(cfg, log, 90);
-  INFO(log.str());
-  REQUIRE(r.completed);
-  CHECK(r.crashes >= 1);
-  CHECK(r.crashes <= 3); // 6 relays over 3 stages: one per stage survives
-  check_churn_run(cfg, r);
-  check_replicas_agree(r);
-}
-
-// routing.gwtf.idle_moves: each compute tells its balancer which flows carry its microbatches
-// (docs/routing.md); moves wait for them. Training through random crashes is unchanged.
-TEST_CASE("cluster: with idle_moves random crashes lose no microbatch either") {
-  auto cfg = local(12, {});
-  cfg.faults.crash_rate = 0.1;
-  cfg.routing.gwtf.idle_moves = true;
-  INFO("seed " << cfg.training.seed);
-  std::ostringstream log;
-  auto r = deploy::run_embedded(cfg, log, 90);
-  INFO(log.str());
-  REQUIRE(r.completed);
-  CHECK(r.crashes >= 1);
-  check_churn_run(cfg, r);
-  check_replicas_agree(r);
-  CHECK(r.failures.empty());
+  for (bool idle : {false, true}) {
+    auto cfg = local(12, {});
+    cfg.faults.crash_rate = 0.1; // per relay and iteration, drawn from training.seed
+    cfg.routing.gwtf.idle_moves = idle;
+    INFO("seed " << cfg.training.seed << ", idle_moves " << idle);
+    std::ostringstream log;
+    auto r = deploy::run_embedded(cfg, log, 90);
+    INFO(log.str());
+    REQUIRE(r.completed);
+    CHECK(r.crashes >= 1);
+    CHECK(r.crashes <= 3); // 6 relays over 3 stages: one per stage survives
+    check_churn_run(cfg, r);
+    check_replicas_agree(r);
+  }
 }
 
 TEST_CASE("cluster: a router the runtime does not run is refused up front, naming the key") {

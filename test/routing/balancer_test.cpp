@@ -573,14 +573,7 @@ TEST_CASE("balancer: the completion objective weighs a ring by its holder's roun
 // What a data holder's CONFIRM says (its built flows, its slowest other ring) a relay passes on
 // downstream (and lists to its same-stage peers with the flow).
 TEST_CASE("balancer: a data holder's flow count and slowest other ring travel down its rings to every relay") {
-  test::flow_instance in;
-  in.stages = 3;
-  in.ids = {"dh", "a", "b", "c", "d"};
-  in.stage = {0, 1, 1, 2, 2};
-  in.capacity = {2, 1, 1, 1, 1};
-  in.cost.assign(5, std::vector<double>(5, 0.1));
-  auto set = [&](int x, int y, double c) { in.cost[x][y] = in.cost[y][x] = c; };
-  set(2, 4, 1.0); // b-d dear: the two rings cost differently
+  auto in = crossed(); // two rings of different costs
   routing::gwtf_config cfg;
   cfg.initial_temperature = 0;
   cfg.min_temperature = 0;
