@@ -85,8 +85,6 @@ void put(schema::FlowEntry::Builder b, const flow_entry& x) {
   b.setInCost(x.in_cost);
   b.setOutCost(x.out_cost);
   b.setTailCost(x.tail_cost);
-  b.setHolderFlows(x.holder_flows);
-  b.setOthersCost(x.others_cost);
 }
 
 template <class ListBuilder, class T>
@@ -475,11 +473,6 @@ void get(schema::FlowEntry::Reader r, flow_entry& x, checker& c, const std::stri
   c.non_negative(r.getInCost(), f + ".inCost", x.in_cost);
   c.non_negative(r.getOutCost(), f + ".outCost", x.out_cost);
   c.non_negative(r.getTailCost(), f + ".tailCost", x.tail_cost);
-  x.holder_flows = r.getHolderFlows();
-  if (c.ok() && x.holder_flows > max_flows)
-    c.bad(wire_error::bad_field, f + ".holderFlows: at most " + std::to_string(max_flows) + ", got "
-                                   + std::to_string(x.holder_flows));
-  c.non_negative(r.getOthersCost(), f + ".othersCost", x.others_cost);
 }
 
 template <class ListReader, class T>

@@ -69,7 +69,7 @@ GWTF_WIRE_EQ(cost_advert, x.costs)
 GWTF_WIRE_EQ(flow_request, x.flow_id, x.target, x.advertised_cost, x.holder_flows, x.replaces)
 GWTF_WIRE_EQ(flow_response, x.flow_id, x.accepted, x.reason, x.current_cost, x.demand)
 GWTF_WIRE_EQ(flow_entry, x.flow_id, x.target, x.prev, x.next, x.head_cost, x.in_cost, x.out_cost,
-             x.tail_cost, x.holder_flows, x.others_cost)
+             x.tail_cost)
 GWTF_WIRE_EQ(flow_listing, x.peer_id, x.flows)
 GWTF_WIRE_EQ(move_proposal, x.proposal_id, x.kind, x.flows, x.max_cost_before, x.max_cost_after,
              x.temperature)

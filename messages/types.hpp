@@ -163,8 +163,6 @@ struct flow_entry {
   double in_cost = 0;   ///< d(prev, the listing host)
   double out_cost = 0;  ///< d(the listing host, next)
   double tail_cost = 0; ///< next -> ... -> data holder
-  std::uint32_t holder_flows = 0; ///< the data holder's built flows as its CONFIRMs said (0: unknown), <= 65536
-  double others_cost = 0;         ///< its slowest other ring as its CONFIRMs said (0: none or unknown)
 
   /// The whole ring's cost.
   double ring() const { return head_cost + in_cost + out_cost + tail_cost; }

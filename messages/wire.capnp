@@ -181,8 +181,6 @@ struct FlowEntry {
   inCost @5 :Float64;     # d(prev, holder of this entry)
   outCost @6 :Float64;    # d(holder of this entry, next)
   tailCost @7 :Float64;   # next -> ... -> data holder (the path after the edge out)
-  holderFlows @8 :UInt32; # the data holder's built flows, as its CONFIRMs said (0: unknown)
-  othersCost @9 :Float64; # its slowest other ring, as its CONFIRMs said (0: none or unknown)
 }
 
 # A node publishes its flows to same-stage peers.

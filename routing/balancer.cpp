@@ -81,8 +81,7 @@ std::optional<wire::flow_entry> flow_balancer::entry(const held_flow& f) const {
   if (prev == peers_.end() || prev->second.stage != prev_stage() || next == peers_.end()
       || next->second.stage != next_stage())
     return std::nullopt;
-  return wire::flow_entry{f.id,   f.target,          f.prev,           f.next,         f.head,
-                          prev->second.edge, next->second.edge, f.tail, f.holder_flows, f.others};
+  return wire::flow_entry{f.id, f.target, f.prev, f.next, f.head, prev->second.edge, next->second.edge, f.tail};
 }
 
 // The cost from here back to the data holder changed: tell the upstream hop (it answers
@@ -851,8 +850,11 @@ std::vector<outgoing> flow_balancer::on_sync(const std::string& from, const wire
     if (prev_stage() == 0 && from == s->target)
       holder_flows_[s->target] = s->holder_flows; // the holder's own count, every anti-entropy period
     auto& f = it->second;
+    // The holder's figures go on at once when its flow count changed or its other rings by
+    // more than 5%; smaller drifts travel with the periodic CHECK/CONFIRM round (one hop per
+    // period): with link load, some ring cost of a large holder changes nearly every period.
     bool changed = !f.head_known || differs(f.head, s->cost) || f.holder_flows != s->holder_flows
-                   || differs(f.others, s->others_cost);
+                   || std::abs(f.others - s->others_cost) > 0.05 * std::max(f.others, s->others_cost);
     f.head = s->cost;
     f.head_known = true;
     f.holder_flows = s->holder_flows;
@@ -967,11 +969,31 @@ std::vector<outgoing> flow_balancer::remove_peer(const std::string& id, std::int
 
 // --- simulated annealing (docs/routing.md, "Annealing moves") ------------------------
 
+flow_balancer::holder_figures flow_balancer::figures(const std::string& target, std::uint64_t id) const {
+  holder_figures h;
+  if (auto own = flows_.find(id); own != flows_.end() && own->second.target == target) {
+    h.flows = own->second.holder_flows;
+    h.others = own->second.others;
+    return h;
+  }
+  // Another node's flow: what this node's own flows of that holder say (its slowest ring,
+  // the flow itself perhaps included).
+  for (auto& [fid, f] : flows_)
+    if (f.target == target && f.holder_flows > 0) {
+      h.flows = f.holder_flows;
+      h.others = std::max(h.others, f.others);
+      if (auto c = ring_cost(f))
+        h.others = std::max(h.others, *c);
+    }
+  return h;
+}
+
 double flow_balancer::completion(const wire::flow_entry& f, double ring, bool alone) const {
+  auto h = figures(f.target, f.flow_id);
   double rounds = 1;
-  if (microbatches_ > 0 && f.holder_flows > 0)
-    rounds = static_cast<double>((microbatches_ + f.holder_flows - 1) / f.holder_flows);
-  return rounds * std::max(ring, alone ? 0.0 : f.others_cost);
+  if (microbatches_ > 0 && h.flows > 0)
+    rounds = static_cast<double>((microbatches_ + h.flows - 1) / h.flows);
+  return rounds * std::max(ring, alone ? 0.0 : h.others);
 }
 
 std::pair<double, double> flow_balancer::judged(double ring_before, double ring_after, double time_before,

@@ -221,6 +221,13 @@ private:
   /// objective): its rounds times its slowest ring; `alone`: leave its other rings out (they
   /// are the other flow of a SWAP within one holder).
   double completion(const wire::flow_entry& f, double ring, bool alone) const;
+  /// A data holder's flow count and slowest ring other than flow `id`, as this node knows
+  /// them: exact for its own flow (its CONFIRMs), else from its own flows of that holder.
+  struct holder_figures {
+    std::uint32_t flows = 0; ///< 0: unknown
+    double others = 0;
+  };
+  holder_figures figures(const std::string& target, std::uint64_t id) const;
   /// What a move is judged on, from the affected flows' max ring cost before and after and
   /// (objective completion) their holders' completion time before and after: the completion
   /// time when it changes, else the ring cost (a move that no holder's time notices can still

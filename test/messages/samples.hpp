@@ -34,7 +34,7 @@ inline std::vector<wire::message> all_samples() {
   using namespace wire;
   hello h{"relay-fra-7", "10.0.1.7:4242", peer_role::relay, 2, 8, 42, "", 0, {{2, 40}, {2, 42}, {1, 42}}};
   hello dh{"dh-virginia", "10.0.0.1:4242", peer_role::data_holder, 0, 6, 1, "", 0, {}};
-  flow_entry f1{1001, "dh-virginia", "r1-ohio", "r3-frankfurt", 0.125, 0.25, 0.0625, 1.5, 4, 2.25};
+  flow_entry f1{1001, "dh-virginia", "r1-ohio", "r3-frankfurt", 0.125, 0.25, 0.0625, 1.5};
   flow_entry f2{1002, "dh-frankfurt", "r1-london", "", 0.5, 0.75, 0, 0};
   std::vector<message> out{
     h,

@@ -532,8 +532,8 @@ TEST_CASE("balancer: with idle_moves a relay hands over no flow whose holder has
   CHECK(a.flows().count(7) == 0);
 }
 
-// A SWAP offered to x: the proposer's flow f (holder dh2, 4 flows: one round of 4
-// microbatches) would cost 1.5 here instead of 1.0 there, x's flow g (holder dh1, its only
+// A SWAP offered to x: the proposer's flow f (holder dh2, of which x knows no flow: counted as
+// one round) would cost 1.5 here instead of 1.0 there, x's flow g (holder dh1, its only
 // flow: four rounds) 0.9 there instead of 1.2 here. The largest ring grows (1.2 -> 1.5): the
 // ring objective refuses. dh1's time falls from 4 x 1.2 to 4 x 0.9 while dh2's grows from 1.0
 // to 1.5: the completion objective accepts.
@@ -558,8 +558,8 @@ TEST_CASE("balancer: the completion objective weighs a ring by its holder's roun
     REQUIRE(x.flows().at(7).built);
     REQUIRE(x.ring_cost(x.flows().at(7)));
     CHECK(*x.ring_cost(x.flows().at(7)) == doctest::Approx(1.2));
-    wire::flow_entry f{9, "dh2", "dh2", "c", 0.0, 0.1, 0.4, 0.5, 4, 0.0}; // p's, 1.0 there
-    wire::flow_entry g{7, "dh1", "dh1", "c", 0.0, 0.1, 0.2, 0.6, 1, 0.0}; // x's, as it would be at p
+    wire::flow_entry f{9, "dh2", "dh2", "c", 0.0, 0.1, 0.4, 0.5}; // p's, 1.0 there (x knows no flow of dh2: one round)
+    wire::flow_entry g{7, "dh1", "dh1", "c", 0.0, 0.1, 0.2, 0.6}; // x's, as it would be at p
     auto out = x.handle("p", wire::move_proposal{1, wire::move_kind::swap, {f, g}, 0, 0, 0}, 1);
     bool accepted = false;
     for (auto& o : out)
@@ -571,7 +571,7 @@ TEST_CASE("balancer: the completion objective weighs a ring by its holder's roun
 }
 
 // What a data holder's CONFIRM says (its built flows, its slowest other ring) a relay passes on
-// downstream (and lists to its same-stage peers with the flow).
+// downstream.
 TEST_CASE("balancer: a data holder's flow count and slowest other ring travel down its rings to every relay") {
   auto in = crossed(); // two rings of different costs
   routing::gwtf_config cfg;
@@ -619,7 +619,7 @@ TEST_CASE("balancer: a SWAP whose own half is gone admits the peer's flow only t
   a.handle("c", wire::flow_response{7, true, wire::reject_reason::none, 0.1, -3}, 0);
   a.handle("dh", wire::flow_sync{wire::sync_kind::confirm, 7, "dh", 0.0, {}, 1, 0.0}, 0);
   REQUIRE(a.flows().at(7).built);
-  a.handle("b", wire::flow_listing{"b", {wire::flow_entry{8, "dh", "dh", "d", 0.0, 0.1, 1.0, 0.1, 1, 0.0}}}, 1);
+  a.handle("b", wire::flow_listing{"b", {wire::flow_entry{8, "dh", "dh", "d", 0.0, 0.1, 1.0, 0.1}}}, 1);
   bool proposed = false;
   for (auto& o : a.tick(1))
     if (auto* p = std::get_if<wire::move_proposal>(&o.msg); p && o.to == "b")
