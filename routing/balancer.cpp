@@ -1067,15 +1067,20 @@ flow_balancer::candidates(wire::move_kind kind, std::optional<wire::flow_entry>&
       c.after = c.flow().ring();
       // The holders' time: g's, and in a swap the larger with my flow's (a swap within one
       // holder leaves its other rings out: the two flows are among them).
-      bool alone = kind == wire::move_kind::swap && gives->target == g.target;
-      double time_before = completion(g, c.before, alone), time_after = completion(g, c.after, alone);
-      if (kind == wire::move_kind::swap) {
-        if (g.flow_id == gives->flow_id)
-          continue;
+      if (kind == wire::move_kind::swap && g.flow_id == gives->flow_id)
+        continue;
+      if (cfg_.objective == move_objective::completion) {
+        bool alone = kind == wire::move_kind::swap && gives->target == g.target;
+        double time_before = completion(g, c.before, alone), time_after = completion(g, c.after, alone);
+        double ring_before = c.before;
+        if (kind == wire::move_kind::swap) {
+          ring_before = std::max(ring_before, gives->ring());
+          time_before = std::max(time_before, completion(*gives, gives->ring(), alone));
+        }
+        std::tie(c.before, c.after) = judged(ring_before, c.after, time_before, time_after);
+      } else if (kind == wire::move_kind::swap) {
         c.before = std::max(c.before, gives->ring());
-        time_before = std::max(time_before, completion(*gives, gives->ring(), alone));
       }
-      std::tie(c.before, c.after) = judged(c.before, c.after, time_before, time_after);
       if (c.before > 0) // (a peer listing zero costs: nothing to gain, and no ratio)
         out.push_back(c);
     }
@@ -1209,13 +1214,15 @@ std::vector<outgoing> flow_balancer::on_proposal(const std::string& from, const 
     double g_after = g.head + c.in_cost + c.out_cost + g.tail;
     double before = std::max(mine_before, *ring);
     double after = std::max(mine_after, g_after);
-    bool alone = swap && p.flows.front().target == g.target;
-    double time_before = completion(*mine, *ring, alone), time_after = completion(*mine, g_after, alone);
-    if (swap) {
-      time_before = std::max(time_before, completion(p.flows.front(), mine_before, alone));
-      time_after = std::max(time_after, completion(p.flows.front(), mine_after, alone));
+    if (cfg_.objective == move_objective::completion) {
+      bool alone = swap && p.flows.front().target == g.target;
+      double time_before = completion(*mine, *ring, alone), time_after = completion(*mine, g_after, alone);
+      if (swap) {
+        time_before = std::max(time_before, completion(p.flows.front(), mine_before, alone));
+        time_after = std::max(time_after, completion(p.flows.front(), mine_after, alone));
+      }
+      std::tie(before, after) = judged(before, after, time_before, time_after);
     }
-    std::tie(before, after) = judged(before, after, time_before, time_after);
     if (before <= 0)
       continue;
     if (!best || (before - after) / before > (best_before - best_after) / best_before) {
