@@ -119,11 +119,12 @@ public:
   /// a quiescent snapshot.
   void set_moves(bool enabled) { moves_enabled_ = enabled; }
 
-  /// Whether this node holds a microbatch of data holder `target` between its forward and
-  /// its backward (at a data holder: one of its own in flight). Moves leave the flows of such
-  /// a target alone until it has none: re-routes, the flows this node hands over in REDIRECTs
-  /// and SWAPs, fair-share hand-overs (docs/routing.md, "Moves and microbatches in flight"). Crash
-  /// repairs do not wait. Without it set, no microbatch is ever in flight.
+  /// Whether a microbatch of data holder `target` that this node sent to `next` has not had
+  /// its backward here yet (at a data holder: one of its own, unfinished). With
+  /// `gwtf.idle_moves`, moves leave such a flow alone until it has none: re-routes, the flows
+  /// this node hands over in REDIRECTs and SWAPs, fair-share hand-overs (docs/routing.md,
+  /// "Moves and microbatches in flight"). Crash repairs do not wait. Without it set, no
+  /// microbatch is ever in flight.
   using in_flight_fn = std::function<bool(const std::string& target, const std::string& next)>;
   void set_in_flight(in_flight_fn in_flight) { in_flight_ = std::move(in_flight); }
 
@@ -197,7 +198,7 @@ private:
   };
 
   bool holder() const { return stage_ == 0; }
-  /// A microbatch of f's data holder is in flight here: moves leave f alone.
+  /// A microbatch is in flight on f from here (idle_moves): moves leave f alone.
   bool busy(const held_flow& f) const { return cfg_.idle_moves && in_flight_ && in_flight_(f.target, f.next); }
   double edge(const std::string& peer) const;
   bool is_peer(const std::string& id, int stage) const;

@@ -1368,8 +1368,9 @@ private:
       balancers_[i]->set_in_flight([this, i](const std::string& target, const std::string& next) { return holds(i, target, next); });
     }
 
-    // Whether host i holds a microbatch of data holder `target` between its forward and its
-    // backward (the holder itself: one of its own in flight), as the host itself knows.
+    // Whether host i sent a microbatch of data holder `target` on to `next` and has not run
+    // its backward yet (the holder itself: one of its own, unfinished; the last relay stage,
+    // whose next hop is the holder: any it holds), as the host itself knows.
     bool holds(std::size_t i, const std::string& target, const std::string& next) const {
       auto& e = e_;
       auto h = e.index_.find(target);
@@ -1383,12 +1384,13 @@ private:
       if (s < 0)
         return false;
       auto st = static_cast<std::size_t>(s);
-      for (auto* mb : mbs->second)
-        if (mb->launched && !mb->done && st + 1 < mb->path.size() && mb->path[st] == i && mb->path[st + 1] == n->second
-            && (st == 0 || !mb->bwd_done[st]))
+      for (auto* mb : mbs->second) {
+        if (!mb->launched || mb->done || st >= mb->path.size() || mb->path[st] != i)
+          continue;
+        bool last = st + 1 == mb->path.size();
+        if ((last || mb->path[st + 1] == n->second) && (st == 0 || !mb->bwd_done[st]))
           return true;
-        else if (mb->launched && !mb->done && st + 1 == mb->path.size() && mb->path[st] == i && !mb->bwd_done[st])
-          return true;
+      }
       return false;
     }
 
