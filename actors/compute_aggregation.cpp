@@ -273,6 +273,12 @@ boundary try_apply(self_ptr self, std::uint64_t i) {
   if (wasted > 0)
     report_compute(self, i, 0, wasted);
   st.averaged.erase(i);
+  st.last_share.reset();
+  if (auto mine = st.shares[i].find(me(st)); mine != st.shares[i].end()) {
+    st.last_share = share_chunk(st, i, mine->second);
+    for (auto& [h, d] : st.barrier->reports(i))
+      st.last_share->reports.push_back(d);
+  }
   st.shares.erase(i);
   // The norm of i stays until i + 1 is applied: a peer that learns of this host only now
   // (catch_up) may still be in i and wait for it (a launch run once stalled for good so).
@@ -419,6 +425,7 @@ boundary on_state_chunk(self_ptr self, const std::string& from, const wire::stat
   st.shared.clear();
   st.averaged.clear();
   st.my_norm.clear();
+  st.last_share.reset();
   auto bytes = static_cast<std::uint64_t>(blob.size());
   self->send(st.supervisor, stage_atom::value, static_cast<std::int32_t>(st.ctx->stage));
   if (copy) { // a resume, not a join: at the iteration every host resumes at

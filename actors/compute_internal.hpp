@@ -85,6 +85,9 @@ struct compute_state {
   std::set<std::uint64_t> shared, normed;
   std::map<std::uint64_t, std::vector<torch::Tensor>> averaged;
   std::map<std::uint64_t, wire::norm_share> my_norm; // this stage's norm, until the next is applied
+  // This replica's share of the iteration applied last, until the next is applied: a
+  // stage-mate met only after this host shared may still wait for it (catch_up).
+  std::optional<wire::gradient_chunk> last_share;
   replica_vote vote;
   std::optional<wire::replica_hash> last_hash; // of the last step applied
   bool fresh = false; // loaded a state and applied no step since: may be behind the others

@@ -258,11 +258,14 @@ void on_peer_down(self_ptr self, const std::string& id) {
 // restore; asked again every delay until a replica is back or the process starts again.
 void check_lost_stage(self_ptr self, std::uint32_t stage, std::uint64_t iteration) {
   auto& st = self->state;
-  if (!live_at(st, static_cast<int>(stage)).empty() || st.current != iteration
-      || st.current >= st.ctx->spec->end_iteration())
+  if (!live_at(st, static_cast<int>(stage)).empty() || st.current >= st.ctx->spec->end_iteration())
     return;
-  self->send(st.supervisor, restore_atom::value, stage, iteration);
-  self->delayed_send(self, restore_delay(st), restore_atom::value, stage, iteration);
+  // The iteration moved on since the stage went (its last replica drained before a graceful
+  // leave, or work in flight finished): not stalled yet, but look again, or the iteration the
+  // stage's loss does stall would never be reported (a k8s run once waited for good so).
+  if (st.current == iteration)
+    self->send(st.supervisor, restore_atom::value, stage, iteration);
+  self->delayed_send(self, restore_delay(st), restore_atom::value, stage, st.current);
 }
 
 // A peer this host had not known at its stage (a joiner, a restarted host) missed what was
@@ -279,6 +282,10 @@ void catch_up(self_ptr self, const std::string& id, std::int32_t stage) {
     st.ctx->send(self, id, service::stage, n->second);
   if (stage != st.ctx->stage)
     return;
+  // This host's share of the iteration just applied too: it may have shared and stepped
+  // before it knew the peer, which waits for that share (a launch run once stalled for good so).
+  if (st.last_share && st.last_share->iteration + 1 == st.current)
+    st.ctx->send(self, id, service::stage, *st.last_share);
   if (auto s = st.shares.find(st.current); s != st.shares.end())
     if (auto mine = s->second.find(me(st)); mine != s->second.end())
       st.ctx->send(self, id, service::stage, share_chunk(st, st.current, mine->second));
