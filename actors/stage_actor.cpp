@@ -451,7 +451,15 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
     },
     [self](left_atom, const std::string& id) { self->state.departed.insert(id); },
     [self](stop_atom) {
-      self->state.draining = true;
+      auto& st = self->state;
+      st.draining = true;
+      // A planned leave of a stage's last replica costs what a crash of it does: said up front.
+      if (!is_holder(st) && st.ctx->stage >= 1 && live_at(st, st.ctx->stage).empty())
+        report_failure(self, "leaving as the only live replica of stage " + std::to_string(st.ctx->stage)
+                               + ": no ring can close without it; with checkpoints the hosts restore the stage "
+                                 "from the newest iteration every stage has one of and train again from there "
+                                 "(docs/checkpoints.md), without them training stops; drain a replica of a stage "
+                                 "with two or more instead");
       maybe_drained(self);
     },
     [self](flows_atom, const std::vector<std::string>& t, const std::vector<std::string>& p,

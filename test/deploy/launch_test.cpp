@@ -644,6 +644,8 @@ void self_restore_after(const std::string& name, int sig) {
   // in progress before they stall: they must look again then).
   CHECK(nodes["r3"]->wait_exit(std::chrono::seconds(60)) == (sig == SIGKILL ? 128 + SIGKILL : 0));
   nodes.erase("r3");
+  if (sig == SIGTERM) // it says what its leave costs
+    CHECK(has(gwtf::test::read_file(dir / "r3-2.log"), "leaving as the only live replica of stage 3: no ring can close"));
   auto [codes, all] = wait_all(dir, nodes);
   INFO(all);
   check_exits(codes);
