@@ -505,13 +505,15 @@ balancer_actor::behavior_type balancer(metered_ptr<balancer_actor, balancer_stat
       if (auto s = st.stage_of.find(id); s != st.stage_of.end())
         add_peer(id, s->second);
     },
-    [self](inspect_atom) -> std::string {
+    [self, ctx](inspect_atom) -> std::string {
       auto& st = self->state;
       nlohmann::ordered_json flows = nlohmann::ordered_json::array();
       for (auto& [id, f] : st.core->flows()) {
         nlohmann::ordered_json j{{"id", id}, {"holder", f.target}, {"prev", f.prev}, {"next", f.next}, {"built", f.built}};
         if (auto c = st.core->ring_cost(f))
           j["ring_cost_s"] = *c;
+        if (ctx->spec->routing.gwtf.idle_moves) // a microbatch this host sent on it awaits its backward
+          j["busy"] = st.core->busy(f);
         flows.push_back(std::move(j));
       }
       nlohmann::ordered_json links = nlohmann::ordered_json::array();

@@ -16,7 +16,7 @@ const std::vector<std::pair<std::string, std::string>>& inspect_queries() {
   static const std::vector<std::pair<std::string, std::string>> q{
     {"status", "this host: role, stage, iteration, loss, peers, flows"},
     {"hosts", "the membership view: every peer, its address, stage, state and when it was last heard"},
-    {"flows", "the flows through this host: data holder, previous and next hop, ring cost"},
+    {"flows", "the flows through this host: data holder, previous and next hop, ring cost (busy: a microbatch in flight on it, with routing.gwtf.idle_moves)"},
     {"graph", "the flows through this host as a Graphviz DOT graph"},
     {"links", "measured links to the neighbouring stages: latency, bandwidth, round trip"},
     {"stage", "the stage: replicas, iteration, weights hash, stashed microbatches"},

@@ -127,6 +127,8 @@ public:
   /// microbatch is ever in flight.
   using in_flight_fn = std::function<bool(const std::string& target, const std::string& next)>;
   void set_in_flight(in_flight_fn in_flight) { in_flight_ = std::move(in_flight); }
+  /// A microbatch is in flight on f from here (idle_moves): moves leave f alone.
+  bool busy(const held_flow& f) const { return cfg_.idle_moves && in_flight_ && in_flight_(f.target, f.next); }
 
   /// Microbatches each data holder sends per iteration (`gwtf.move_objective: completion`
   /// counts a holder's rounds as ceil(microbatches / its flows)); 0: unknown, one round.
@@ -198,8 +200,6 @@ private:
   };
 
   bool holder() const { return stage_ == 0; }
-  /// A microbatch is in flight on f from here (idle_moves): moves leave f alone.
-  bool busy(const held_flow& f) const { return cfg_.idle_moves && in_flight_ && in_flight_(f.target, f.next); }
   double edge(const std::string& peer) const;
   bool is_peer(const std::string& id, int stage) const;
   std::optional<wire::flow_entry> entry(const held_flow& f) const;

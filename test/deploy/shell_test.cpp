@@ -727,7 +727,8 @@ TEST_CASE("the embedded cluster serves one shell: use HOST reaches every host, c
     << "model: {arch: gpt, layers: 3, hidden: 32, heads: 2, seq_len: 16, vocab: 256, stages: 3}\n"
     << "data: {format: text, path: " << GWTF_SOURCE_DIR << "/test/deploy/good_configs/corpus.txt}\n"
     << "training: {iterations: 100000, microbatch_size: 2, microbatches_per_holder: 2}\n"
-    << "emulation: {network: " << network << ", time_scale: 0.2}\n";
+    << "emulation: {network: " << network << ", time_scale: 0.2}\n"
+    << "routing: {gwtf: {idle_moves: true}}\n";
   node_process cluster;
   REQUIRE(cluster.start(GWTF_EXE, dir / "cluster.yaml", dir / "cluster.log"));
   auto port = start_inspectable_port(cluster, "inspect: caf-gwtf shell 127.0.0.1:");
@@ -744,6 +745,27 @@ TEST_CASE("the embedded cluster serves one shell: use HOST reaches every host, c
     REQUIRE(r.code == 0);
     CHECK(json::parse(r.out)["host"] == host);
   }
+  // routing.gwtf.idle_moves: each compute tells its balancer which flows carry its
+  // microbatches awaiting their backward; `flows` shows them busy. While training runs some
+  // flow of a stage-1 relay is busy much of the time, and idle between a backward and the
+  // next forward: asked until both were seen (each answer is a fresh view; which of r1 and
+  // r1b carries the flows depends on the emulated links).
+  bool busy = false, idle = false, listed = false;
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!(busy && idle) && std::chrono::steady_clock::now() < until)
+    for (auto host : {"r1", "r1b"}) {
+      auto f = shell(target, std::string{"use "} + host + "; flows", true);
+      REQUIRE(f.code == 0);
+      auto answer = json::parse(f.out); // not iterated as a temporary: it would be gone
+      for (auto& flow : answer["flows"]) {
+        listed = listed || flow.contains("busy");
+        busy = busy || flow.value("busy", false);
+        idle = idle || !flow.value("busy", true);
+      }
+    }
+  CHECK(listed);
+  CHECK(busy);
+  CHECK(idle);
   auto stranger = shell(target, "use r9", false);
   CHECK(stranger.code == 1);
   CHECK(stranger.err.find("no running host named 'r9' in this embedded cluster") != std::string::npos);
