@@ -331,12 +331,15 @@ TEST_CASE("scenario: placement.policy places the relays without a stage: dealt, 
   CHECK(error_of(base() + "placement: {policy: swarm}\n").find("placement.policy") != std::string::npos);
 }
 
-TEST_CASE("targets: on the shipped churn scenarios GWTF beats the best SWARM every seed, near the centralized router") {
+TEST_CASE("targets: on the shipped scenarios GWTF beats the best SWARM every seed, near the centralized router") {
   // The scenarios of docs/results.md, with SWARM at the settings its sweep found best for each
   // (scripts/swarm-sweep). Deterministic per seed: a change that makes GWTF lose to SWARM on
-  // any seed, fall under 0.9 of the centralized router (the issue's target) or waste over 1%
-  // at crash rate 0.01 fails here, not only in a benchmark nobody re-ran.
-  for (std::string name : {"gcp-12-churn-0.01", "gcp-12-churn-0.05", "aws-8-churn-0.01", "aws-8-churn-0.05"}) {
+  // any seed, fall under 0.9 of the centralized router under churn or 0.95 without (the
+  // issue's targets) or waste over 1% at crash rate 0.01 fails here, not only in a benchmark
+  // nobody re-ran.
+  for (std::string name : {"gcp-12-no-churn", "gcp-12-churn-0.01", "gcp-12-churn-0.05", "aws-8-no-churn",
+                           "aws-8-churn-0.01", "aws-8-churn-0.05"}) {
+    bool churn = name.find("no-churn") == std::string::npos;
     double time_ratio = 0, vs_central = 0, wasted = 0;
     const int seeds = 5;
     for (std::uint64_t seed = 1; seed <= seeds; ++seed) {
@@ -349,7 +352,7 @@ TEST_CASE("targets: on the shipped churn scenarios GWTF beats the best SWARM eve
       REQUIRE_MESSAGE(gwtf.completed, gwtf.why);
       REQUIRE_MESSAGE(swarm.completed, swarm.why);
       REQUIRE_MESSAGE(central.completed, central.why);
-      REQUIRE(gwtf.crashes > 0);
+      REQUIRE((gwtf.crashes > 0) == churn);
       CHECK(gwtf.total_s < swarm.total_s);
       time_ratio += gwtf.total_s / swarm.total_s / seeds;
       vs_central += central.total_s / gwtf.total_s / seeds; // same microbatches: throughput ratio
@@ -358,7 +361,7 @@ TEST_CASE("targets: on the shipped churn scenarios GWTF beats the best SWARM eve
     INFO(name << ": GWTF time / SWARM " << time_ratio << ", throughput / centralized " << vs_central << ", wasted "
               << wasted * 100 << "%");
     CHECK(time_ratio < 0.95);
-    CHECK(vs_central >= 0.9);
+    CHECK(vs_central >= (churn ? 0.9 : 0.95));
     if (name.find("0.01") != std::string::npos)
       CHECK(wasted <= 0.01);
   }
