@@ -426,6 +426,10 @@ boundary on_state_chunk(self_ptr self, const std::string& from, const wire::stat
   st.averaged.clear();
   st.my_norm.clear();
   st.last_share.reset();
+  // Shares that arrived during the download for iterations the loaded state already holds
+  // (a catch-up sends the one just applied too) are of no use; those of the iteration in
+  // progress are kept.
+  st.shares.erase(st.shares.begin(), st.shares.lower_bound(st.current));
   auto bytes = static_cast<std::uint64_t>(blob.size());
   self->send(st.supervisor, stage_atom::value, static_cast<std::int32_t>(st.ctx->stage));
   if (copy) { // a resume, not a join: at the iteration every host resumes at
