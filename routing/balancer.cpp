@@ -285,10 +285,7 @@ bool flow_balancer::view_costs_changed(const peer& p) {
   return true;
 }
 
-// Every next-hop choice is a shortest path on the local view (routing/view_graph.hpp): one
-// Dijkstra from this node gives the cheapest ring through a next hop to every data holder.
-std::vector<std::optional<view_graph::choice>>
-flow_balancer::cheapest(const std::set<std::string>& exclude, const std::map<std::string, int>& on_link) const {
+std::vector<double> flow_balancer::load_on(const std::map<std::string, int>& on_link) const {
   auto& v = view();
   std::vector<double> load;
   if (!on_link.empty()) {
@@ -297,6 +294,15 @@ flow_balancer::cheapest(const std::set<std::string>& exclude, const std::map<std
       if (auto it = on_link.find(*v.next[n]); it != on_link.end())
         load[n] = it->second * v.link_s[n];
   }
+  return load;
+}
+
+// Every next-hop choice is a shortest path on the local view (routing/view_graph.hpp): one
+// Dijkstra from this node gives the cheapest ring through a next hop to every data holder.
+std::vector<std::optional<view_graph::choice>>
+flow_balancer::cheapest(const std::set<std::string>& exclude, const std::map<std::string, int>& on_link) const {
+  auto& v = view();
+  auto load = load_on(on_link);
   std::vector<char> excluded;
   if (!exclude.empty()) {
     excluded.assign(v.next.size(), 0);
@@ -445,10 +451,10 @@ void flow_balancer::reroute_tick(std::int64_t now, std::vector<outgoing>& out) {
   std::string to;
   double best_gain = 0;
   reroute_waits_ = false;
-  // The cheapest alternatives avoiding a next hop, for every data holder at once: the same
-  // for all the flows through that next hop (nothing changes during the loop).
-  std::map<std::string, std::vector<std::optional<view_graph::choice>>> avoiding;
+  // The cheapest alternatives avoiding each next hop, for every data holder at once (nothing
+  // changes during the loop): one walk over the view's graph.
   auto& v = view();
+  auto alternatives = v.graph.cheapest_two(load_on(priced));
   for (auto& [fid, f] : flows_) {
     if (!f.built || f.next.empty() || !f.tail_known)
       continue;
@@ -460,10 +466,10 @@ void flow_balancer::reroute_tick(std::int64_t now, std::vector<outgoing>& out) {
     auto t = v.target.find(f.target);
     if (t == v.target.end())
       continue;
-    auto [alts, fresh] = avoiding.try_emplace(f.next);
-    if (fresh)
-      alts->second = cheapest({f.next}, priced);
-    auto& alt = alts->second[t->second];
+    // Its current next hop's index in the view (none: not there, nothing to avoid).
+    auto& q = p->second;
+    auto slot = q.view_slot < v.next_peer.size() && v.next_peer[q.view_slot] == &q ? q.view_slot : v.next.size();
+    auto& alt = alternatives[t->second].avoiding(slot);
     if (!alt)
       continue;
     double gain = stay - alt->cost;

@@ -257,6 +257,9 @@ private:
   /// cost (one Dijkstra).
   std::vector<std::optional<view_graph::choice>> cheapest(const std::set<std::string>& exclude,
                                                           const std::map<std::string, int>& on_link) const;
+  /// The load per next hop of the view (its order) for `on_link` flows per next hop (empty:
+  /// none).
+  std::vector<double> load_on(const std::map<std::string, int>& on_link) const;
   std::optional<std::pair<std::string, double>> pick_next(const std::string& target,
                                                          const std::set<std::string>& exclude,
                                                          const std::map<std::string, int>& on_link) const;

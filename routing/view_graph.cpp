@@ -6,6 +6,7 @@
 #include <boost/graph/compressed_sparse_row_graph.hpp>
 #include <boost/graph/dijkstra_shortest_paths_no_color_map.hpp>
 #include <boost/property_map/function_property_map.hpp>
+#include <boost/range/iterator_range.hpp>
 
 namespace gwtf::routing {
 
@@ -87,16 +88,10 @@ void view_graph::set_cost(std::size_t path, double cost) {
   }
 }
 
-std::vector<std::optional<view_graph::choice>> view_graph::cheapest(const std::vector<double>& load,
-                                                                    const std::vector<char>& excluded) const {
-  // Vertices: 0 = this node, 1..N = next hops, then the targets (with next_is_target the
-  // next hops are the targets).
-  bool plain = std::none_of(excluded.begin(), excluded.end(), [](char x) { return x != 0; });
-  if (plain && memo_ && memo_->load == load)
-    return memo_->answer;
-  auto n = edges_.size();
-  auto target_vertex = [&](std::size_t t) { return next_is_target_ ? 1 + t : 1 + n + t; };
+const view_graph::built& view_graph::csr() const {
   if (!built_) {
+    auto n = edges_.size();
+    auto target_vertex = [&](std::size_t t) { return next_is_target_ ? 1 + t : 1 + n + t; };
     std::vector<std::pair<std::size_t, std::size_t>> edges;
     std::vector<hop> hops;
     edges.reserve(n + paths_.size());
@@ -111,7 +106,19 @@ std::vector<std::optional<view_graph::choice>> view_graph::cheapest(const std::v
     }
     built_ = std::make_shared<built>(edges, hops, 1 + n + (next_is_target_ ? 0 : targets_));
   }
-  auto& g = built_->g;
+  return *built_;
+}
+
+std::vector<std::optional<view_graph::choice>> view_graph::cheapest(const std::vector<double>& load,
+                                                                    const std::vector<char>& excluded) const {
+  // Vertices: 0 = this node, 1..N = next hops, then the targets (with next_is_target the
+  // next hops are the targets).
+  bool plain = std::none_of(excluded.begin(), excluded.end(), [](char x) { return x != 0; });
+  if (plain && memo_ && memo_->load == load)
+    return memo_->answer;
+  auto n = edges_.size();
+  auto target_vertex = [&](std::size_t t) { return next_is_target_ ? 1 + t : 1 + n + t; };
+  auto& g = csr().g;
 
   auto weights = boost::make_function_property_map<graph::edge_descriptor, weight>([&](graph::edge_descriptor e) {
     auto& h = g[e];
@@ -153,6 +160,43 @@ std::vector<std::optional<view_graph::choice>> view_graph::cheapest(const std::v
   }
   if (plain)
     memo_ = memo{load, out};
+  return out;
+}
+
+std::vector<view_graph::two_choices> view_graph::cheapest_two(const std::vector<double>& load) const {
+  auto& g = csr().g;
+  auto n = edges_.size();
+  std::vector<two_choices> out(targets_);
+  // Ordered as the Dijkstra orders rings: cheaper first, at the same cost the next hop added first.
+  auto before = [](const choice& a, const std::optional<choice>& b) {
+    return !b || a.cost < b->cost || (a.cost == b->cost && a.next < b->next);
+  };
+  auto offer = [&](std::size_t t, const choice& c) {
+    auto& two = out[t];
+    if (before(c, two.best)) {
+      if (two.best && two.best->next != c.next)
+        two.other = two.best;
+      two.best = c;
+    } else if (c.next != two.best->next && before(c, two.other)) {
+      two.other = c;
+    }
+  };
+  // The same sums as the Dijkstra's (ring cost + edge cost) + load after it, from 0 at this node.
+  for (auto e : boost::make_iterator_range(boost::out_edges(graph::vertex_descriptor{0}, g))) {
+    auto& first = g[e];
+    auto k = boost::target(e, g) - 1; // next hop k is vertex 1 + k
+    double then = first.loaded && first.next < load.size() ? load[first.next] : 0.0;
+    double at = (0.0 + edges_[first.next]) + then;
+    if (next_is_target_) {
+      offer(k, choice{first.next, at});
+      continue;
+    }
+    for (auto f : boost::make_iterator_range(boost::out_edges(boost::target(e, g), g))) {
+      auto& h = g[f];
+      double after = h.loaded && h.next < load.size() ? load[h.next] : 0.0;
+      offer(boost::target(f, g) - 1 - n, choice{first.next, (at + paths_[h.path].cost) + after});
+    }
+  }
   return out;
 }
 

@@ -44,8 +44,23 @@ public:
   std::vector<std::optional<choice>> cheapest(const std::vector<double>& load,
                                               const std::vector<char>& excluded) const;
 
+  /// Per target, the cheapest ring and the cheapest through another next hop than that one.
+  struct two_choices {
+    std::optional<choice> best;
+    std::optional<choice> other; ///< through a next hop other than best's
+    /// What cheapest(load, excluded) gives for this target when only next hop `n` is excluded.
+    const std::optional<choice>& avoiding(std::size_t n) const { return best && best->next == n ? other : best; }
+  };
+  /// For every target at once, the answers of cheapest(load, {n}) for every next hop n (the
+  /// balancer's re-routing asks for the cheapest ring avoiding a flow's current next hop):
+  /// the same choices and costs, bit for bit, in one walk over the graph's edges instead of
+  /// one Dijkstra per excluded next hop. The graph is this node's edges to its next hops and
+  /// theirs to the targets, so a ring through next hop n costs (edge + path) + load[n].
+  std::vector<two_choices> cheapest_two(const std::vector<double>& load) const;
+
 private:
   struct built; ///< the Boost.Graph of the view, built at the first query after a change
+  const built& csr() const;
   mutable std::shared_ptr<const built> built_;
   /// The last query without exclusions and its answer, until the view changes.
   struct memo {
