@@ -162,7 +162,7 @@ std::optional<double> flow_balancer::cost_to(const std::string& target) const {
 
 std::optional<std::pair<std::string, double>>
 flow_balancer::best_next(const std::string& target, const std::set<std::string>& exclude, bool loaded) const {
-  return pick_next(target, exclude, loaded && cfg_.link_load ? flows_by_next() : std::map<std::string, int>{});
+  return pick_next(target, exclude, loaded ? load_now() : std::vector<double>{});
 }
 
 // Link load (docs/routing.md, "Link load"): the flows this node already sends to each next
@@ -285,14 +285,26 @@ bool flow_balancer::view_costs_changed(const peer& p) {
   return true;
 }
 
-std::vector<double> flow_balancer::load_on(const std::map<std::string, int>& on_link) const {
+std::vector<double> flow_balancer::load_now() const {
+  if (!cfg_.link_load)
+    return {};
   auto& v = view();
+  std::vector<int> on(v.next.size(), 0);
+  bool any = false; // no flow goes anywhere: no load at all (an empty vector)
+  for (auto& [fid, f] : flows_) {
+    if (f.next.empty())
+      continue;
+    any = true;
+    if (auto p = peers_.find(f.next); p != peers_.end() && p->second.view_slot < v.next_peer.size()
+                                      && v.next_peer[p->second.view_slot] == &p->second)
+      ++on[p->second.view_slot];
+  }
   std::vector<double> load;
-  if (!on_link.empty()) {
+  if (any) {
     load.assign(v.next.size(), 0.0);
     for (std::size_t n = 0; n < v.next.size(); ++n)
-      if (auto it = on_link.find(*v.next[n]); it != on_link.end())
-        load[n] = it->second * v.link_s[n];
+      if (on[n] > 0)
+        load[n] = on[n] * v.link_s[n];
   }
   return load;
 }
@@ -300,9 +312,8 @@ std::vector<double> flow_balancer::load_on(const std::map<std::string, int>& on_
 // Every next-hop choice is a shortest path on the local view (routing/view_graph.hpp): one
 // Dijkstra from this node gives the cheapest ring through a next hop to every data holder.
 std::vector<std::optional<view_graph::choice>>
-flow_balancer::cheapest(const std::set<std::string>& exclude, const std::map<std::string, int>& on_link) const {
+flow_balancer::cheapest(const std::set<std::string>& exclude, const std::vector<double>& load) const {
   auto& v = view();
-  auto load = load_on(on_link);
   std::vector<char> excluded;
   if (!exclude.empty()) {
     excluded.assign(v.next.size(), 0);
@@ -314,12 +325,12 @@ flow_balancer::cheapest(const std::set<std::string>& exclude, const std::map<std
 
 std::optional<std::pair<std::string, double>>
 flow_balancer::pick_next(const std::string& target, const std::set<std::string>& exclude,
-                         const std::map<std::string, int>& on_link) const {
+                         const std::vector<double>& load) const {
   auto& v = view();
   auto t = v.target.find(target);
   if (t == v.target.end())
     return std::nullopt;
-  auto best = cheapest(exclude, on_link)[t->second];
+  auto best = cheapest(exclude, load)[t->second];
   if (!best)
     return std::nullopt;
   return std::make_pair(*v.next[best->next], best->cost);
@@ -331,8 +342,7 @@ std::vector<wire::target_cost> flow_balancer::advert() const {
     return out;
   // Every data holder the view reaches through a next hop with room, in name order (a holder
   // known only otherwise has no path from here).
-  auto on_link = cfg_.link_load ? flows_by_next() : std::map<std::string, int>{}; // once, not per target
-  auto best = cheapest({}, on_link); // every data holder at once
+  auto best = cheapest({}, load_now()); // every data holder at once
   for (auto& [t, i] : view().target)
     if (best[i])
       out.push_back(wire::target_cost{t, best[i]->cost, -spare()});
@@ -446,7 +456,6 @@ void flow_balancer::reroute_tick(std::int64_t now, std::vector<outgoing>& out) {
   if (next_stage() == 0)
     return; // the ring closes at its own data holder: nothing to choose
   auto on_link = flows_by_next();
-  auto priced = cfg_.link_load ? on_link : std::map<std::string, int>{};
   held_flow* best = nullptr;
   std::string to;
   double best_gain = 0;
@@ -454,7 +463,7 @@ void flow_balancer::reroute_tick(std::int64_t now, std::vector<outgoing>& out) {
   // The cheapest alternatives avoiding each next hop, for every data holder at once (nothing
   // changes during the loop): one walk over the view's graph.
   auto& v = view();
-  auto alternatives = v.graph.cheapest_two(load_on(priced));
+  auto alternatives = v.graph.cheapest_two(load_now());
   for (auto& [fid, f] : flows_) {
     if (!f.built || f.next.empty() || !f.tail_known)
       continue;

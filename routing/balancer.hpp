@@ -252,17 +252,17 @@ private:
   std::optional<std::pair<std::string, double>> best_next(const std::string& target,
                                                          const std::set<std::string>& exclude,
                                                          bool loaded = true) const;
-  /// The same, with the flows per next hop given (empty: the bare path cost).
   /// Per target index of the view, the cheapest next hop (its index in view().next) and ring
-  /// cost (one Dijkstra).
+  /// cost (one Dijkstra), with `load` per next hop (load_now(); empty: the bare path cost).
   std::vector<std::optional<view_graph::choice>> cheapest(const std::set<std::string>& exclude,
-                                                          const std::map<std::string, int>& on_link) const;
-  /// The load per next hop of the view (its order) for `on_link` flows per next hop (empty:
-  /// none).
-  std::vector<double> load_on(const std::map<std::string, int>& on_link) const;
+                                                          const std::vector<double>& load) const;
+  /// With `gwtf.link_load`, the load of this node's flows on the link to each next hop of
+  /// the view (its order): flows x link_s; empty without link load or when no flow has a next hop.
+  std::vector<double> load_now() const;
+  /// best_next with the load per next hop given (empty: the bare path cost).
   std::optional<std::pair<std::string, double>> pick_next(const std::string& target,
                                                          const std::set<std::string>& exclude,
-                                                         const std::map<std::string, int>& on_link) const;
+                                                         const std::vector<double>& load) const;
   std::map<std::string, int> flows_by_next() const;
   std::vector<wire::target_cost> advert() const;
   void forward_request(held_flow& f, std::vector<outgoing>& out);

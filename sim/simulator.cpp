@@ -1264,7 +1264,7 @@ private:
 
     int concurrency(std::size_t holder) const override {
       auto& e = e_;
-      auto n = static_cast<int>(flows(holder, holder).size());
+      auto n = flow_count(holder, holder);
       if (n > 0 || !degraded(holder))
         return n;
       // As the runtime does (docs/runtime.md, degraded mode): a holder without a ring for
@@ -1280,14 +1280,13 @@ private:
       // A flow of this holder entering `from` from the hop before it, else any of its flows.
       const std::string& came_from = s >= 2 ? e.hosts_[mb.path[static_cast<std::size_t>(s - 2)]].name : std::string{};
       std::vector<std::size_t> exact, any;
-      for (auto* f : flows(from, mb.holder)) {
-        auto h = e.index_.at(f->next);
+      each_flow(from, mb.holder, [&](const held_flow& f, std::size_t h) {
         if (e.stage_of(h) != s)
-          continue;
+          return;
         any.push_back(h);
-        if (s == 1 || f->prev == came_from)
+        if (s == 1 || f.prev == came_from)
           exact.push_back(h);
-      }
+      });
       auto& pick = !exact.empty() ? exact : any;
       if (!pick.empty())
         return pick[mb.flow_slot % pick.size()];
@@ -1402,7 +1401,7 @@ private:
         if (e.alive_[i])
           deliver(i, balancers_[i]->tick(tick_));
       for (auto h : e.holders_) {
-        if (!flows(h, h).empty())
+        if (flow_count(h, h) > 0)
           no_flow_since_.erase(h);
         else // from the start too, as the runtime does: a holder that gets no ring does not wait forever
           no_flow_since_.emplace(h, e.now_);
@@ -1447,13 +1446,23 @@ private:
       }
     }
 
-    std::vector<const held_flow*> flows(std::size_t at, std::size_t holder) const {
+    // Host `at`'s built flows of `holder` whose next hop it believes alive, with that hop;
+    // `each(flow, next)` is called for each (the flows' order).
+    template <class F>
+    void each_flow(std::size_t at, std::size_t holder, F&& each) const {
       auto& e = e_;
-      std::vector<const held_flow*> out;
-      for (auto& [id, f] : balancers_[at]->flows())
-        if (f.built && f.target == e.hosts_[holder].name && e.index_.count(f.next) && e.believed_alive(e.index_.at(f.next)))
-          out.push_back(&f);
-      return out;
+      auto& name = e.hosts_[holder].name;
+      for (auto& [id, f] : balancers_[at]->flows()) {
+        if (!f.built || f.target != name)
+          continue;
+        if (auto n = e.index_.find(f.next); n != e.index_.end() && e.believed_alive(n->second))
+          each(f, n->second);
+      }
+    }
+    int flow_count(std::size_t at, std::size_t holder) const {
+      int n = 0;
+      each_flow(at, holder, [&n](const held_flow&, std::size_t) { ++n; });
+      return n;
     }
 
     bool degraded(std::size_t holder) const {
