@@ -825,9 +825,12 @@ std::vector<outgoing> flow_balancer::handle(const std::string& from, const wire:
       auto& p = it->second;
       if (!p.listing)
         roster_.lists_stale = true; // one more in roster().listed
-      listed_flows_ -= p.listing ? p.listing->size() : 0;
-      p.listing = l->flows;
-      listed_flows_ += p.listing->size();
+      if (!p.listing || *p.listing != l->flows) { // (a refresh changes nothing)
+        listed_flows_ -= p.listing ? p.listing->size() : 0;
+        p.listing = l->flows;
+        p.ends_roster = 0;
+        listed_flows_ += p.listing->size();
+      }
     }
     return {};
   }
@@ -1068,17 +1071,28 @@ flow_balancer::candidates(wire::move_kind kind, std::optional<wire::flow_entry>&
     return out; // no peer listed a flow
   for (auto [name, q] : roster().listed) {
     auto& peer = *name;
-    for (auto& g : *q->listing) {
-      if (flows_.count(g.flow_id) > 0 || expected_.count(g.flow_id) > 0 || g.next.empty()
-          || (next_stage() == 0 && g.next != g.target))
+    auto& listing = *q->listing;
+    if (q->ends_roster != roster_gen_) {
+      q->ends.assign(listing.size(), std::nullopt);
+      for (std::size_t k = 0; k < listing.size(); ++k) {
+        auto& g = listing[k];
+        if (g.next.empty() || (next_stage() == 0 && g.next != g.target))
+          continue;
+        auto prev = peers_.find(g.prev);
+        if (prev == peers_.end() || prev->second.stage != prev_stage())
+          continue;
+        auto next = peers_.find(g.next);
+        if (next == peers_.end() || next->second.stage != next_stage())
+          continue;
+        q->ends[k] = std::make_pair(prev->second.edge, next->second.edge);
+      }
+      q->ends_roster = roster_gen_;
+    }
+    for (std::size_t k = 0; k < listing.size(); ++k) {
+      auto& g = listing[k];
+      if (!q->ends[k] || flows_.count(g.flow_id) > 0 || expected_.count(g.flow_id) > 0)
         continue;
-      auto prev = peers_.find(g.prev);
-      if (prev == peers_.end() || prev->second.stage != prev_stage())
-        continue;
-      auto next = peers_.find(g.next);
-      if (next == peers_.end() || next->second.stage != next_stage())
-        continue;
-      candidate c{&peer, &g, prev->second.edge, next->second.edge, g.ring(), 0};
+      candidate c{&peer, &g, q->ends[k]->first, q->ends[k]->second, g.ring(), 0};
       c.after = c.flow().ring();
       // The holders' time: g's, and in a swap the larger with my flow's (a swap within one
       // holder leaves its other rings out: the two flows are among them).

@@ -162,6 +162,11 @@ private:
     sent<std::vector<wire::flow_entry>> listing_sent;  ///< our last listing to it
     /// Annealing: its flows as it last listed them (a same-stage peer), if it did.
     std::optional<std::vector<wire::flow_entry>> listing;
+    /// Per flow of `listing`, its in and out cost were it here (d(prev, me), d(me, next));
+    /// none when its prev or next is not a peer of mine at the right stage, or it cannot move
+    /// here. Worked out again when the listing or the roster changed (`ends_roster`).
+    mutable std::vector<std::optional<std::pair<double, double>>> ends;
+    mutable std::uint64_t ends_roster = 0;
     std::size_t view_slot = 0;           ///< its index in view().next, while it is there
   };
 
@@ -317,10 +322,12 @@ private:
   };
   mutable fresh_on_copy<roster_cache> roster_;
   std::size_t listed_flows_ = 0; ///< flows in the peers' listings, all together
+  std::uint64_t roster_gen_ = 1; ///< counts roster_changed(): peers added, removed, re-added
   /// The peers in name order (rebuilt after one was added or removed).
   const roster_cache& roster() const;
   /// A peer was added, removed, or added again (what went to it forgotten).
   void roster_changed() {
+    ++roster_gen_;
     roster_.lists_stale = true;
     roster_.adverts = {};
     roster_.listings = {};
