@@ -349,6 +349,21 @@ std::vector<wire::target_cost> flow_balancer::advert() const {
   return out;
 }
 
+const std::shared_ptr<const std::vector<wire::target_cost>>& flow_balancer::current_advert() {
+  // The advert is a function of the view's answers, the load on its links and the spare
+  // room: with all three as at the last advert, it is that one.
+  auto load = load_now();
+  auto& v = view();
+  if (last_advert_ && advert_key_.version == v.graph.version() && advert_key_.spare == spare()
+      && advert_key_.load == load)
+    return last_advert_;
+  auto& ad = remember(last_advert_, advert());
+  advert_key_.version = v.graph.version();
+  advert_key_.spare = spare();
+  advert_key_.load = std::move(load);
+  return ad;
+}
+
 wire::flow_response flow_balancer::response(std::uint64_t id, bool accepted, wire::reject_reason why,
                                             const std::string& target) const {
   if (accepted) {
@@ -366,7 +381,7 @@ std::vector<outgoing> flow_balancer::tick(std::int64_t now) {
   // Introductions once, then cost adverts to the previous stage (one advert, computed once:
   // it is the same for every receiver): when it changed, else every refresh_ticks.
   if (auto& r = roster(); !holder() && !r.prev.empty()) {
-    auto& ad = remember(last_advert_, advert());
+    auto& ad = current_advert();
     if (!introduced_) {
       for (auto [id, p] : r.prev) {
         out.push_back({*id, wire::introduction{self_, stage_, static_cast<std::uint32_t>(capacity_), *ad}});

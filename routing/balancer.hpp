@@ -270,6 +270,9 @@ private:
                                                          const std::vector<double>& load) const;
   std::map<std::string, int> flows_by_next() const;
   std::vector<wire::target_cost> advert() const;
+  /// advert() as last_advert_, computed again only when what it depends on changed.
+  const std::shared_ptr<const std::vector<wire::target_cost>>& current_advert();
+
   void forward_request(held_flow& f, std::vector<outgoing>& out);
   void release(std::uint64_t id, std::vector<outgoing>& out, wire::reject_reason why);
   wire::flow_response response(std::uint64_t id, bool accepted, wire::reject_reason why,
@@ -351,6 +354,13 @@ private:
     bool stale = true;
   };
   mutable fresh_on_copy<view_cache> view_;
+  /// What the last advert was computed from (a copy starts afresh, as its view does).
+  struct advert_key {
+    std::uint64_t version = 0; ///< the view graph's
+    int spare = 0;
+    std::vector<double> load;  ///< load_now()
+  };
+  fresh_on_copy<advert_key> advert_key_;
   std::map<std::uint64_t, held_flow> flows_;
   std::uint64_t next_flow_ = 0;
   bool introduced_ = false;

@@ -51,6 +51,7 @@ struct view_graph::built {
 void view_graph::reset(bool next_is_target) {
   built_.reset();
   memo_.reset();
+  ++version_;
   next_is_target_ = next_is_target;
   edges_.clear();
   paths_.clear();
@@ -60,6 +61,7 @@ void view_graph::reset(bool next_is_target) {
 std::size_t view_graph::add_next(double edge) {
   built_.reset();
   memo_.reset();
+  ++version_;
   edges_.push_back(edge);
   if (next_is_target_)
     ++targets_;
@@ -69,6 +71,7 @@ std::size_t view_graph::add_next(double edge) {
 std::size_t view_graph::add_target() {
   built_.reset();
   memo_.reset();
+  ++version_;
   return targets_++;
 }
 
@@ -77,6 +80,7 @@ std::size_t view_graph::add_path(std::size_t next, std::size_t target, double co
     return none;
   built_.reset();
   memo_.reset();
+  ++version_;
   paths_.push_back({next, target, cost});
   return paths_.size() - 1;
 }
@@ -85,6 +89,7 @@ void view_graph::set_cost(std::size_t path, double cost) {
   if (path < paths_.size() && paths_[path].cost != cost) {
     paths_[path].cost = cost;
     memo_.reset();
+    ++version_;
   }
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -34,6 +35,8 @@ public:
   void set_cost(std::size_t path, double cost);
 
   std::size_t next_hops() const { return edges_.size(); }
+  /// Changes whenever the graph or a cost in it does (the same version: the same answers).
+  std::uint64_t version() const { return version_; }
   std::size_t targets() const { return targets_; }
 
   /// For every target, the next hop on its cheapest ring and that ring's cost: a shortest
@@ -68,6 +71,7 @@ private:
     std::vector<std::optional<choice>> answer;
   };
   mutable std::optional<memo> memo_;
+  std::uint64_t version_ = 0;
   bool next_is_target_ = false;
   std::vector<double> edges_;      ///< d(self, next hop n)
   std::size_t targets_ = 0;
