@@ -1452,11 +1452,20 @@ private:
     void each_flow(std::size_t at, std::size_t holder, F&& each) const {
       auto& e = e_;
       auto& name = e.hosts_[holder].name;
+      // A holder's flows mostly share a few next hops: the last one looked up is kept.
+      const std::string* last = nullptr;
+      constexpr auto none = std::numeric_limits<std::size_t>::max();
+      std::size_t last_at = none; // none: not a host, or not believed alive
       for (auto& [id, f] : balancers_[at]->flows()) {
         if (!f.built || f.target != name)
           continue;
-        if (auto n = e.index_.find(f.next); n != e.index_.end() && e.believed_alive(n->second))
-          each(f, n->second);
+        if (last == nullptr || f.next != *last) {
+          auto n = e.index_.find(f.next);
+          last = &f.next;
+          last_at = n != e.index_.end() && e.believed_alive(n->second) ? n->second : none;
+        }
+        if (last_at != none)
+          each(f, last_at);
       }
     }
     int flow_count(std::size_t at, std::size_t holder) const {
