@@ -51,12 +51,12 @@ int flow_balancer::spare() const {
 
 double flow_balancer::edge(const std::string& peer) const {
   auto it = peers_.find(peer);
-  return it == peers_.end() ? 0.0 : it->second.edge;
+  return it == nullptr ? 0.0 : it->second.edge;
 }
 
 bool flow_balancer::is_peer(const std::string& id, int stage) const {
   auto it = peers_.find(id);
-  return it != peers_.end() && it->second.stage == stage;
+  return it != nullptr && it->second.stage == stage;
 }
 
 double flow_balancer::down_cost(const held_flow& f) const {
@@ -78,7 +78,7 @@ std::optional<wire::flow_entry> flow_balancer::entry(const held_flow& f) const {
   if (holder() || !f.built || !f.tail_known || f.next.empty() || !f.head_known || f.prev.empty())
     return std::nullopt;
   auto prev = peers_.find(f.prev), next = peers_.find(f.next);
-  if (prev == peers_.end() || prev->second.stage != prev_stage() || next == peers_.end()
+  if (prev == nullptr || prev->second.stage != prev_stage() || next == nullptr
       || next->second.stage != next_stage())
     return std::nullopt;
   return wire::flow_entry{f.id, f.target, f.prev, f.next, f.head, prev->second.edge, next->second.edge, f.tail};
@@ -193,8 +193,7 @@ const flow_balancer::roster_cache& flow_balancer::roster() const {
   auto& r = roster_;
   if (r.stale) {
     r.peers.clear();
-    for (auto& [id, p] : peers_)
-      r.peers.emplace_back(&id, const_cast<peer*>(&p));
+    peers_.each([&r](const std::string& id, const peer& p) { r.peers.emplace_back(&id, const_cast<peer*>(&p)); });
     std::sort(r.peers.begin(), r.peers.end(), [](auto& a, auto& b) { return *a.first < *b.first; });
     r.stale = false;
     r.lists_stale = true;
@@ -295,7 +294,7 @@ std::vector<double> flow_balancer::load_now() const {
     if (f.next.empty())
       continue;
     any = true;
-    if (auto p = peers_.find(f.next); p != peers_.end() && p->second.view_slot < v.next_peer.size()
+    if (auto p = peers_.find(f.next); p != nullptr && p->second.view_slot < v.next_peer.size()
                                       && v.next_peer[p->second.view_slot] == &p->second)
       ++on[p->second.view_slot];
   }
@@ -483,7 +482,7 @@ void flow_balancer::reroute_tick(std::int64_t now, std::vector<outgoing>& out) {
     if (!f.built || f.next.empty() || !f.tail_known)
       continue;
     auto p = peers_.find(f.next);
-    if (p == peers_.end())
+    if (p == nullptr)
       continue;
     double others = cfg_.link_load ? (on_link[f.next] - 1) * p->second.link_s : 0.0;
     double stay = p->second.edge + f.tail + others;
@@ -836,7 +835,7 @@ std::vector<outgoing> flow_balancer::handle(const std::string& from, const wire:
     return on_move_response(from, *r, now);
   if (auto* l = std::get_if<wire::flow_listing>(&msg)) {
     auto it = peers_.find(from);
-    if (!holder() && it != peers_.end() && it->second.stage == stage_ && l->peer_id == from) {
+    if (!holder() && it != nullptr && it->second.stage == stage_ && l->peer_id == from) {
       auto& p = it->second;
       if (!p.listing)
         roster_.lists_stale = true; // one more in roster().listed
@@ -935,7 +934,7 @@ std::vector<outgoing> flow_balancer::on_sync(const std::string& from, const wire
 
 std::vector<outgoing> flow_balancer::remove_peer(const std::string& id, std::int64_t now) {
   std::vector<outgoing> out;
-  if (auto p = peers_.find(id); p != peers_.end()) { // with its listing and what went to it
+  if (auto p = peers_.find(id); p != nullptr) { // with its listing and what went to it
     if (p->second.listing)
       listed_flows_ -= p->second.listing->size();
     if (!roster_.stale) {
@@ -1094,10 +1093,10 @@ flow_balancer::candidates(wire::move_kind kind, std::optional<wire::flow_entry>&
         if (g.next.empty() || (next_stage() == 0 && g.next != g.target))
           continue;
         auto prev = peers_.find(g.prev);
-        if (prev == peers_.end() || prev->second.stage != prev_stage())
+        if (prev == nullptr || prev->second.stage != prev_stage())
           continue;
         auto next = peers_.find(g.next);
-        if (next == peers_.end() || next->second.stage != next_stage())
+        if (next == nullptr || next->second.stage != next_stage())
           continue;
         q->ends[k] = std::make_pair(prev->second.edge, next->second.edge);
       }

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "messages/types.hpp"
+#include "routing/name_table.hpp"
 #include "routing/routing_config.hpp"
 #include "routing/view_graph.hpp"
 
@@ -297,7 +298,7 @@ private:
   gwtf_config cfg_;
   /// The peers, by name (hashed: looked up for every message and flow), and the same in
   /// name order for everything that walks them (the order of the messages sent).
-  std::unordered_map<std::string, peer> peers_;
+  name_table<peer> peers_;
   /// Whether a periodic send (adverts, listings) can be skipped without looking at each
   /// receiver: every one of them got `sent` (this very content), none is due before `next`.
   struct broadcast {
