@@ -1,6 +1,7 @@
 // The compute of a host: a relay stage, or a data holder (stage 0 + the iteration loop +
 // microbatch carriers). Thin: the hop_ledger decides what a message means, the
 // iteration_barrier when an iteration ends, model::stage computes (docs/runtime.md).
+#include "actors/catch_up.hpp"
 #include "actors/compute_internal.hpp"
 
 #include <nlohmann/json.hpp>
@@ -268,29 +269,26 @@ void check_lost_stage(self_ptr self, std::uint32_t stage, std::uint64_t iteratio
   self->delayed_send(self, restore_delay(st), restore_atom::value, stage, st.current);
 }
 
-// A peer this host had not known at its stage (a joiner, a restarted host) missed what was
-// sent before: the messages of the iteration in progress that it needs go to it again.
+// A peer this host had not known (a joiner, a restarted host) missed what was sent before:
+// the messages it may still wait for go to it again (actors/catch_up.hpp).
 void catch_up(self_ptr self, const std::string& id, std::int32_t stage) {
   auto& st = self->state;
   if (!st.ready)
     return;
-  if (st.last_done && st.last_done->iteration == st.current)
-    st.ctx->send(self, id, service::stage, *st.last_done);
-  // This stage's norms of the iteration in progress and of the one just applied: the peer may
-  // still be in that one, waiting for a norm this host sent before it knew the peer.
-  for (auto n = st.my_norm.lower_bound(st.current > 0 ? st.current - 1 : 0); n != st.my_norm.end(); ++n)
-    st.ctx->send(self, id, service::stage, n->second);
-  if (stage != st.ctx->stage)
-    return;
-  // This host's share of the iteration just applied too: it may have shared and stepped
-  // before it knew the peer, which waits for that share (a launch run once stalled for good so).
-  if (st.last_share && st.last_share->iteration + 1 == st.current)
-    st.ctx->send(self, id, service::stage, *st.last_share);
-  if (auto s = st.shares.find(st.current); s != st.shares.end())
+  catch_up_state c;
+  c.current = st.current;
+  c.same_stage = stage == st.ctx->stage;
+  c.last_done = st.last_done ? &*st.last_done : nullptr;
+  c.norms = &st.my_norm;
+  c.last_share = st.last_share ? &*st.last_share : nullptr;
+  std::optional<wire::gradient_chunk> share;
+  if (auto s = st.shares.find(st.current); c.same_stage && s != st.shares.end())
     if (auto mine = s->second.find(me(st)); mine != s->second.end())
-      st.ctx->send(self, id, service::stage, share_chunk(st, st.current, mine->second));
-  if (st.last_hash)
-    st.ctx->send(self, id, service::stage, *st.last_hash); // tells a fresh replica where we are
+      share = share_chunk(st, st.current, mine->second);
+  c.current_share = share ? &*share : nullptr;
+  c.last_hash = st.last_hash ? &*st.last_hash : nullptr;
+  for (auto& m : catch_up_messages(c))
+    st.ctx->send(self, id, service::stage, m);
 }
 
 // --- the behaviour ---------------------------------------------------------------

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "actors/catch_up.hpp"
 #include "actors/freeze_watch.hpp"
 #include "actors/hop_ledger.hpp"
 #include "actors/link_estimator.hpp"
@@ -614,4 +615,69 @@ TEST_CASE("push pacer: pieces round robin over the copies, at the pace of each, 
   CHECK(std::count(transfers.begin(), transfers.end(), 12) == 2);
   CHECK(std::count(transfers.begin(), transfers.end(), 10) == 3);
   CHECK(std::count(transfers.begin(), transfers.end(), 11) == 3);
+}
+
+namespace {
+
+// What catch_up_messages returns, as (kind, iteration) pairs in order.
+std::vector<std::pair<std::string, std::uint64_t>> kinds(const std::vector<wire::message>& ms) {
+  std::vector<std::pair<std::string, std::uint64_t>> out;
+  for (auto& m : ms) {
+    std::uint64_t it = 0;
+    if (auto* d = std::get_if<wire::iteration_done>(&m))
+      it = d->iteration;
+    else if (auto* n = std::get_if<wire::norm_share>(&m))
+      it = n->iteration;
+    else if (auto* g = std::get_if<wire::gradient_chunk>(&m))
+      it = g->iteration;
+    else if (auto* h = std::get_if<wire::replica_hash>(&m))
+      it = h->iteration;
+    out.emplace_back(wire::kind_name(m), it);
+  }
+  return out;
+}
+
+} // namespace
+
+// A host met a peer late (a joiner, a replica that came up after this host had sent its
+// part): the peer must get what it may still wait for. The share of the iteration just
+// applied is the case a launch run once stalled on for good (a replica shared, averaged and
+// stepped before it knew its stage-mate, which waited for that share).
+TEST_CASE("catch-up: a peer met late gets the holder's report, the norms of this and the last iteration, and a stage-mate the shares and the hash") {
+  using P = std::pair<std::string, std::uint64_t>;
+  wire::iteration_done done;
+  done.iteration = 7;
+  std::map<std::uint64_t, wire::norm_share> norms;
+  for (std::uint64_t i : {5, 6, 7})
+    norms[i].iteration = i;
+  wire::gradient_chunk last, now;
+  last.iteration = 6;
+  now.iteration = 7;
+  wire::replica_hash hash;
+  hash.iteration = 6;
+
+  catch_up_state c;
+  c.current = 7;
+  c.same_stage = true;
+  c.last_done = &done;
+  c.norms = &norms;
+  c.last_share = &last;
+  c.current_share = &now;
+  c.last_hash = &hash;
+  CHECK(kinds(catch_up_messages(c)) == std::vector<P>{{"iteration_done", 7}, {"norm_share", 6}, {"norm_share", 7},
+                                                      {"gradient_chunk", 6}, {"gradient_chunk", 7}, {"replica_hash", 6}});
+
+  // A peer of another stage: no shares, no hash (they are its stage's business).
+  c.same_stage = false;
+  CHECK(kinds(catch_up_messages(c)) == std::vector<P>{{"iteration_done", 7}, {"norm_share", 6}, {"norm_share", 7}});
+
+  // Older than the iteration just applied, or a report of another iteration: not sent.
+  c.same_stage = true;
+  last.iteration = 5;
+  done.iteration = 6;
+  c.current_share = nullptr;
+  CHECK(kinds(catch_up_messages(c)) == std::vector<P>{{"norm_share", 6}, {"norm_share", 7}, {"replica_hash", 6}});
+
+  // Nothing held yet (a fresh host at iteration 0): nothing to send.
+  CHECK(catch_up_messages(catch_up_state{}).empty());
 }
