@@ -55,28 +55,37 @@ TEST_CASE("view graph: the cheapest ring per data holder, load after the path, t
   CHECK(r[h2]->cost == doctest::Approx(1.2));
 }
 
-// The balancer's adverts and next hops were a loop over next hops before they were shortest
-// paths on this graph: the same choice, bit for bit, on random views.
-TEST_CASE("view graph: Dijkstra gives what a loop over the next hops gives, bit for bit, on 500 random views") {
-  for (std::uint64_t seed = 1; seed <= 500; ++seed) {
-    INFO("seed " << seed);
+namespace {
+
+// A random view with coarse costs (exact ties are frequent): next hops with their edge
+// costs, loads and exclusions, and paths to the targets (-1: none). `closing`: the next hops
+// are the data holders themselves (the last relay stage), no paths.
+struct random_view {
+  view_graph v;
+  std::size_t n = 0, t = 0;
+  std::vector<double> edge, load;
+  std::vector<char> excluded;
+  std::vector<std::vector<double>> path;
+
+  random_view(std::uint64_t seed, bool closing) {
     std::mt19937_64 rng{seed};
     std::uniform_int_distribution<int> hops{0, 12}, targets{1, 5}, coin{0, 3};
     std::uniform_real_distribution<double> cost{0.0, 2.0};
-    auto n = static_cast<std::size_t>(hops(rng));
-    auto t = static_cast<std::size_t>(targets(rng));
-    view_graph v;
-    v.reset(false);
-    std::vector<double> edge(n), load(n);
-    std::vector<char> excluded(n);
-    std::vector<std::vector<double>> path(n, std::vector<double>(t, -1.0));
+    n = static_cast<std::size_t>(hops(rng));
+    t = closing ? n : static_cast<std::size_t>(targets(rng));
+    v.reset(closing);
+    edge.resize(n);
+    load.resize(n);
+    excluded.resize(n);
+    path.assign(n, std::vector<double>(t, -1.0));
     for (std::size_t k = 0; k < n; ++k) {
-      // Coarse values make exact ties frequent.
       edge[k] = coin(rng) == 0 ? 0.5 : std::round(cost(rng) * 4) / 4;
       v.add_next(edge[k]);
       load[k] = coin(rng) == 0 ? 0.25 * coin(rng) : 0.0;
       excluded[k] = coin(rng) == 0;
     }
+    if (closing)
+      return;
     for (std::size_t j = 0; j < t; ++j)
       v.add_target();
     for (std::size_t k = 0; k < n; ++k)
@@ -85,6 +94,18 @@ TEST_CASE("view graph: Dijkstra gives what a loop over the next hops gives, bit 
           path[k][j] = std::round(cost(rng) * 4) / 4;
           v.add_path(k, j, path[k][j]);
         }
+  }
+};
+
+} // namespace
+
+// The balancer's adverts and next hops were a loop over next hops before they were shortest
+// paths on this graph: the same choice, bit for bit, on random views.
+TEST_CASE("view graph: Dijkstra gives what a loop over the next hops gives, bit for bit, on 500 random views") {
+  for (std::uint64_t seed = 1; seed <= 500; ++seed) {
+    INFO("seed " << seed);
+    random_view r{seed, false};
+    auto& [v, n, t, edge, load, excluded, path] = r;
     for (bool use_load : {false, true})
       for (bool use_excluded : {false, true}) {
         auto got = v.cheapest(use_load ? load : std::vector<double>{}, use_excluded ? excluded : std::vector<char>{});
@@ -117,27 +138,8 @@ TEST_CASE("view graph: Dijkstra gives what a loop over the next hops gives, bit 
 TEST_CASE("view graph: the cheapest ring avoiding each next hop equals a Dijkstra with it excluded, on 500 random views") {
   for (std::uint64_t seed = 1; seed <= 500; ++seed) {
     INFO("seed " << seed);
-    std::mt19937_64 rng{seed};
-    std::uniform_int_distribution<int> hops{0, 12}, targets{1, 5}, coin{0, 3};
-    std::uniform_real_distribution<double> cost{0.0, 2.0};
-    bool closing = seed % 4 == 0;
-    auto n = static_cast<std::size_t>(hops(rng));
-    auto t = closing ? n : static_cast<std::size_t>(targets(rng));
-    view_graph v;
-    v.reset(closing);
-    std::vector<double> load(n);
-    for (std::size_t k = 0; k < n; ++k) {
-      v.add_next(coin(rng) == 0 ? 0.5 : std::round(cost(rng) * 4) / 4); // coarse: frequent ties
-      load[k] = coin(rng) == 0 ? 0.25 * coin(rng) : 0.0;
-    }
-    if (!closing) {
-      for (std::size_t j = 0; j < t; ++j)
-        v.add_target();
-      for (std::size_t k = 0; k < n; ++k)
-        for (std::size_t j = 0; j < t; ++j)
-          if (coin(rng) != 0)
-            v.add_path(k, j, std::round(cost(rng) * 4) / 4);
-    }
+    random_view r{seed, seed % 4 == 0};
+    auto& [v, n, t, edge, load, excluded, path] = r;
     for (bool use_load : {false, true}) {
       auto l = use_load ? load : std::vector<double>{};
       auto two = v.cheapest_two(l);
