@@ -335,13 +335,13 @@ flow_balancer::pick_next(const std::string& target, const std::set<std::string>&
   return std::make_pair(*v.next[best->next], best->cost);
 }
 
-std::vector<wire::target_cost> flow_balancer::advert() const {
+std::vector<wire::target_cost> flow_balancer::advert(const std::vector<double>& load) const {
   std::vector<wire::target_cost> out;
   if (holder() || spare() <= 0)
     return out;
   // Every data holder the view reaches through a next hop with room, in name order (a holder
   // known only otherwise has no path from here).
-  auto best = cheapest({}, load_now()); // every data holder at once
+  auto best = cheapest({}, load); // every data holder at once
   for (auto& [t, i] : view().target)
     if (best[i])
       out.push_back(wire::target_cost{t, best[i]->cost, -spare()});
@@ -356,7 +356,7 @@ const std::shared_ptr<const std::vector<wire::target_cost>>& flow_balancer::curr
   if (last_advert_ && advert_key_.version == v.graph.version() && advert_key_.spare == spare()
       && advert_key_.load == load)
     return last_advert_;
-  auto& ad = remember(last_advert_, advert());
+  auto& ad = remember(last_advert_, advert(load));
   advert_key_.version = v.graph.version();
   advert_key_.spare = spare();
   advert_key_.load = std::move(load);

@@ -270,10 +270,10 @@ private:
                                                          const std::set<std::string>& exclude,
                                                          const std::vector<double>& load) const;
   std::map<std::string, int> flows_by_next() const;
-  std::vector<wire::target_cost> advert() const;
-  /// advert() as last_advert_, computed again only when what it depends on changed.
+  /// The cost advert with `load` on the links (load_now()).
+  std::vector<wire::target_cost> advert(const std::vector<double>& load) const;
+  /// advert(load_now()) as last_advert_, computed again only when what it depends on changed.
   const std::shared_ptr<const std::vector<wire::target_cost>>& current_advert();
-
   void forward_request(held_flow& f, std::vector<outgoing>& out);
   void release(std::uint64_t id, std::vector<outgoing>& out, wire::reject_reason why);
   wire::flow_response response(std::uint64_t id, bool accepted, wire::reject_reason why,

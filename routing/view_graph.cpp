@@ -188,12 +188,11 @@ std::vector<view_graph::two_choices> view_graph::cheapest_two(const std::vector<
   };
   // The same sums as the Dijkstra's (ring cost + edge cost) + load after it, from 0 at this node.
   for (auto e : boost::make_iterator_range(boost::out_edges(graph::vertex_descriptor{0}, g))) {
-    auto& first = g[e];
-    auto k = boost::target(e, g) - 1; // next hop k is vertex 1 + k
+    auto& first = g[e]; // this node -> next hop first.next (vertex 1 + first.next)
     double then = first.loaded && first.next < load.size() ? load[first.next] : 0.0;
     double at = (0.0 + edges_[first.next]) + then;
     if (next_is_target_) {
-      offer(k, choice{first.next, at});
+      offer(first.next, choice{first.next, at}); // the next hop is the target
       continue;
     }
     for (auto f : boost::make_iterator_range(boost::out_edges(boost::target(e, g), g))) {
