@@ -7,8 +7,10 @@
 //
 // The actors of a host have typed interfaces (supervisor_actor, membership_actor,
 // probe_actor, balancer_actor, compute_actor, carrier_actor below: CAF checks every send to
-// them at compile time). The link layers and the reporter, which the deploy layer provides,
+// them at compile time). The link layers and the reporter, which app/ and actors/net/ provide,
 // are dynamically typed; their interfaces are written out below, one line per handler.
+// Atoms: actors/atoms.hpp. The run's spec: actors/cluster_spec.hpp. The link layers, guard,
+// inspection and metrics servers each have their header in actors/net/ and actors/inspect/.
 #pragma once
 
 #include <cstdint>
@@ -23,208 +25,32 @@
 #include <caf/atom.hpp>
 #include <caf/typed_actor.hpp>
 
-#include "actors/node_config.hpp"
-#include "actors/tls_session.hpp"
-#include "actors/wire_frame.hpp"
-#include "model/model_config.hpp"
-#include "routing/network.hpp"
-#include "routing/dtfm.hpp"
-#include "routing/compression.hpp"
-#include "routing/routing_config.hpp"
+#include "actors/atoms.hpp"
+#include "actors/cluster_spec.hpp"
+#include "actors/net/wire_frame.hpp"
 
 namespace gwtf::actors {
 
-// --- atoms -----------------------------------------------------------------------------
-using send_atom = caf::atom_constant<caf::atom("send")>;
-using deliver_atom = caf::atom_constant<caf::atom("deliver")>;
-using register_atom = caf::atom_constant<caf::atom("register")>;
-using slow_atom = caf::atom_constant<caf::atom("slow")>;
-using tick_atom = caf::atom_constant<caf::atom("tick")>;
-using subscribe_atom = caf::atom_constant<caf::atom("subscribe")>;
-using peer_up_atom = caf::atom_constant<caf::atom("peerup")>;
-using peer_down_atom = caf::atom_constant<caf::atom("peerdown")>;
-using stage_atom = caf::atom_constant<caf::atom("stage")>;
-using latency_atom = caf::atom_constant<caf::atom("latency")>;
-using flows_atom = caf::atom_constant<caf::atom("flows")>;
-using ready_atom = caf::atom_constant<caf::atom("ready")>;
-using crash_atom = caf::atom_constant<caf::atom("crash")>;
-using resend_atom = caf::atom_constant<caf::atom("resend")>;
-using progress_atom = caf::atom_constant<caf::atom("progress")>;
-using done_atom = caf::atom_constant<caf::atom("done")>;
-using timeout_atom = caf::atom_constant<caf::atom("timeout")>;
-using fetch_atom = caf::atom_constant<caf::atom("fetch")>;
-using start_atom = caf::atom_constant<caf::atom("start")>;
-using stop_atom = caf::atom_constant<caf::atom("stop")>;
-using net_atom = caf::atom_constant<caf::atom("net")>;
-using drained_atom = caf::atom_constant<caf::atom("drained")>;
-using known_atom = caf::atom_constant<caf::atom("known")>;
-using place_atom = caf::atom_constant<caf::atom("place")>;
-using inspect_atom = caf::atom_constant<caf::atom("inspect")>;
-using trace_atom = caf::atom_constant<caf::atom("trace")>;
-// reporter events
-using iteration_atom = caf::atom_constant<caf::atom("iteration")>;
-using applied_atom = caf::atom_constant<caf::atom("applied")>;
-using averaged_atom = caf::atom_constant<caf::atom("averaged")>;
-using share_atom = caf::atom_constant<caf::atom("share")>;
-using compute_atom = caf::atom_constant<caf::atom("compute")>;
-using joined_atom = caf::atom_constant<caf::atom("joined")>;
-using restart_atom = caf::atom_constant<caf::atom("restart")>;
-using left_atom = caf::atom_constant<caf::atom("left")>;
-using failure_atom = caf::atom_constant<caf::atom("failure")>;
-using reload_atom = caf::atom_constant<caf::atom("reload")>;
-using verdict_atom = caf::atom_constant<caf::atom("verdict")>;
-using placed_atom = caf::atom_constant<caf::atom("placed")>;
-using checkpoint_atom = caf::atom_constant<caf::atom("checkpoint")>;
-using loaded_atom = caf::atom_constant<caf::atom("loaded")>;
-using replica_atom = caf::atom_constant<caf::atom("replica")>;
-using served_atom = caf::atom_constant<caf::atom("served")>;
-using probe_atom = caf::atom_constant<caf::atom("probe")>;
-using restore_atom = caf::atom_constant<caf::atom("restore")>;
-using inflight_atom = caf::atom_constant<caf::atom("inflight")>;
-
-/// Where a frame goes inside its destination host.
-/// `link` is the links' own traffic in node mode (GOSSIP: who is where).
-enum class service : std::int32_t { membership = 0, probe = 1, balancer = 2, stage = 3, link = 4, inspect = 5 };
-
-/// Everything every host of a run knows before it starts (from cluster.yaml). Immutable,
-/// shared by the hosts of one process.
-struct cluster_spec {
-  model::model_config model;
-  model::training_config training;
-  model::data_config data;
-  routing::routing_config routing;
-  fault_config faults;
-  std::vector<host_config> hosts;     ///< every declared host (bootstrap list)
-  std::vector<std::string> holders;   ///< data holders in config order (holder index)
-  double time_scale = 1.0;            ///< emulated delays x this; 0 = no emulated delay
-  std::int64_t max_message_bytes = 64 << 20;
-  double activation_bytes = 0;        ///< one microbatch's activation, for edge costs
-  std::string advertise;              ///< node mode: the address peers dial; empty: embedded
-  /// Checkpoints (docs/checkpoints.md) go to data_dir/HOST/stage-S/; empty: none written.
-  std::string data_dir;
-  std::uint64_t checkpoint_hash = 0;  ///< deploy's checkpoint_hash of the config
-  /// Founding hosts load a checkpoint at start: the one of `resume_at` when set, else
-  /// their newest valid one. A host without a usable one joins and downloads the state.
-  bool resume = false;
-  std::optional<std::uint64_t> resume_at;
-  /// --until N: stop after N iterations applied; the schedule stays training.iterations'.
-  std::optional<std::uint64_t> until;
-  /// Node mode with checkpoints and no launcher: a relay stage whose every replica is gone is
-  /// restored by the hosts themselves (docs/checkpoints.md; launch restores it itself).
-  bool self_restore = false;
-  /// compression.mode: the type activations and their gradients travel in (float32: as
-  /// computed; float16 / bfloat16: rounded for the wire, fp32 again at the receiver).
-  wire::dtype activation_wire_type = wire::dtype::float32;
-  /// compression.mode adaptive: when a link carries only the top-k values (with
-  /// activation_wire_type float16); unset: every tensor travels whole.
-  std::optional<routing::compression_policy> adaptive;
-  /// placement.policy dtfm: what DT-FM reads (hosts' regions come from the membership view)
-  /// and its region matrix; unset: the bottleneck rule.
-  std::optional<routing::dtfm_request> dtfm;
-  std::shared_ptr<const routing::network_matrix> dtfm_network;
-  /// placement.relays / wait_ms: a founding stage-less relay places itself once it sees this
-  /// many relays and every data holder of `holders` (or after wait_ms); 0: once its view settles.
-  int placement_relays = 0;
-  int placement_wait_ms = 60000;
-  /// Iterations this run applies before it ends: training.iterations, or --until's N.
-  std::uint64_t end_iteration() const {
-    auto planned = static_cast<std::uint64_t>(training.iterations);
-    return until ? std::min(*until, planned) : planned;
-  }
-};
-
-/// Where `host` keeps its checkpoints (model/checkpoint.hpp's root).
-std::string checkpoint_root(const cluster_spec& spec, const std::string& host);
-
-/// The checkpoints `host` can serve from node.data_dir (its own and the copies peers pushed),
-/// by file name (each is verified when it is served), the newest 8 per stage: what its
-/// heartbeats tell peers for a restore of a lost stage.
-std::vector<wire::held_checkpoint> checkpoint_inventory(const cluster_spec& spec, const std::string& host);
-
-// --- link layer (one per process) ------------------------------------------------------
+// --- link layer (one per process: actors/net/link_layer.hpp, net_link.hpp) ----------------
 // (register_atom, host, int32 service, actor)   a host's actor for a service; monitored
 // (send_atom, from, to, int32 service, frame)   carry a frame from -> to, delayed by the
 //                                               emulated link; dropped if `to` is gone
 // (slow_atom, host a, host b, double factor)    the link a <-> b turns `factor` x slower
+// (restart_atom, u64 incarnation)               the host restarted as a new incarnation
+//                                               (embedded: nothing to do)
+// (subscribe_atom, actor)                       sends it (known_atom, name) for every peer
+//                                               it finds (membership; embedded: none)
 // delivers: (deliver_atom, from, frame) to the registered actor of (to, service)
-caf::actor spawn_link_layer(caf::actor_system& sys, routing::network_matrix net,
-                            std::vector<host_config> hosts, double time_scale);
-
-// --- TCP link (node mode: one host per process) -------------------------------------------
-// The same handlers as the link layer above, for this process's one host, plus
-// (subscribe_atom, actor)   sends it (known_atom, name) for every peer it finds (membership)
+// The TCP link (node mode) also takes
+// (start_atom, advertise, guard actor)          published before it listens: starts it
+// (slow_atom, get_atom, peer, double factor) -> string   the shell's slow-link control:
+//                                               empty when done, else why not (the embedded
+//                                               link has no such handler: the embedded
+//                                               shell front handles slow-link itself)
 // and between the links of two processes, over CAF's middleman:
 // (net_atom, from, to, int32 service, frame)   service::link carries GOSSIP (discovery)
-struct net_link_options {
-  host_config self;                         ///< this process's host
-  std::string advertise;                    ///< "host:port" peers dial
-  std::vector<std::string> bootstrap;       ///< dialled while no peer is connected
-  std::uint64_t cluster = 0;                ///< hash every peer must share
-  std::uint64_t incarnation = 0;            ///< raises on every start of the process
-  std::optional<routing::network_matrix> network; ///< emulated delays, if any
-  double time_scale = 1.0;                  ///< emulated delays x this
-  std::int64_t max_message_bytes = 64 << 20;
-  int connect_timeout_ms = 2000;            ///< a dial that takes longer fails
-  int gossip_interval_ms = 500;             ///< gossip to a few peers, redial lost ones
-  caf::actor reporter;                      ///< (failure_atom, host, what) for refused input
-};
-caf::actor spawn_net_link(caf::actor_system& sys, net_link_options opts);
 
-// --- TCP guard (node mode) -------------------------------------------------------------
-// Listens on node.listen and relays every connection to the middleman's private loopback
-// port, closing one whose BASP frame header announces more than `max_payload` bytes
-// (actors/frame_guard.hpp). (caf::get_atom) -> uint16 port it listens on, or the error.
-// Dials the same way: (caf::connect_atom, host, uint16 port) connects to the peer (within
-// `dial_timeout_ms`) and answers a one-time loopback port for the middleman to connect to;
-// the peer's bytes are checked like an inbound connection's. Or the error, naming the peer.
-struct net_guard_options {
-  std::string host;               ///< address to bind
-  /// node.tls: every inbound connection must complete mutual TLS with a certificate of the
-  /// cluster CA before any byte reaches the middleman; null: plain TCP.
-  std::shared_ptr<const tls_context> tls;
-  /// node.tls, the client side: every dialled peer must present a certificate of the cluster
-  /// CA, and is shown this host's. Null: dials are plain TCP.
-  std::shared_ptr<const tls_context> tls_client;
-  int dial_timeout_ms = 2000;     ///< a peer that does not accept the connection by then: failed
-  int handshake_timeout_ms = 10000; ///< a TLS peer that has not finished its handshake by then is dropped
-  std::uint16_t port = 0;         ///< 0 = any
-  std::uint16_t inner_port = 0;   ///< the middleman's port on 127.0.0.1
-  std::uint64_t max_payload = 0;  ///< largest frame payload accepted
-  std::string host_name;          ///< this host, for reports
-  caf::actor reporter;            ///< (failure_atom, host, what) per closed connection
-};
-caf::actor spawn_net_guard(caf::actor_system& sys, net_guard_options opts);
-
-// --- inspection server (node mode) ---------------------------------------------------------
-// Listens on node.inspect for the shell (`caf-gwtf shell`): frames of a 4-byte big-endian
-// length and an encoded wire message; an INSPECT_REQUEST is answered with an INSPECT_REPLY
-// from the host's supervisor. A frame above `max_frame` bytes, a bad frame or another message
-// kind is logged with its address and closes that connection; the host goes on.
-// (caf::get_atom) -> uint16 port it listens on, or the error.
-struct inspect_server_options {
-  std::string host;               ///< address to bind
-  std::uint16_t port = 0;         ///< 0 = any
-  caf::actor supervisor;          ///< the host's supervisor (supervisor_actor)
-  std::string host_name;          ///< this host, for reports
-  caf::actor reporter;            ///< (failure_atom, host, what) per refused connection
-  int timeout_ms = 2000;          ///< the supervisor's answer must come within this
-  bool control = false;           ///< node.inspect_control: obey `drain` and `crash`
-  /// node.tls: the shell must complete mutual TLS with a certificate of the cluster CA first
-  /// (`caf-gwtf shell --cert --key --ca`); null: plain TCP.
-  std::shared_ptr<const tls_context> tls;
-  int handshake_timeout_ms = 10000; ///< a TLS client that has not finished its handshake by then is dropped
-};
-caf::actor spawn_inspect_server(caf::actor_system& sys, inspect_server_options opts);
-
-// --- metrics server (node mode, node.metrics) -------------------------------------------
-// HTTP/1.x on node.metrics: GET /metrics (Prometheus text format, the supervisor's "metrics"
-// view), /healthz (200 while the host's actors answer), /readyz (200 once the host holds
-// valid weights of its stage, else 503). One request per connection; a request head above
-// 8 KiB, or anything that is not a request line, gets 400 and the connection is closed.
-// Options as for the inspection server. (caf::get_atom) -> uint16 port, or the error.
-caf::actor spawn_metrics_server(caf::actor_system& sys, inspect_server_options opts);
-
-// --- reporter (deploy/: the embedded cluster's driver) -----------------------------------
+// --- reporter (app/: the embedded cluster's driver) -----------------------------------
 // receives, never answers:
 // (iteration_atom, holder, u64 iteration, u32 microbatches, double loss_sum, u32 flows)
 // (share_atom, host, u32 stage, u64 iteration, std::vector<u64> keys)  keys in its share
@@ -267,7 +93,7 @@ using peer_listener_actor = caf::typed_actor<
     /// the peer drained and left (its peer_down follows): its shares stay counted
     caf::reacts_to<left_atom, std::string>>;
 
-/// A host's supervisor (actors/host.cpp): spawns, restarts and stops the host's actors.
+/// A host's supervisor (actors/host/supervisor.cpp): spawns, restarts and stops the host's actors.
 using supervisor_actor = caf::typed_actor<
     /// fault injection: "any" kills the host now; "forward"/"backward" arm a crash in the
     /// stage's next such computation; "actor" fails the stage actor (supervision restarts);
@@ -299,7 +125,7 @@ using supervisor_actor = caf::typed_actor<
     /// internal: LEAVE went out, quit
     caf::reacts_to<done_atom>>;
 
-/// Membership of a host (actors/host.cpp): HELLO heartbeats, failure suspicion by silence.
+/// Membership of a host (actors/host/membership.cpp): HELLO heartbeats, failure suspicion by silence.
 using membership_actor = caf::typed_actor<
     /// MEMBERSHIP frames from the link: HELLO, LEAVE
     caf::reacts_to<deliver_atom, std::string, wire_frame>,
@@ -324,7 +150,7 @@ using membership_actor = caf::typed_actor<
     /// internal: heartbeat, suspicion, frozen check
     caf::reacts_to<tick_atom>>;
 
-/// The flow balancer of a host (actors/host.cpp around routing::flow_balancer): pushes its
+/// The flow balancer of a host (actors/host/balancer_actor.cpp around routing::flow_balancer): pushes its
 /// routing table to the stage (flows_atom).
 using balancer_actor = peer_listener_actor::extend<
     /// BALANCER frames from the link: the flow protocol
@@ -341,7 +167,7 @@ using balancer_actor = peer_listener_actor::extend<
     /// internal: the balancer tick
     caf::reacts_to<tick_atom>>;
 
-/// The link probe of a host (actors/host.cpp): PING/PONG to live peers, measurements to the
+/// The link probe of a host (actors/host/probe.cpp): PING/PONG to live peers, measurements to the
 /// balancer.
 using probe_actor = peer_listener_actor::extend<
     /// PROBE frames from the link: PING, PONG
@@ -353,7 +179,7 @@ using probe_actor = peer_listener_actor::extend<
     /// internal: probe every live peer
     caf::reacts_to<tick_atom>>;
 
-/// The compute of a host (actors/stage_actor.cpp): a relay stage, or a data holder (stage 0,
+/// The compute of a host (actors/compute/stage_actor.cpp): a relay stage, or a data holder (stage 0,
 /// the iteration loop). Drains on stop_atom, then sends (drained_atom, true) to the supervisor.
 using compute_actor = peer_listener_actor::extend<
     /// STAGE frames from the link: ACTIVATION, HOP_PROGRESS, ITERATION_DONE, GRADIENT_CHUNK,
@@ -379,15 +205,15 @@ using compute_actor = peer_listener_actor::extend<
     caf::reacts_to<fetch_atom>,
     /// link probe: a peer's bandwidth (bytes per wall second) and its compute seconds per
     /// microbatch (0: unknown), for adaptive compression
-    caf::reacts_to<latency_atom, std::string, double, double>,
+    caf::reacts_to<peer_speed_atom, std::string, double, double>,
     /// supervisor: the host's link probe, to be told this stage's compute per microbatch
     caf::reacts_to<probe_atom, probe_actor>,
     /// supervisor: the host's balancer, to be told the flows with microbatches in flight
-    caf::reacts_to<flows_atom, balancer_actor>,
+    caf::reacts_to<balancer_handle_atom, balancer_actor>,
     /// its checkpoint writer: the checkpoint of this iteration is on disk
     caf::reacts_to<checkpoint_atom, std::uint64_t>,
     /// internal (data holder, self-restore): is relay stage S still lost and iteration I stalled?
-    caf::reacts_to<restore_atom, std::uint32_t, std::uint64_t>>;
+    caf::reacts_to<lost_stage_atom, std::uint32_t, std::uint64_t>>;
 
 /// One in-flight microbatch of a data holder: owns its first hop, attempt and timeout, and
 /// asks the holder (resend_atom) to send it again.
@@ -401,9 +227,9 @@ using carrier_actor = caf::typed_actor<
     /// internal: the hop timeout of attempt n
     caf::reacts_to<timeout_atom, std::uint32_t>>;
 
-class freeze_watch; // actors/freeze_watch.hpp
+class freeze_watch; // actors/core/freeze_watch.hpp
 
-/// A host: its supervisor (crash_atom and stop_atom are the deploy layer's controls).
+/// A host: its supervisor (crash_atom and stop_atom are app/'s controls).
 /// `watch` (node mode): the process's freeze watch, which silences the host after a freeze.
 caf::actor spawn_host(caf::actor_system& sys, std::shared_ptr<const cluster_spec> spec,
                       host_config host, caf::actor link_layer, caf::actor reporter,

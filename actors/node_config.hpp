@@ -1,5 +1,5 @@
 // Plain configuration of the runtime of one process: network identity, the virtual hosts it
-// runs, fault handling and network emulation. No CAF here: deploy/ fills these from YAML
+// runs, fault handling and network emulation. No CAF here: app/ fills these from YAML
 // and the test suite checks them without starting an actor system.
 #pragma once
 
@@ -212,6 +212,13 @@ template <class F>
 void visit_fields(F& f, emulation_config& x) {
   f("network", x.network);
   f("time_scale", x.time_scale);
+}
+
+/// How long a plain query of the shell may take to be answered (the inspection server's wait,
+/// a host gathering its actors' state, a query relayed to a peer): two heartbeats, at least a
+/// second. The one home of this rule.
+inline int answer_budget_ms(const fault_config& f) {
+  return f.heartbeat_interval_ms * 2 > 1000 ? f.heartbeat_interval_ms * 2 : 1000;
 }
 
 } // namespace gwtf::actors

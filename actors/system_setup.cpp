@@ -6,7 +6,7 @@
 #include <caf/timespan.hpp>
 
 #include "actors/errors.hpp"
-#include "actors/wire_frame.hpp"
+#include "actors/net/wire_frame.hpp"
 
 namespace gwtf::actors {
 
@@ -40,7 +40,7 @@ system_config::system_config(const node_config& node, const fault_config& faults
   // Everything that crosses hosts is a wire_frame of Cap'n Proto bytes (docs/wire.md).
   add_message_type<wire_frame>("gwtf::wire_frame");
   add_message_type<std::vector<std::uint64_t>>("std::vector<std::uint64_t>");
-  // Node mode's TLS ends in the net guard both ways (actors/tls_session.hpp), not in CAF's
+  // Node mode's TLS ends in the net guard both ways (actors/net/tls_session.hpp), not in CAF's
   // openssl module: the guard checks the frames inside.
   if (serve || with_network)
     load<caf::io::middleman>();

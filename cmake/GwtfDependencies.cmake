@@ -1,5 +1,5 @@
 # Finds the six dependencies, all from Debian 12 packages (scripts/install-deps).
-# Facts behind each step: ../shared/design/toolchain.md.
+# Facts behind each step: docs/toolchain.md.
 
 find_package(Threads REQUIRED)
 

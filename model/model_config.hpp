@@ -1,5 +1,5 @@
 // Plain configuration of the model, the data and the training loop. No LibTorch, no CAF:
-// deploy/ fills these from YAML, everything else reads them.
+// app/ fills these from YAML, everything else reads them.
 #pragma once
 
 #include "common/validation.hpp"
@@ -95,7 +95,7 @@ struct training_config {
   void validate(const issue_sink& report) const;
 };
 
-/// Field lists: drive the YAML reader, the printer and the docs check (deploy/).
+/// Field lists: drive the YAML reader, the printer and the docs check (app/).
 template <class F>
 void visit_fields(F& f, model_config& x) {
   f("arch", x.arch);

@@ -1,7 +1,7 @@
 // Sizes of the model and of its pipeline stages, exact for the modules model/transformer.cpp
 // builds: parameter counts, the FLOPs of a training step per token, the bytes of an
 // activation. Torch-free and pure: the runtime's --check report and the simulator's
-// scenarios (deploy/scenario.cpp) size hosts with these, and test/model checks the
+// scenarios (app/sim/scenario.cpp) size hosts with these, and test/model checks the
 // parameter counts against what the torch modules really allocate.
 #pragma once
 

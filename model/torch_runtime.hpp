@@ -1,5 +1,5 @@
 // Process-wide LibTorch setup and diagnostics. The header is torch-free on purpose:
-// deploy/ includes it without paying LibTorch's compile time.
+// app/ includes it without paying LibTorch's compile time.
 #pragma once
 
 #include <string>

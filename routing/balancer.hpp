@@ -1,4 +1,4 @@
-// The GWTF flow balancer of one node (../shared/design/gwtf.md, docs/routing.md) as a pure
+// The GWTF flow balancer of one node (docs/design.md, docs/routing.md) as a pure
 // state machine: a message or a tick goes in, messages to send come out. No clock, no
 // threads, no CAF; the actor and the simulator wrap it unchanged.
 //

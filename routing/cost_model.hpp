@@ -1,4 +1,4 @@
-// The GWTF edge cost d_ij (../shared/design/gwtf.md, "Cost model").
+// The GWTF edge cost d_ij (docs/design.md, "Cost model").
 #pragma once
 
 #include "routing/network.hpp"

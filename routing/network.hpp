@@ -1,5 +1,5 @@
 // Measured inter-region network: one-way latency and bandwidth per directed link.
-// Any region list works; the matrices of ../shared/scenarios/ are two instances.
+// Any region list works; the matrices of configs/networks/ are instances.
 #pragma once
 
 #include <cstddef>

@@ -60,4 +60,21 @@ int place_unstaged_among(const std::vector<flow_node>& known, std::vector<unplac
   return -1;
 }
 
+std::vector<int> dtfm_founding_stages(const network_matrix& net, dtfm_request r,
+                                      const std::vector<std::pair<std::string, std::string>>& relays) {
+  std::vector<std::size_t> order(relays.size());
+  for (std::size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return relays[a] < relays[b]; });
+  for (auto i : order)
+    r.relay_regions.push_back(relays[i].second);
+  auto stages = dtfm_stages(net, r);
+  if (stages.empty())
+    return {};
+  std::vector<int> out(relays.size(), -1);
+  for (std::size_t k = 0; k < stages.size() && k < order.size(); ++k)
+    out[order[k]] = stages[k];
+  return out;
+}
+
 } // namespace gwtf::routing

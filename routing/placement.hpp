@@ -1,4 +1,4 @@
-// Where a joining host should go (../shared/design/gwtf.md, "A joining node goes to the
+// Where a joining host should go (docs/design.md, "A joining node goes to the
 // bottleneck stage, choosing the placement that most lowers iteration time per
 // microbatch"): every relay stage is tried with the oracle on the joiner's view of the
 // cluster; the stage giving the most flows wins, then the lowest cost per flow.
@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "routing/dtfm.hpp"
 #include "routing/optimum.hpp"
 
 namespace gwtf::routing {
@@ -44,5 +45,14 @@ struct unplaced_relay {
 /// of `self` (which must be among `unplaced`; -1 if not, or when there is no relay stage).
 int place_unstaged_among(const std::vector<flow_node>& known, std::vector<unplaced_relay> unplaced,
                          const std::string& self, int stages);
+
+/// placement.policy dtfm, the founding relays (no declared stage, not joining later): DT-FM
+/// partitions them together, and every one of them computes the same partition from the same
+/// view because the relays go to DT-FM in name order. `relays`: (name, region) of each
+/// founding relay in any order; `r`: the request with its data holders' regions. Returns the
+/// stage of each relay in the order of `relays`; empty when DT-FM cannot place (a region
+/// outside `net`, fewer relays than stages).
+std::vector<int> dtfm_founding_stages(const network_matrix& net, dtfm_request r,
+                                      const std::vector<std::pair<std::string, std::string>>& relays);
 
 } // namespace gwtf::routing

@@ -42,7 +42,7 @@ constexpr std::array<std::pair<move_objective, const char*>, 2> enum_names(move_
   return {{{move_objective::completion, "completion"}, {move_objective::ring, "ring"}}};
 }
 
-/// Constants of the GWTF flow protocol (../shared/design/gwtf.md).
+/// Constants of the GWTF flow protocol (docs/design.md).
 struct gwtf_config {
   int tick_ms = 2000;                 ///< period of re-introductions, adverts and anti-entropy
   double initial_temperature = 1.7;   ///< simulated-annealing start temperature

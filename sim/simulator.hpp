@@ -1,6 +1,6 @@
 // Discrete-event simulation of pipeline training under churn: virtual time, one thread,
 // deterministic for a seed. A second runtime beside actors/, in its own layer (sim/: it uses
-// routing/, nothing below deploy/ uses it). The routers are the routing/ cores unchanged:
+// routing/, nothing below app/ uses it). The routers are the routing/ cores unchanged:
 // GWTF = one flow_balancer per host wired through simulated links, SWARM = one swarm_router
 // per data holder (as its code runs: stage-level retry, wall-time throughput, rebalancing;
 // swarm-restart: the GWTF paper's account, a lost backward reruns the microbatch),
@@ -60,7 +60,7 @@ struct sim_event {
   double factor = 1;            ///< degrade: remaining share of bandwidth, (0, 1]
 };
 
-/// A simulation run's inputs (derived figures; deploy/ builds them from a scenario file).
+/// A simulation run's inputs (derived figures; app/ builds them from a scenario file).
 struct sim_scenario {
   network_matrix net;
   int stages = 2;                    ///< S: stage 0 = data holders, 1..S-1 relays

@@ -4,10 +4,10 @@
 
 #include <doctest/doctest.h>
 
-#include "actors/actor_meter.hpp"
+#include "actors/inspect/actor_meter.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/system_setup.hpp"
-#include "actors/wire_frame.hpp"
+#include "actors/net/wire_frame.hpp"
 
 using namespace gwtf::actors;
 

@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "actors/frame_guard.hpp"
+#include "actors/net/frame_guard.hpp"
 
 using gwtf::actors::frame_guard;
 

@@ -22,7 +22,7 @@
 
 #include "actors/interfaces.hpp"
 #include "actors/system_setup.hpp"
-#include "actors/wire_frame.hpp"
+#include "actors/net/wire_frame.hpp"
 #include "node_process.hpp"
 
 extern char** environ;

@@ -2,7 +2,7 @@
 // refusing other clusters and spoofed names, gossip spreading, dial back-off.
 #include <doctest/doctest.h>
 
-#include "actors/peer_directory.hpp"
+#include "actors/core/peer_directory.hpp"
 
 using namespace gwtf;
 using namespace gwtf::actors;

@@ -4,17 +4,17 @@
 #include <algorithm>
 #include <cmath>
 
-#include "actors/catch_up.hpp"
-#include "actors/freeze_watch.hpp"
-#include "actors/hop_ledger.hpp"
-#include "actors/link_estimator.hpp"
-#include "actors/iteration_barrier.hpp"
-#include "actors/replica_vote.hpp"
-#include "actors/state_download.hpp"
-#include "actors/link_emulator.hpp"
-#include "actors/membership_view.hpp"
-#include "actors/stage_restore.hpp"
-#include "actors/push_pacer.hpp"
+#include "actors/core/catch_up.hpp"
+#include "actors/core/freeze_watch.hpp"
+#include "actors/core/hop_ledger.hpp"
+#include "actors/core/link_estimator.hpp"
+#include "actors/core/iteration_barrier.hpp"
+#include "actors/core/replica_vote.hpp"
+#include "actors/core/state_download.hpp"
+#include "actors/net/link_emulator.hpp"
+#include "actors/core/membership_view.hpp"
+#include "actors/core/stage_restore.hpp"
+#include "actors/core/push_pacer.hpp"
 
 using namespace gwtf;
 using namespace gwtf::actors;

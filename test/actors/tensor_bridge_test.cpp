@@ -4,7 +4,7 @@
 
 #include <doctest/doctest.h> // after torch headers: glog redefines CHECK (toolchain.md)
 
-#include "actors/tensor_bridge.hpp"
+#include "actors/compute/tensor_bridge.hpp"
 #include "messages/codec.hpp"
 
 using namespace gwtf;

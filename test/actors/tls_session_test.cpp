@@ -11,7 +11,7 @@
 #include <openssl/ssl.h>
 #include <unistd.h>
 
-#include "actors/tls_session.hpp"
+#include "actors/net/tls_session.hpp"
 
 namespace fs = std::filesystem;
 using namespace gwtf::actors;

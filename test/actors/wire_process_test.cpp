@@ -13,7 +13,7 @@
 #include "peer_process.hpp"
 #include "actors/errors.hpp"
 #include "actors/system_setup.hpp"
-#include "actors/wire_frame.hpp"
+#include "actors/net/wire_frame.hpp"
 
 using namespace gwtf;
 using namespace gwtf::actors;

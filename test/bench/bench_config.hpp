@@ -4,19 +4,19 @@
 #include <cstdio>
 #include <optional>
 
-#include "deploy/cluster_config.hpp"
+#include "app/config/cluster_config.hpp"
 
 namespace gwtf::bench {
 
 /// The config named by argv[1]; prints `usage` (no argument) or the config's errors to
 /// stderr and sets `exit_code` (2 or 1) when there is none.
-inline std::optional<deploy::cluster_config> load_config(int argc, char** argv, const char* usage, int& exit_code) {
+inline std::optional<app::cluster_config> load_config(int argc, char** argv, const char* usage, int& exit_code) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: %s\n", usage);
     exit_code = 2;
     return std::nullopt;
   }
-  auto loaded = deploy::load_cluster_config(argv[1]);
+  auto loaded = app::load_cluster_config(argv[1]);
   if (!loaded.config) {
     for (auto& e : loaded.errors)
       std::fprintf(stderr, "%s\n", e.to_string().c_str());

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "bench_config.hpp"
-#include "deploy/cluster_config.hpp"
-#include "deploy/embedded.hpp"
+#include "app/config/cluster_config.hpp"
+#include "app/run/embedded.hpp"
 #include "model/reference.hpp"
 #include "model/torch_runtime.hpp"
 
@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     std::ostringstream log;
-    auto res = deploy::run_embedded(cfg, log, 600);
+    auto res = app::run_embedded(cfg, log, 600);
     if (!res.completed) {
       std::fprintf(stderr, "cluster run did not complete:\n%s", log.str().c_str());
       return 1;

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "bench_config.hpp"
-#include "deploy/cluster_config.hpp"
+#include "app/config/cluster_config.hpp"
 #include "model/pipeline.hpp"
 #include "model/reference.hpp"
 #include "model/torch_runtime.hpp"

@@ -14,7 +14,7 @@
 
 #include "../actors/peer_process.hpp"
 #include "actors/system_setup.hpp"
-#include "actors/wire_frame.hpp"
+#include "actors/net/wire_frame.hpp"
 
 using namespace gwtf;
 using clock_type = std::chrono::steady_clock;

@@ -186,12 +186,12 @@ def check_render(args):
         try:
             path = os.path.join(scratch, "cluster.yaml")
             with open(path, "w") as f:
-                f.write(text.replace("/data/corpus.txt", os.path.join(SRC, "test/deploy/good_configs/corpus.txt")))
+                f.write(text.replace("/data/corpus.txt", os.path.join(SRC, "test/app/good_configs/corpus.txt")))
             for s in sets:
                 for pod in pods_of(s):
                     env = dict(os.environ)
                     env.update(pod_env(s, pod, ns))
-                    env["GWTF_DATA"] = os.path.join(SRC, "test/deploy/good_configs/corpus.txt") if "GWTF_DATA" in env else ""
+                    env["GWTF_DATA"] = os.path.join(SRC, "test/app/good_configs/corpus.txt") if "GWTF_DATA" in env else ""
                     r = subprocess.run([args.exe, "--config", path, "--check"], env=env, capture_output=True,
                                        text=True, timeout=60)
                     check(r.returncode == 0, f"{overlay}: cluster.yaml is invalid for pod {pod}:\n{r.stdout}{r.stderr}")
@@ -401,7 +401,7 @@ def check_run(args):
                 elif m["name"] in claims:
                     os.makedirs(local)
                     if role_of(s) == "data_holder":  # what the admin copies in (docs/deploy.md)
-                        shutil.copy(os.path.join(SRC, "test/deploy/good_configs/corpus.txt"), os.path.join(local, "corpus.txt"))
+                        shutil.copy(os.path.join(SRC, "test/app/good_configs/corpus.txt"), os.path.join(local, "corpus.txt"))
                 else:
                     os.makedirs(local)
                 mapping[m["mountPath"]] = local

@@ -11,7 +11,7 @@
 #include <caf/io/all.hpp>
 
 #include "actors/system_setup.hpp"
-#include "actors/wire_frame.hpp"
+#include "actors/net/wire_frame.hpp"
 
 using namespace gwtf::actors;
 

@@ -17,7 +17,7 @@ using namespace gwtf::model;
 
 namespace {
 
-const std::string test_corpus = std::string{GWTF_SOURCE_DIR} + "/test/deploy/good_configs/corpus.txt";
+const std::string test_corpus = std::string{GWTF_SOURCE_DIR} + "/test/app/good_configs/corpus.txt";
 const std::string demo_corpus = "/usr/share/games/fortunes/cookie";
 
 model_config tiny(architecture arch) {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "deploy/cluster_config.hpp"
+#include "app/config/cluster_config.hpp"
 #include "routing/network.hpp"
 
 using namespace gwtf;
@@ -13,7 +13,7 @@ const std::string src = GWTF_SOURCE_DIR;
 }
 
 TEST_CASE("network matrices: both shipped scenarios load, with the file's values") {
-  auto aws = deploy::load_network_matrix(src + "/configs/networks/aws-8.yaml");
+  auto aws = app::load_network_matrix(src + "/configs/networks/aws-8.yaml");
   REQUIRE(aws.network);
   CHECK(aws.network->name == "aws-8");
   CHECK(aws.network->regions.size() == 8);
@@ -25,7 +25,7 @@ TEST_CASE("network matrices: both shipped scenarios load, with the file's values
   CHECK(aws.network->link(oregon, oregon).latency_ms == doctest::Approx(2.5));
   CHECK(aws.network->link(oregon, oregon).bandwidth_mbps == doctest::Approx(2000));
 
-  auto gcp = deploy::load_network_matrix(src + "/configs/networks/gcp-12.yaml");
+  auto gcp = app::load_network_matrix(src + "/configs/networks/gcp-12.yaml");
   REQUIRE(gcp.network);
   CHECK(gcp.network->regions.size() == 12);
   CHECK(gcp.network->intra_region.latency_ms == doctest::Approx(1));
@@ -33,11 +33,11 @@ TEST_CASE("network matrices: both shipped scenarios load, with the file's values
 }
 
 TEST_CASE("network matrices: shape and value errors name the file, line and cell") {
-  auto path = src + "/test/deploy/networks/broken-2-regions-3-rows.yaml";
-  auto r = deploy::load_network_matrix(path);
+  auto path = src + "/test/app/networks/broken-2-regions-3-rows.yaml";
+  auto r = app::load_network_matrix(path);
   CHECK_FALSE(r.network);
   auto has = [&](const std::string& key, int line, const std::string& text) {
-    return std::any_of(r.errors.begin(), r.errors.end(), [&](const deploy::config_error& e) {
+    return std::any_of(r.errors.begin(), r.errors.end(), [&](const app::config_error& e) {
       return e.key == key && e.line == line && e.file == path && e.message.find(text) != std::string::npos;
     });
   };

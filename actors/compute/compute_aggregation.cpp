@@ -1,0 +1,556 @@
+// The iteration boundary of a replica (share, average, apply; driven by iteration_barrier),
+// the stage-state download, the replica vote and the stall report (docs/runtime.md).
+#include "actors/compute/compute_internal.hpp"
+
+namespace gwtf::actors::compute {
+
+void enter_download(self_ptr self, const std::string& from, bool withdraw = true);
+bool check_vote(self_ptr self, std::uint64_t i);
+
+// --- the iteration boundary ----------------------------------------------------------
+
+
+wire::gradient_chunk share_chunk(const compute_state& st, std::uint64_t i, const share_data& mine) {
+  wire::gradient_chunk c;
+  c.iteration = i;
+  c.stage = static_cast<std::uint32_t>(st.ctx->stage);
+  c.contributors = {me(st)};
+  c.microbatches = static_cast<std::uint64_t>(mine.count);
+  c.offset = 0;
+  c.total_elements = mine.count > 0 ? static_cast<std::uint64_t>(mine.values.shape[0]) : 0;
+  c.values = mine.count > 0 ? mine.values : wire::tensor_payload{wire::dtype::float32, {0}, nullptr, 0, false, {}};
+  for (auto& [holder, n] : mine.holders)
+    c.holders.push_back({holder, static_cast<std::uint32_t>(n)});
+  return c;
+}
+
+// The roster's name of a data holder index (microbatch keys carry the index).
+std::string holder_name(const compute_state& st, std::uint32_t index) {
+  auto& roster = st.ctx->spec->holders;
+  return index < roster.size() ? roster[index] : "holder #" + std::to_string(index);
+}
+
+// The gradient sum this replica shares of iteration i: at a relay stage, once stage 0's
+// verdict is in, over the microbatches of the holders it names only.
+const std::map<std::string, std::uint32_t>* share_filter(const compute_state& st, std::uint64_t i) {
+  return is_holder(st) ? nullptr : st.barrier->verdict(i);
+}
+
+// Sends this replica's gradient sum of iteration i to the live replicas of its stage (again
+// after a repair changed it: receivers keep the latest share of each replica).
+void send_share(self_ptr self, std::uint64_t i) {
+  auto& st = self->state;
+  auto* verdict = share_filter(st, i);
+  std::set<std::uint32_t> kept;
+  if (verdict)
+    for (std::uint32_t h = 0; h < st.ctx->spec->holders.size(); ++h)
+      if (verdict->count(st.ctx->spec->holders[h]) > 0)
+        kept.insert(h);
+  auto g = verdict ? st.model->gradients(kept) : st.model->gradients();
+  auto* sum = value_or_report(self, g, "gradient sum of iteration " + std::to_string(i));
+  if (!sum)
+    return;
+  st.shared.insert(i);
+  share_data mine;
+  mine.count = sum->count;
+  for (auto& [h, n] : sum->holders)
+    mine.holders[holder_name(st, h)] = n;
+  if (sum->count > 0) {
+    std::vector<torch::Tensor> flat;
+    for (auto& t : sum->sums)
+      flat.push_back(t.reshape({-1}));
+    mine.values = to_payload(torch::cat(flat));
+  }
+  std::vector<std::uint64_t> keys;
+  if (is_holder(st)) {
+    for (auto& [k, o] : st.origins)
+      if (o.done)
+        keys.push_back(k);
+  } else {
+    for (auto& [k, r] : st.ledger->records())
+      if (r.mb.iteration == i && r.backward_done && st.model->counted(k)
+          && (!verdict || kept.count(r.mb.holder) > 0))
+        keys.push_back(k);
+  }
+  tell(self, st.ctx->reporter, share_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage), i, keys);
+  auto c = share_chunk(st, i, mine);
+  for (auto& [h, d] : st.barrier->reports(i))
+    c.reports.push_back(d);
+  for (auto& r : same_stage(st))
+    st.ctx->send(self, r, service::stage, c);
+  st.shares[i][me(st)] = std::move(mine);
+  st.barrier->share(i, me(st));
+}
+
+// A draining host is done once it shared its part of the iteration in progress, or has no
+// part in it: then the supervisor may announce LEAVE. A relay also waits for stage 0's
+// verdict and shares within it: once gone it could not share again without a holder that
+// stage 0 left out, and its stage-mates would wait for that share.
+void maybe_drained(self_ptr self) {
+  auto& st = self->state;
+  if (!st.draining)
+    return;
+  bool stake = false;
+  if (is_holder(st)) {
+    stake = st.running;
+  } else {
+    for (auto& [k, r] : st.ledger->records())
+      stake = stake || r.mb.iteration == st.current;
+  }
+  if (stake && st.shared.count(st.current) == 0)
+    return;
+  if (stake && !is_holder(st)) {
+    auto mine = st.shares[st.current].find(me(st));
+    if (st.barrier->verdict(st.current) == nullptr || mine == st.shares[st.current].end()
+        || !st.barrier->outside_verdict(st.current, mine->second.holders).empty())
+      return;
+  }
+  st.draining = false;
+  self->send(st.supervisor, drained_atom::value, true);
+}
+
+// A data holder's report, from the holder or relayed in a share. Only the roster's holders
+// count, and only they are waited for: a name from a peer is not trusted to exist.
+void take_report(compute_state& st, wire::iteration_done&& d) {
+  auto& roster = st.ctx->spec->holders;
+  auto listed = [&](const std::string& h) { return std::find(roster.begin(), roster.end(), h) != roster.end(); };
+  if (!listed(d.holder))
+    return;
+  d.participants.erase(std::remove_if(d.participants.begin(), d.participants.end(),
+                                      [&](const std::string& h) { return !listed(h); }),
+                       d.participants.end());
+  st.barrier->holder_done(d);
+}
+
+boundary try_share(self_ptr self, std::uint64_t i) {
+  auto& st = self->state;
+  if (!st.ready || i != st.current || st.shared.count(i) > 0
+      || !st.barrier->holders_done(i, live_holders(st), st.gone))
+    return boundary::none;
+  send_share(self, i);
+  st.shared_ms.emplace(i, steady_ms());
+  maybe_drained(self);
+  return try_average(self, i);
+}
+
+boundary try_average(self_ptr self, std::uint64_t i) {
+  auto& st = self->state;
+  if (!st.ready || i != st.current || st.averaged.count(i) > 0 || st.shared.count(i) == 0)
+    return boundary::none;
+  // Every microbatch the data holders finished must be in the shares. A replica that died
+  // before its share arrived had its microbatches re-sent to the others (hop_ledger), which
+  // share again once they have counted them; empty shares change nothing and are not waited for.
+  std::int64_t counted = 0;
+  for (auto& [r, sh] : st.shares[i])
+    counted += sh.count;
+  // At stage 0 a data holder's microbatches are counted by that holder alone and never come
+  // back: a dead holder whose share did not arrive takes its finished microbatches with it.
+  if (is_holder(st))
+    for (auto& [holder, rep] : st.barrier->reports(i))
+      if (st.gone.count(holder) > 0 && st.shares[i].count(holder) == 0)
+        counted += static_cast<std::int64_t>(rep.microbatches);
+  // At a relay stage only the holders of stage 0's verdict count: wait for it, and for every
+  // share that counts another holder to come again without it (on_verdict).
+  if (!is_holder(st)) {
+    if (st.barrier->verdict(i) == nullptr)
+      return boundary::none;
+    for (auto& [r, sh] : st.shares[i])
+      if (!st.barrier->outside_verdict(i, sh.holders).empty())
+        return boundary::none;
+  }
+  if (!st.barrier->shares_complete(i, me(st), counted))
+    return boundary::none;
+  auto params = st.model->parameters();
+  std::vector<model::gradient_sum> sums;
+  std::vector<std::string> contributors;
+  for (auto& [replica, s] : st.shares[i]) { // replica-name order: bit-identical everywhere
+    if (s.count == 0)
+      continue;
+    contributors.push_back(replica);
+    model::gradient_sum g;
+    g.count = s.count;
+    if (s.count > 0) {
+      auto flat = to_torch(s.values);
+      std::int64_t off = 0;
+      for (auto& p : params) {
+        auto n = p.tensor.numel();
+        if (off + n > flat.numel())
+          break;
+        g.sums.push_back(flat.narrow(0, off, n).view(p.tensor.sizes()));
+        off += n;
+      }
+      if (off != flat.numel() || g.sums.size() != params.size()) {
+        report_failure(self, "gradient share of " + replica + " has " + std::to_string(flat.numel())
+                               + " elements; this stage has " + std::to_string(off));
+        continue;
+      }
+    }
+    sums.push_back(std::move(g));
+  }
+  std::int64_t total = 0;
+  for (auto& g : sums)
+    total += g.count;
+  std::vector<torch::Tensor> avg;
+  if (total > 0) {
+    avg = model::average(sums);
+  } else {
+    for (auto& p : params)
+      avg.push_back(torch::zeros_like(p.tensor));
+  }
+  double sq = model::stage::squared_norm(avg);
+  st.averaged[i] = std::move(avg);
+  tell(self, st.ctx->reporter, averaged_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage), i,
+             contributors);
+  wire::norm_share n{i, static_cast<std::uint32_t>(st.ctx->stage), sq, {}};
+  // Stage 0's norm carries its verdict: the holders whose microbatches it averaged. Every
+  // other stage averages those holders' microbatches only.
+  if (is_holder(st))
+    for (auto& who : contributors)
+      n.holders.push_back({who, static_cast<std::uint32_t>(st.shares[i][who].count)});
+  st.my_norm[i] = n;
+  for (auto& [id, s] : st.peers)
+    st.ctx->send(self, id, service::stage, n);
+  st.barrier->norm(i, n.stage, sq);
+  return try_apply(self, i);
+}
+
+boundary on_verdict(self_ptr self, std::uint64_t i, const std::vector<wire::holder_count>& holders) {
+  auto& st = self->state;
+  if (is_holder(st))
+    return boundary::none;
+  st.barrier->verdict(i, holders);
+  // This replica's share counted a holder that stage 0 did not: it goes again without it
+  // (receivers keep the latest share of each replica).
+  if (i == st.current && st.ready && st.shared.count(i) > 0) {
+    auto mine = st.shares[i].find(me(st));
+    if (mine != st.shares[i].end()) {
+      auto out = st.barrier->outside_verdict(i, mine->second.holders);
+      if (!out.empty()) {
+        std::string what;
+        std::int64_t left_out = 0;
+        for (auto& h : out) {
+          what += (what.empty() ? "" : ", ") + h;
+          left_out += mine->second.holders[h];
+        }
+        tell(self, st.ctx->reporter, verdict_atom::value, me(st),
+             "shares iteration " + std::to_string(i) + " again without " + std::to_string(left_out)
+                 + " microbatch(es) of " + what + ": stage 0 did not count them");
+        send_share(self, i);
+      }
+    }
+    maybe_drained(self); // a leaving relay waited for this verdict
+  }
+  return try_average(self, i);
+}
+
+boundary try_apply(self_ptr self, std::uint64_t i) {
+  auto& st = self->state;
+  if (!st.ready || i != st.current || st.averaged.count(i) == 0)
+    return boundary::none;
+  auto norm = st.barrier->global_norm(i);
+  if (!norm)
+    return boundary::none;
+  auto r = st.model->apply(st.averaged[i], static_cast<std::int64_t>(i), *norm);
+  if (!value_or_report(self, r, "optimizer step " + std::to_string(i)))
+    return boundary::none;
+  // Stashes never used by a backward (a re-routed stream) were wasted compute.
+  double wasted = 0;
+  auto now = steady_ms();
+  auto shared = st.shared_ms.find(i);
+  st.last_aggregation = compute_state::aggregation{i, now, shared == st.shared_ms.end() ? 0 : now - shared->second};
+  st.shared_ms.erase(st.shared_ms.begin(), st.shared_ms.upper_bound(i));
+  for (auto k : st.ledger->finish(i)) {
+    st.arrived_ms.erase(k);
+    if (st.model->drop(k))
+      wasted += st.fwd_seconds.count(k) ? st.fwd_seconds[k] : 0.0;
+    st.fwd_out.erase(k);
+    st.grad_out.erase(k);
+    st.head_grad.erase(k);
+    st.fwd_seconds.erase(k);
+    st.sparse_in.erase(k);
+  }
+  report_in_flight(self);
+  if (wasted > 0)
+    report_compute(self, i, 0, wasted);
+  st.averaged.erase(i);
+  st.last_share.reset();
+  if (auto mine = st.shares[i].find(me(st)); mine != st.shares[i].end()) {
+    st.last_share = share_chunk(st, i, mine->second);
+    for (auto& [h, d] : st.barrier->reports(i))
+      st.last_share->reports.push_back(d);
+  }
+  st.shares.erase(i);
+  // The norm of i stays until i + 1 is applied: a peer that learns of this host only now
+  // (catch_up) may still be in i and wait for it (a launch run once stalled for good so).
+  st.my_norm.erase(st.my_norm.begin(), st.my_norm.lower_bound(i));
+  st.barrier->finish(i);
+  st.current = i + 1;
+  st.fresh = false;
+  st.last_done.reset();
+  auto h = st.model->weights_hash();
+  st.vote.mine(i, h);
+  tell(self, st.ctx->reporter, applied_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage), i, h);
+  st.last_hash = wire::replica_hash{i, static_cast<std::uint32_t>(st.ctx->stage), h};
+  for (auto& r : same_stage(st))
+    st.ctx->send(self, r, service::stage, *st.last_hash);
+  maybe_checkpoint(self, i);
+  check_vote(self, i); // diverged: not ready until the download, so the next steps wait
+  return boundary::stepped;
+}
+
+// --- state download (joiners and repairs) ----------------------------------------
+
+// Asks `from` for the stage state and watches the transfer: a request or chunks lost on a
+// connection going down, or a source that died, must not leave this replica waiting forever.
+void ask_state(self_ptr self, const state_source& from) {
+  auto& st = self->state;
+  auto id = (static_cast<std::uint64_t>(std::hash<std::string>{}(me(st))) << 16) + (++st.transfers);
+  st.download.start(from.host, id, from.checkpoint);
+  wire::state_request r{id, static_cast<std::uint32_t>(st.ctx->stage)};
+  if (from.checkpoint) {
+    r.checkpoint = true;
+    r.iteration = *st.copy_iteration;
+  }
+  st.ctx->send(self, from.host, service::stage, r);
+  self->delayed_send(self, std::chrono::milliseconds(st.ctx->spec->faults.connection_timeout_ms), timeout_atom::value,
+                     id, std::uint64_t{0});
+}
+
+// Downloads from a live replica of the stage, else (resuming without a checkpoint of its own)
+// the checkpoint another host keeps: the source after the last one tried, so that a retry
+// goes elsewhere. Once every source was asked, the next round waits a connection timeout:
+// hosts without the state answer at once, and that must not become a busy loop.
+void request_state(self_ptr self, bool fresh_round) {
+  auto& st = self->state;
+  if (st.ready || st.download.active() || (st.fetch_armed && !fresh_round))
+    return;
+  std::vector<std::string> others;
+  if (st.copy_iteration)
+    for (auto& [id, stage] : st.peers)
+      if (stage >= 0 && stage != st.ctx->stage && st.gone.count(id) == 0)
+        others.push_back(id);
+  state_source last;
+  if (!fresh_round)
+    last = {st.download.source(), st.download.checkpoint()};
+  auto next = choose_state_source(same_stage(st), others, st.copy_iteration.has_value(), last);
+  if (!next)
+    return; // peer_up asks again when one comes
+  if (next->wrapped) {
+    st.fetch_armed = true;
+    self->delayed_send(self, std::chrono::milliseconds(st.ctx->spec->faults.connection_timeout_ms), fetch_atom::value);
+    return;
+  }
+  ask_state(self, next->source);
+}
+
+// The download watchdog: a transfer that received nothing for a connection timeout is asked
+// again from the next replica.
+void on_transfer_timeout(self_ptr self, std::uint64_t transfer, std::uint64_t had) {
+  auto& st = self->state;
+  if (st.ready || st.download.transfer() != transfer) // an inactive download has transfer 0
+    return;
+  auto have = st.download.received();
+  if (have > had) { // progressing: keep watching
+    self->delayed_send(self, std::chrono::milliseconds(st.ctx->spec->faults.connection_timeout_ms),
+                       timeout_atom::value, transfer, have);
+    return;
+  }
+  report_failure(self, "state download from " + st.download.source() + " stalled at " + std::to_string(have)
+                         + " bytes; asking again");
+  st.download.cancel();
+  request_state(self);
+}
+
+// Downloads the stage state from `from` (any replica if empty). `withdraw`: stop being a
+// replica meanwhile (diverged weights); a replica that is only behind stays one, so the
+// others wait for its share instead of finishing the iteration without it.
+void enter_download(self_ptr self, const std::string& from, bool withdraw) {
+  auto& st = self->state;
+  st.ready = false;
+  st.download.cancel();
+  if (withdraw)
+    self->send(st.supervisor, stage_atom::value, std::int32_t{-1});
+  if (!from.empty())
+    ask_state(self, {from, false});
+  else
+    request_state(self);
+}
+
+boundary on_state_chunk(self_ptr self, const std::string& from, const wire::state_chunk& c) {
+  auto& st = self->state;
+  if (st.ready)
+    return boundary::none;
+  auto limit = static_cast<std::uint64_t>(st.ctx->spec->max_message_bytes) * 64;
+  auto got = st.download.chunk(from, c, static_cast<std::uint32_t>(st.ctx->stage), limit);
+  if (got == state_download::outcome::refused)
+    report_failure(self, "state from " + from + " announces " + std::to_string(c.total_bytes) + " bytes (limit "
+                           + std::to_string(limit) + ")");
+  if (got == state_download::outcome::declined) { // it has none: the next source
+    request_state(self);
+    return boundary::none;
+  }
+  if (got != state_download::outcome::complete)
+    return boundary::none;
+  bool copy = st.download.checkpoint();
+  auto what = copy ? "the checkpoint of iteration " + std::to_string(*st.copy_iteration) + " that " + from + " keeps"
+                   : "state from " + from;
+  auto blob = st.download.take();
+  auto r = st.model->import_state(blob.data(), blob.size());
+  if (!value_or_report(self, r, what)) {
+    request_state(self);
+    return boundary::none;
+  }
+  if (copy && static_cast<std::uint64_t>(st.model->steps()) != *st.copy_iteration) {
+    report_failure(self, what + ": its state holds " + std::to_string(st.model->steps()) + " steps; asking elsewhere");
+    request_state(self);
+    return boundary::none;
+  }
+  st.ready = true;
+  st.fresh = true;
+  st.current = static_cast<std::uint64_t>(st.model->steps());
+  // import_state discarded the gradients and stashes computed with the replaced weights; the
+  // hops they belong to go too. They are of an iteration the peers applied (behind), or the
+  // peers re-sent them when this replica withdrew (diverged).
+  st.arrived_ms.clear();
+  st.shared_ms.clear();
+  for (auto k : st.ledger->finish(std::numeric_limits<std::uint64_t>::max())) {
+    st.fwd_out.erase(k);
+    st.grad_out.erase(k);
+    st.head_grad.erase(k);
+    st.fwd_seconds.erase(k);
+    st.sparse_in.erase(k);
+  }
+  report_in_flight(self);
+  st.stalled.clear();
+  st.shared.clear();
+  st.averaged.clear();
+  st.my_norm.clear();
+  st.last_share.reset();
+  // Shares that arrived during the download for iterations the loaded state already holds
+  // (a catch-up sends the one just applied too) are of no use; those of the iteration in
+  // progress are kept.
+  st.shares.erase(st.shares.begin(), st.shares.lower_bound(st.current));
+  auto bytes = static_cast<std::uint64_t>(blob.size());
+  self->send(st.supervisor, stage_atom::value, static_cast<std::int32_t>(st.ctx->stage));
+  if (copy) { // a resume, not a join: at the iteration every host resumes at
+    st.copy_iteration.reset();
+    st.first_iteration = st.current;
+    tell(self, st.ctx->reporter, loaded_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage),
+         static_cast<std::uint64_t>(st.current), st.model->weights_hash(),
+         what + " (fetched over the wire, " + std::to_string(bytes) + " bytes)");
+  } else {
+    tell(self, st.ctx->reporter, joined_atom::value, me(st), static_cast<std::uint64_t>(st.current), bytes);
+  }
+  return boundary::loaded;
+}
+
+// A replica that loaded a state while the others moved on misses the shares, reports and
+// norms they sent before they knew it: it loads the state again from a replica that is ahead.
+// It stays a replica meanwhile; nobody waits for it unless it carries microbatches.
+void behind(self_ptr self, const std::string& from, std::uint64_t their_iteration) {
+  auto& st = self->state;
+  tell(self, st.ctx->reporter, reload_atom::value, me(st),
+       "behind replica " + from + " (at iteration " + std::to_string(st.current) + ", " + from + " at "
+         + std::to_string(their_iteration) + "); loading its state again");
+  enter_download(self, from, false);
+}
+
+// A relay that started again without --resume or --join while the cluster trained on (a
+// container restarted with the same arguments) holds the seed's weights at iteration 0. With
+// a live replica of its stage it is only behind (above); as the stage's only host nobody can
+// bring it up to date, and it must not pass for the stage: it withdraws (no stage), so that
+// the stage counts as lost and, in node mode with checkpoints, the hosts restore it, this
+// stage-less host first in line to take it. Its signal: a norm or a holder's report of an
+// iteration past its own, which no host can have reached without its stage's only replica.
+bool stranded(self_ptr self, const std::string& from, std::uint64_t their_iteration) {
+  auto& st = self->state;
+  if (!st.ready || is_holder(st) || their_iteration <= st.current || !same_stage(st).empty())
+    return false;
+  report_failure(self, "stranded: " + from + " is at iteration " + std::to_string(their_iteration)
+                         + ", this host at " + std::to_string(st.current) + ", and no other live host serves stage "
+                         + std::to_string(st.ctx->stage) + ": these weights are not the cluster's (started again "
+                         + "without --resume or --join?); withdrawing from the stage"
+                         + (st.ctx->spec->self_restore ? ", which the hosts restore from the checkpoints"
+                                                       : "; without checkpoints it cannot be restored"));
+  st.ready = false;
+  st.pending.clear();
+  self->send(st.supervisor, stage_atom::value, std::int32_t{-1});
+  return true;
+}
+
+// The step verification of iteration i, once this replica's hash and every other replica's
+// are in; true when this replica diverged (it is downloading the majority's state now).
+bool check_vote(self_ptr self, std::uint64_t i) {
+  auto& st = self->state;
+  if (!st.ready)
+    return false;
+  auto v = st.vote.decide(i, me(st), same_stage(st).size());
+  if (!v || !v->diverged)
+    return false;
+  report_failure(self, "weights diverged from replica " + v->source + " after iteration " + std::to_string(i)
+                         + "; downloading its state");
+  // A data holder stays one (its hello must say stage 0); a relay withdraws meanwhile.
+  enter_download(self, v->source, !is_holder(st));
+  return true;
+}
+
+void on_replica_hash(self_ptr self, const std::string& from, const wire::replica_hash& h) {
+  auto& st = self->state;
+  if (h.stage != static_cast<std::uint32_t>(st.ctx->stage))
+    return;
+  // A replica that applied an iteration beyond the one this replica is in has left it
+  // behind for good (it applied `current` without this replica's share, or this one missed
+  // the step): load its state. A freshly loaded state is behind as soon as a peer applied
+  // the iteration it is in.
+  if (st.ready && (h.iteration > st.current || (st.fresh && h.iteration >= st.current))) {
+    behind(self, from, h.iteration);
+    return;
+  }
+  st.vote.theirs(h.iteration, from, h.hash);
+  check_vote(self, h.iteration);
+}
+
+// --- stall report -----------------------------------------------------------------
+
+// An iteration still in progress after four hop timeouts is reported with what this replica
+// still waits for (the operator's first question; the recovery paths have timeouts of their
+// own). Re-armed for as long as the actor lives.
+void stall_watch(self_ptr self, std::uint64_t seen) {
+  auto& st = self->state;
+  auto period = std::chrono::milliseconds(4 * st.ctx->spec->faults.hop_timeout_ms);
+  self->delayed_send(self, period, tick_atom::value, st.current);
+  if (seen != st.current || st.current >= st.ctx->spec->end_iteration())
+    return;
+  if (!st.ready) {
+    report_failure(self, "iteration " + std::to_string(st.current) + " in progress for over "
+                           + std::to_string(period.count()) + " ms: no weights"
+                           + (st.download.active() ? ", downloading them from " + st.download.source() : std::string{}));
+    return;
+  }
+  std::int64_t counted = 0;
+  if (auto sh = st.shares.find(st.current); sh != st.shares.end())
+    for (auto& [r, d] : sh->second)
+      counted += d.count;
+  auto missing = st.barrier->waiting_for(st.current, me(st), live_holders(st), counted, st.gone, !is_holder(st));
+  if (is_holder(st) && st.running)
+    missing = std::to_string(st.ctx->spec->training.microbatches_per_holder - static_cast<std::int64_t>(st.done_count))
+              + " of its microbatches unfinished"
+              + (missing.empty() ? "" : "; " + missing);
+  // A whole stage gone (every replica dead): no ring can close until a host brings the
+  // stage's state back. Said plainly: the operator's remedy is the checkpoints.
+  if (is_holder(st)) {
+    std::string lost;
+    for (int s = 1; s < stages(st); ++s)
+      if (live_at(st, s).empty())
+        lost += (lost.empty() ? "" : ", ") + std::to_string(s);
+    if (!lost.empty())
+      missing += (missing.empty() ? "" : "; ") + std::string{"no live replica of stage "} + lost
+                 + ": no ring can close (a whole stage lost; with checkpoints, resume the cluster from its "
+                   "newest cut: docs/checkpoints.md)";
+  }
+  if (!missing.empty())
+    report_failure(self, "iteration " + std::to_string(st.current) + " in progress for over "
+                           + std::to_string(period.count()) + " ms, waiting for " + missing);
+}
+
+} // namespace gwtf::actors::compute

@@ -1,0 +1,244 @@
+// Internal to the compute actor (actors/compute/stage_actor.cpp and its role files): its state and
+// the functions the files share. The compute of a host is split by role:
+//   stage_actor.cpp         the behaviour: messages in, peers up/down, resume after a boundary
+//   compute_relay.cpp       forward and backward at a relay or the head stage
+//   compute_holder.cpp      a data holder's iteration loop and its microbatch carriers
+//   compute_aggregation.cpp the iteration boundary (share, average, apply), state download,
+//                           the replica vote and the stall report
+// The aggregation never calls back into the relay or the holder: its steps return a
+// `boundary`, and the behaviour resumes the role (resume()).
+#pragma once
+
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "model/data.hpp"
+#include "model/stage.hpp"
+#include "model/transformer.hpp"
+
+#include <caf/all.hpp>
+
+#include "actors/core/hop_ledger.hpp"
+#include "actors/host/host_internal.hpp"
+#include "actors/core/iteration_barrier.hpp"
+#include "actors/core/replica_vote.hpp"
+#include "actors/core/state_download.hpp"
+#include "actors/compute/tensor_bridge.hpp"
+
+namespace gwtf::actors::compute {
+
+using ctx_ptr = std::shared_ptr<const host_context>;
+using clock = std::chrono::steady_clock;
+constexpr std::size_t state_chunk_bytes = 1 << 20;
+
+inline double since(clock::time_point t) {
+  return std::chrono::duration<double>(clock::now() - t).count();
+}
+
+// One microbatch that this data holder originates.
+struct origin {
+  torch::Tensor output;  ///< embedding output, kept for re-sends
+  torch::Tensor targets;
+  std::string first_hop;
+  std::string next_next; ///< where first_hop sent it (HOP_PROGRESS): the re-send hint
+  std::uint32_t attempt = 0;
+  carrier_actor carrier;
+  bool done = false;
+  std::int64_t started_ms = 0; ///< when its forward began here (the shell's age)
+};
+
+struct share_data {
+  std::int64_t count = 0;
+  wire::tensor_payload values;
+  std::map<std::string, std::int64_t> holders; // microbatches per data holder (add up to count)
+};
+
+struct compute_state {
+  ctx_ptr ctx;
+  supervisor_actor supervisor;
+  std::optional<model::stage> model;
+  std::optional<model::corpus> data;
+  std::unique_ptr<hop_ledger> ledger;
+  std::unique_ptr<iteration_barrier> barrier;
+  std::map<std::uint64_t, torch::Tensor> fwd_out, grad_out, head_grad;
+  /// Microbatches whose input arrived sparse (compression.mode adaptive): where a value came
+  /// (docs/compression.md). Their input gradient goes back only there.
+  std::map<std::uint64_t, torch::Tensor> sparse_in;
+  std::map<std::uint64_t, double> fwd_seconds;
+  std::set<std::uint64_t> stalled;           // forward outputs that found no next hop yet
+  std::map<std::string, std::int32_t> peers; // live peers and their stage
+  std::set<std::string> gone;                // peers reported down (late frames ignored)
+  std::set<std::string> departed;            // peers that left gracefully (shares stay valid)
+  bool draining = false;                     // leaving: finish the iteration's part, start none
+  std::vector<flow_hop> flows;
+  std::uint64_t current = 0;                 // iteration in progress (= optimizer steps)
+  std::uint64_t run_origin = 0;              // holders: the run its microbatches carry (incarnation, +1 per state load)
+  bool ready = false;                        // holds valid weights
+  std::string armed;                         // injected crash: "forward" / "backward"
+  std::deque<std::pair<std::string, wire::activation>> pending;
+  // aggregation
+  std::map<std::uint64_t, std::map<std::string, share_data>> shares;
+  std::set<std::uint64_t> shared, normed;
+  std::map<std::uint64_t, std::vector<torch::Tensor>> averaged;
+  std::map<std::uint64_t, wire::norm_share> my_norm; // this stage's norm, until the next is applied
+  // This replica's share of the iteration applied last, until the next is applied: a
+  // stage-mate met only after this host shared may still wait for it (catch_up).
+  std::optional<wire::gradient_chunk> last_share;
+  replica_vote vote;
+  std::optional<wire::replica_hash> last_hash; // of the last step applied
+  bool fresh = false; // loaded a state and applied no step since: may be behind the others
+  // state download (joiners, repairs)
+  state_download download;
+  std::uint64_t transfers = 0; // downloads asked for (transfer ids)
+  /// Resuming at this iteration without a checkpoint of its own: besides live replicas, every
+  /// host is asked for the checkpoint of it that it keeps (docs/checkpoints.md).
+  std::optional<std::uint64_t> copy_iteration;
+  bool fetch_armed = false; // a new round of sources is due (fetch_atom)
+  // data holder
+  std::uint32_t holder_index = 0;
+  bool running = false;
+  std::map<std::uint64_t, origin> origins;
+  std::map<std::uint64_t, double> losses;
+  std::uint32_t done_count = 0;
+  std::optional<wire::iteration_done> last_done; // this holder's report of `current`
+  std::uint64_t next_carrier = 0;
+  std::int64_t waited_ms = 0; // waiting for a flow
+  std::int64_t roster_waited_ms = 0; // before the first iteration: waiting to hear every data holder
+  std::uint64_t first_iteration = 0; // where this replica's run started (0, or the checkpoint resumed)
+  // checkpoints (compute_checkpoint.cpp)
+  caf::actor checkpoint_writer; // detached: files are written off the compute thread
+  std::optional<std::uint64_t> last_checkpoint; // the newest iteration its writer wrote
+  // the shell (`microbatches`, `stage`): when each held microbatch first arrived (relays), when
+  // this iteration's gradients went to the replicas, and the last optimizer step's boundary
+  std::map<std::uint64_t, std::int64_t> arrived_ms;
+  std::map<std::uint64_t, std::int64_t> shared_ms;
+  struct aggregation {
+    std::uint64_t iteration = 0;
+    std::int64_t applied_ms = 0; // steady clock
+    std::int64_t took_ms = 0;    // from sending its share to the optimizer step
+  };
+  std::optional<aggregation> last_aggregation;
+  // metrics: since this actor started
+  double compute_s_total = 0, wasted_s_total = 0;
+  std::uint64_t resends = 0;     ///< microbatches sent again to a replacement hop
+  std::uint64_t peers_lost = 0;  ///< peers declared down (crashed or hung), not graceful leaves
+  // compression.mode adaptive (docs/compression.md)
+  probe_actor probe;                            ///< told this stage's compute per microbatch
+  // routing.gwtf.idle_moves: the balancer is told which flows carry microbatches here
+  balancer_actor balancer;
+  std::set<std::pair<std::string, std::string>> in_flight; ///< (data holder, next hop), as last told
+  double call_ema_s = 0;                        ///< moving average of one forward or backward call
+  struct peer_link {
+    double bandwidth_bytes_s = 0; ///< measured by the link probe (wall clock)
+    double compute_s = 0;         ///< the peer's compute per microbatch, forward + backward
+  };
+  std::map<std::string, peer_link> links;
+  struct owed_gradient {
+    torch::Tensor values;        ///< what sparse gradients to the peer left out (error feedback)
+    std::uint64_t iteration = 0; ///< the iteration they belong to
+  };
+  std::map<std::string, owed_gradient> residual;
+  std::uint64_t sent_dense = 0, sent_sparse = 0; ///< activations and gradients sent each way
+  double wire_bytes = 0, dense_bytes = 0;        ///< their payload bytes, and as dense 16-bit
+};
+
+using self_ptr = metered_ptr<compute_actor, compute_state>;
+
+inline bool is_holder(const compute_state& st) { return st.ctx->stage == 0; }
+inline int stages(const compute_state& st) { return st.ctx->spec->model.stages; }
+inline const std::string& me(const compute_state& st) { return st.ctx->host.name; }
+
+/// What an aggregation step did; the caller passes it to resume().
+enum class boundary {
+  none,    ///< nothing changed
+  stepped, ///< applied an iteration: `current` moved on
+  loaded,  ///< loaded a stage state (joiner, repair, behind or diverged)
+};
+
+// shared helpers (stage_actor.cpp)
+std::vector<std::string> live_at(const compute_state& st, int stage);
+/// How long a relay stage stays without a live replica before the hosts restore it
+/// themselves (node mode): twice the connection timeout.
+inline std::chrono::milliseconds restore_delay(const compute_state& st) {
+  return std::chrono::milliseconds(2 * st.ctx->spec->faults.connection_timeout_ms);
+}
+std::vector<candidate> candidates_at(const compute_state& st, int stage);
+std::vector<std::string> live_holders(const compute_state& st);
+std::vector<std::string> same_stage(const compute_state& st);
+void report_failure(self_ptr self, const std::string& what);
+/// Tells the balancer the (data holder, next hop) pairs of the microbatches this host sent on
+/// and has not had the backward of, when they changed (routing.gwtf.idle_moves).
+void report_in_flight(self_ptr self);
+void report_compute(self_ptr self, std::uint64_t iteration, double seconds, double wasted);
+/// After a step or a state load: forwards queued meanwhile go on, a data holder starts its
+/// next iteration, a relay tries the next boundary (which may step again).
+void resume(self_ptr self, boundary b);
+
+template <class T>
+T* value_or_report(self_ptr self, model::outcome<T>& r, const std::string& what) {
+  if (auto* e = std::get_if<std::string>(&r)) {
+    report_failure(self, what + ": " + *e);
+    return nullptr;
+  }
+  return &std::get<T>(r);
+}
+
+// checkpoints (compute_checkpoint.cpp)
+/// A founding replica with spec.resume: loads its checkpoint (the newest, or resume_at).
+/// Without a usable one it becomes a joiner that downloads the state from a live replica.
+void resume_from_checkpoint(self_ptr self);
+/// After the step of iteration i: writes a checkpoint when training.checkpoint_every says so
+/// or i was the last iteration (in the background).
+void maybe_checkpoint(self_ptr self, std::uint64_t i);
+/// A STATE_CHUNK of another stage than this host's: a piece of a peer's checkpoint replica.
+void on_replica_chunk(self_ptr self, const std::string& from, wire::state_chunk& chunk);
+/// A peer asks for the checkpoint of a stage at an iteration: the writer reads it (this
+/// host's own or a copy it keeps) and sends it as STATE_CHUNKs, or one empty chunk: none.
+void serve_checkpoint(self_ptr self, const std::string& from, const wire::state_request& r);
+/// Where checkpoints of any host may lie under node.data_dir: every host directory and every
+/// replicas/OWNER directory in them, this host's own first.
+std::vector<std::string> checkpoint_roots(const cluster_spec& spec, const std::string& me);
+
+// relay (compute_relay.cpp)
+bool crash_now(self_ptr self, const char* phase);
+void send_activation(self_ptr self, const std::string& to, const hop_record& r, wire::direction dir,
+                     const torch::Tensor& t, const std::string& continue_to = {});
+void handle_forward(self_ptr self, const std::string& from, wire::activation a);
+void handle_backward(self_ptr self, const std::string& from, const wire::activation& a);
+void resume_stalled(self_ptr self);
+
+// aggregation (compute_aggregation.cpp)
+wire::gradient_chunk share_chunk(const compute_state& st, std::uint64_t i, const share_data& mine);
+void send_share(self_ptr self, std::uint64_t i);
+void maybe_drained(self_ptr self);
+void take_report(compute_state& st, wire::iteration_done&& d);
+boundary try_share(self_ptr self, std::uint64_t i);
+boundary try_average(self_ptr self, std::uint64_t i);
+boundary try_apply(self_ptr self, std::uint64_t i);
+/// Stage 0's norm of iteration i named the holders it counted (relay stages follow it).
+boundary on_verdict(self_ptr self, std::uint64_t i, const std::vector<wire::holder_count>& holders);
+/// Asks the next source for the stage state (`fresh_round`: from the first one again).
+void request_state(self_ptr self, bool fresh_round = false);
+void on_transfer_timeout(self_ptr self, std::uint64_t transfer, std::uint64_t had);
+boundary on_state_chunk(self_ptr self, const std::string& from, const wire::state_chunk& c);
+void behind(self_ptr self, const std::string& from, std::uint64_t their_iteration);
+/// `from` is at `their_iteration`, past this relay's, and no other live host serves its
+/// stage: its weights are not the cluster's and nobody can bring it up to date. It withdraws
+/// from the stage (true); false when it is not so stranded.
+bool stranded(self_ptr self, const std::string& from, std::uint64_t their_iteration);
+void on_replica_hash(self_ptr self, const std::string& from, const wire::replica_hash& h);
+void stall_watch(self_ptr self, std::uint64_t seen);
+
+// data holder (compute_holder.cpp)
+void finish_origin(self_ptr self, std::uint64_t key);
+void start_iteration(self_ptr self);
+/// Sends origin `key` again to `to` (a carrier's timeout or a dead first hop); a finished
+/// one only with `finished_too` (its first-stage replica died before sharing it).
+void on_resend(self_ptr self, std::uint64_t key, const std::string& to, std::uint32_t attempt,
+               const std::string& hint, bool finished_too = false);
+
+} // namespace gwtf::actors::compute

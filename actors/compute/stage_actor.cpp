@@ -1,0 +1,510 @@
+// The compute of a host: a relay stage, or a data holder (stage 0 + the iteration loop +
+// microbatch carriers). Thin: the hop_ledger decides what a message means, the
+// iteration_barrier when an iteration ends, model::stage computes (docs/runtime.md).
+#include "actors/core/catch_up.hpp"
+#include "actors/compute/compute_internal.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace gwtf::actors {
+
+namespace compute {
+
+std::vector<std::string> live_at(const compute_state& st, int stage) {
+  std::vector<std::string> out;
+  for (auto& [id, s] : st.peers)
+    if (s == stage)
+      out.push_back(id);
+  return out;
+}
+
+std::vector<candidate> candidates_at(const compute_state& st, int stage) {
+  std::vector<candidate> out;
+  for (auto& id : live_at(st, stage))
+    out.push_back({id, 0.0});
+  return out;
+}
+
+void resume(self_ptr self, boundary b) {
+  auto& st = self->state;
+  while (b != boundary::none) {
+    // Microbatches queued while downloading or stepping: the ones of the current iteration go on.
+    auto pending = std::move(st.pending);
+    st.pending.clear();
+    for (auto& [from, a] : pending)
+      handle_forward(self, from, std::move(a));
+    if (is_holder(st)) {
+      // After a load the iteration in flight, if any, lost its stashes with the old state:
+      // start the loaded iteration as a new run (its microbatches carry the new run, so the
+      // hops rebind what they hold and the holder drops what its old run still gets back).
+      // After a step, the next iteration; otherwise only if none runs.
+      if (b == boundary::loaded)
+        ++st.run_origin;
+      if (b == boundary::stepped || b == boundary::loaded || !st.running)
+        start_iteration(self);
+      return;
+    }
+    b = b == boundary::stepped ? try_share(self, st.current) : boundary::none;
+  }
+}
+
+void report_failure(self_ptr self, const std::string& what) {
+  tell(self, self->state.ctx->reporter, failure_atom::value, me(self->state), what);
+}
+
+// routing.gwtf.idle_moves (docs/routing.md, "Moves and microbatches in flight"): a relay's
+// microbatches forwarded and without their backward yet, a data holder's own not finished.
+void report_in_flight(self_ptr self) {
+  auto& st = self->state;
+  if (!st.balancer || !st.ctx->spec->routing.gwtf.idle_moves)
+    return;
+  std::set<std::pair<std::string, std::string>> now;
+  const auto& holders = st.ctx->spec->holders;
+  if (is_holder(st)) {
+    for (auto& [key, o] : st.origins)
+      if (!o.done && !o.first_hop.empty())
+        now.emplace(me(st), o.first_hop);
+  } else if (st.ledger) {
+    for (auto& [key, r] : st.ledger->records())
+      if (r.forwarded && !r.backward_done && r.mb.holder < holders.size())
+        now.emplace(holders[r.mb.holder], r.next);
+  }
+  if (now == st.in_flight)
+    return;
+  st.in_flight = std::move(now);
+  std::vector<std::string> targets, nexts;
+  for (auto& [t, n] : st.in_flight) {
+    targets.push_back(t);
+    nexts.push_back(n);
+  }
+  self->send(st.balancer, inflight_atom::value, std::move(targets), std::move(nexts));
+}
+
+void report_compute(self_ptr self, std::uint64_t iteration, double seconds, double wasted) {
+  auto& st = self->state;
+  st.compute_s_total += seconds;
+  st.wasted_s_total += wasted;
+  if (seconds > 0 && st.ctx->spec->adaptive) {
+    // One forward and one backward call per microbatch: the peers' estimate of what this
+    // stage takes to compute on what they send it.
+    st.call_ema_s = st.call_ema_s > 0 ? 0.8 * st.call_ema_s + 0.2 * seconds : seconds;
+    if (st.probe)
+      self->send(st.probe, compute_atom::value, 2 * st.call_ema_s);
+  }
+  tell(self, self->state.ctx->reporter, compute_atom::value, me(self->state), iteration, seconds, wasted);
+}
+
+std::vector<std::string> same_stage(const compute_state& st) { return live_at(st, st.ctx->stage); }
+
+std::vector<std::string> live_holders(const compute_state& st) {
+  auto out = live_at(st, 0);
+  if (is_holder(st))
+    out.push_back(me(st));
+  return out;
+}
+
+// --- inspection -------------------------------------------------------------------------
+
+// This actor's state for the shell (docs/shell.md): stage, iteration, replicas and the
+// microbatches it holds (a data holder: the ones it originates; a relay: its hop ledger).
+std::string inspect_json(self_ptr self) {
+  auto& st = self->state;
+  nlohmann::ordered_json mbs = nlohmann::ordered_json::array();
+  auto name = [](std::uint64_t key) {
+    return std::to_string(key >> 24) + "/" + std::to_string((key >> 12) & 0xfff) + "/" + std::to_string(key & 0xfff);
+  };
+  auto now = steady_ms();
+  if (is_holder(st)) {
+    for (auto& [key, o] : st.origins)
+      mbs.push_back({{"microbatch", name(key)},
+                     {"state", o.done ? "done" : "in flight"},
+                     {"first_hop", o.first_hop},
+                     {"attempt", o.attempt},
+                     {"age_ms", o.started_ms > 0 ? nlohmann::ordered_json(now - o.started_ms) : nullptr}});
+  } else if (st.ledger) {
+    for (auto& [key, r] : st.ledger->records()) {
+      auto seen = st.arrived_ms.find(key);
+      mbs.push_back({{"microbatch", name(key)},
+                     {"state", r.backward_done ? "backward done" : r.forwarded ? "forwarded" : "forward"},
+                     {"prev", r.prev},
+                     {"next", r.next},
+                     {"attempt", r.attempt},
+                     {"age_ms", seen != st.arrived_ms.end() ? nlohmann::ordered_json(now - seen->second) : nullptr}});
+    }
+  }
+  nlohmann::ordered_json out{{"mailbox", self->mailbox().size()},
+                     {"stage", st.ctx->stage},
+                     {"role", is_holder(st) ? "data holder" : "relay"},
+                     {"ready", st.ready},
+                     {"iteration", st.current},
+                     {"iterations", st.ctx->spec->training.iterations},
+                     {"draining", st.draining},
+                     {"replicas", same_stage(st)},
+                     {"flows", st.flows.size()},
+                     {"stashed", st.model ? st.model->stashed() : 0},
+                     {"microbatches", mbs},
+                     {"compute_s_total", st.compute_s_total},
+                     {"wasted_s_total", st.wasted_s_total},
+                     {"resends", st.resends},
+                     {"peers_lost", st.peers_lost}};
+  if (st.ctx->spec->adaptive) {
+    nlohmann::ordered_json links = nlohmann::ordered_json::object();
+    for (auto& [id, l] : st.links)
+      links[id] = {{"bandwidth_mbps", l.bandwidth_bytes_s * 8 / 1e6}, {"compute_ms", l.compute_s * 1e3}};
+    out["compression"] = {{"sent_dense", st.sent_dense},
+                          {"sent_sparse", st.sent_sparse},
+                          {"wire_bytes", st.wire_bytes},
+                          {"dense_16bit_bytes", st.dense_bytes},
+                          {"compute_ms_per_microbatch", 2 * st.call_ema_s * 1e3},
+                          {"links", links}};
+  }
+  if (st.last_checkpoint)
+    out["checkpoint_iteration"] = *st.last_checkpoint;
+  if (st.model)
+    out["optimizer_steps"] = st.model->steps();
+  if (st.last_aggregation)
+    out["last_aggregation"] = {{"iteration", st.last_aggregation->iteration},
+                               {"ms_ago", now - st.last_aggregation->applied_ms},
+                               {"share_to_step_ms", st.last_aggregation->took_ms}};
+  if (st.last_hash) {
+    out["applied_iteration"] = st.last_hash->iteration;
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(st.last_hash->hash));
+    out["weights_hash"] = hex;
+  }
+  if (is_holder(st) && st.last_done && st.last_done->microbatches > 0) {
+    out["loss"] = st.last_done->loss_sum / st.last_done->microbatches;
+    out["loss_iteration"] = st.last_done->iteration;
+  }
+  return out.dump();
+}
+
+// --- peers going down ----------------------------------------------------------------
+
+void on_peer_down(self_ptr self, const std::string& id) {
+  auto& st = self->state;
+  auto it = st.peers.find(id);
+  if (it == st.peers.end())
+    return;
+  auto it_stage = it->second;
+  st.peers.erase(it);
+  st.gone.insert(id);
+  st.links.erase(id);    // measured afresh if it comes back
+  st.residual.erase(id); // what it was owed went with it
+  if (st.departed.count(id) == 0)
+    ++st.peers_lost;
+  st.flows.erase(std::remove_if(st.flows.begin(), st.flows.end(),
+                                [&](auto& f) { return f.next == id || f.prev == id; }),
+                 st.flows.end());
+  if (is_holder(st)) {
+    auto live1 = live_at(st, 1 % stages(st));
+    for (auto& [key, o] : st.origins) {
+      if (!o.done && o.carrier) {
+        self->send(o.carrier, peer_down_atom::value, id, live1);
+      } else if (o.done && o.first_hop == id && st.departed.count(id) == 0) {
+        // Finished, but the first-stage replica that counted it died before its stage
+        // averaged this iteration: its stage-mates drop its share, so the microbatch's
+        // first-stage work is redone on a replacement, which rejoins the old path after it
+        // (the next hop rebinds and re-sends its stored gradient; this holder ignores the
+        // second backward). As a relay's hop_ledger does for its own next hop. Not after a
+        // graceful leave: that replica shared its work before it left.
+        auto repl = choose_replacement(candidates_at(st, 1 % stages(st)), id);
+        if (repl)
+          on_resend(self, key, *repl, o.attempt + 1, o.next_next == id ? std::string{} : o.next_next, true);
+      }
+    }
+  } else {
+    bool last = st.ctx->stage + 1 == stages(st);
+    for (auto& rs : st.ledger->on_peer_down(id)) {
+      auto* r = st.ledger->find(rs.key);
+      // The last stage hands back to the microbatch's own data holder only; with it gone,
+      // its microbatch is gone too.
+      if (last)
+        continue;
+      // A replica that left gracefully shared the work it finished: only what it had not
+      // finished is redone.
+      if (st.departed.count(id) > 0 && r && r->backward_done)
+        continue;
+      auto repl = choose_replacement(candidates_at(st, st.ctx->stage + 1), id);
+      if (!repl || !st.fwd_out.count(rs.key))
+        continue;
+      send_activation(self, *repl, *r, wire::direction::forward, st.fwd_out[rs.key], rs.hint);
+      st.ledger->redirect(rs.key, *repl);
+      report_in_flight(self);
+      ++st.resends;
+    }
+  }
+  if (st.download.active() && st.download.source() == id && !st.ready) {
+    st.download.cancel(); // the download source died: ask another replica
+    request_state(self);
+  }
+  // Its share, if any, is dropped: its microbatches come back through re-sends. Not so for a
+  // replica that drained and left (it shared everything it counted before its LEAVE), nor
+  // for a data holder (its own microbatches, counted at stage 0 by it alone, never come back).
+  if (it_stage == st.ctx->stage && st.departed.count(id) == 0 && !is_holder(st))
+    for (auto i = st.current; i <= st.current + 1; ++i)
+      if (st.averaged.count(i) == 0)
+        st.shares[i].erase(id);
+  // A dead holder or replica may be what an iteration boundary was waiting for.
+  resume(self, try_share(self, st.current));
+  resume(self, try_average(self, st.current));
+  // The last replica of a relay stage is gone: no ring can close. In node mode with
+  // checkpoints the hosts restore it themselves if it stays so (docs/checkpoints.md).
+  if (is_holder(st) && st.ctx->spec->self_restore && it_stage >= 1 && live_at(st, it_stage).empty())
+    self->delayed_send(self, restore_delay(st), lost_stage_atom::value, static_cast<std::uint32_t>(it_stage), st.current);
+}
+
+// Node mode's self-restore: a relay stage still without a live replica and the iteration
+// no further after the restore delay go to membership, whose deciding holder plans the
+// restore; asked again every delay until a replica is back or the process starts again.
+void check_lost_stage(self_ptr self, std::uint32_t stage, std::uint64_t iteration) {
+  auto& st = self->state;
+  if (!live_at(st, static_cast<int>(stage)).empty() || st.current >= st.ctx->spec->end_iteration())
+    return;
+  // The iteration moved on since the stage went (its last replica drained before a graceful
+  // leave, or work in flight finished): not stalled yet, but look again, or the iteration the
+  // stage's loss does stall would never be reported (a k8s run once waited for good so).
+  if (st.current == iteration)
+    self->send(st.supervisor, restore_atom::value, stage, iteration);
+  self->delayed_send(self, restore_delay(st), lost_stage_atom::value, stage, st.current);
+}
+
+// A peer this host had not known (a joiner, a restarted host) missed what was sent before:
+// the messages it may still wait for go to it again (actors/core/catch_up.hpp).
+void catch_up(self_ptr self, const std::string& id, std::int32_t stage) {
+  auto& st = self->state;
+  if (!st.ready)
+    return;
+  catch_up_state c;
+  c.current = st.current;
+  c.same_stage = stage == st.ctx->stage;
+  c.last_done = st.last_done ? &*st.last_done : nullptr;
+  c.norms = &st.my_norm;
+  c.last_share = st.last_share ? &*st.last_share : nullptr;
+  std::optional<wire::gradient_chunk> share;
+  if (auto s = st.shares.find(st.current); c.same_stage && s != st.shares.end())
+    if (auto mine = s->second.find(me(st)); mine != s->second.end())
+      share = share_chunk(st, st.current, mine->second);
+  c.current_share = share ? &*share : nullptr;
+  c.last_hash = st.last_hash ? &*st.last_hash : nullptr;
+  for (auto& m : catch_up_messages(c))
+    st.ctx->send(self, id, service::stage, m);
+}
+
+// --- the behaviour ---------------------------------------------------------------
+
+compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_actor supervisor) {
+  ctx->meter(self, "compute");
+  auto& st = self->state;
+  st.ctx = ctx;
+  st.supervisor = std::move(supervisor);
+  st.model.emplace(ctx->spec->model, ctx->spec->training, ctx->stage,
+                   ctx->spec->routing.gwtf.backward == routing::gwtf_backward::rematerialize);
+  st.ledger = std::make_unique<hop_ledger>(ctx->host.name);
+  st.barrier = std::make_unique<iteration_barrier>(ctx->spec->model.stages);
+  st.ready = !ctx->joining;
+  st.run_origin = ctx->incarnation;
+  if (ctx->awaits_cut()) {
+    // Node mode, plain --resume: which of its checkpoints is the cluster's cut is decided by
+    // the hosts together (membership); the process then starts again with --resume-at. Until
+    // then it has no weights; a host that comes after the others agreed downloads the live
+    // state from a replica instead, as a joiner does.
+    st.ready = false;
+    report_failure(self, "resuming: waiting for the cluster to agree on the iteration to resume at (the newest "
+                         "of which every stage has a checkpoint on a live host)");
+  } else if (ctx->spec->resume && !ctx->joining) {
+    resume_from_checkpoint(self);
+  }
+  if (ctx->stage == 0) {
+    auto& holders = ctx->spec->holders;
+    st.holder_index = static_cast<std::uint32_t>(std::find(holders.begin(), holders.end(), ctx->host.name)
+                                                 - holders.begin());
+    auto c = model::corpus::open(ctx->spec->data, ctx->spec->model.vocab, ctx->spec->model.seq_len);
+    if (auto* why = std::get_if<std::string>(&c)) {
+      report_failure(self, "corpus: " + *why);
+    } else {
+      st.data.emplace(std::move(std::get<model::corpus>(c)));
+      self->send(self, start_atom::value);
+    }
+  }
+  stall_watch(self, std::numeric_limits<std::uint64_t>::max()); // arms it
+  return {
+    [self](deliver_atom, const std::string& from, wire_frame& frame) {
+      auto& st = self->state;
+      auto msg = st.ctx->open(self, from, std::move(frame));
+      if (!msg)
+        return;
+      std::visit(
+        [&](auto& m) {
+          using T = std::decay_t<decltype(m)>;
+          if constexpr (std::is_same_v<T, wire::activation>) {
+            if (m.dir == wire::direction::forward)
+              handle_forward(self, from, std::move(m));
+            else
+              handle_backward(self, from, m);
+          } else if constexpr (std::is_same_v<T, wire::hop_progress>) {
+            if (is_holder(st) && m.path.size() == 3 && m.path[0] == me(st)) {
+              auto o = st.origins.find(key_of(m.microbatch));
+              if (o != st.origins.end() && o->second.first_hop == m.path[1]) {
+                o->second.next_next = m.path[2];
+                if (o->second.carrier)
+                  self->send(o->second.carrier, progress_atom::value, m.path[2]);
+              }
+            } else {
+              st.ledger->on_progress(m);
+            }
+          } else if constexpr (std::is_same_v<T, wire::iteration_done>) {
+            if (m.holder != from || stranded(self, from, m.iteration))
+              return;
+            auto i = m.iteration;
+            take_report(st, std::move(m));
+            resume(self, try_share(self, i));
+          } else if constexpr (std::is_same_v<T, wire::gradient_chunk>) {
+            if (m.stage != static_cast<std::uint32_t>(st.ctx->stage) || m.iteration < st.current
+                || st.gone.count(from) > 0 || st.averaged.count(m.iteration) > 0)
+              return;
+            share_data s;
+            s.count = static_cast<std::int64_t>(m.microbatches);
+            s.values = m.values;
+            for (auto& h : m.holders)
+              s.holders[h.holder] += h.microbatches;
+            st.shares[m.iteration][from] = std::move(s);
+            st.barrier->share(m.iteration, from);
+            for (auto& d : m.reports) // holders' reports this replica may not hear itself
+              take_report(st, std::move(d));
+            resume(self, try_share(self, m.iteration));
+            if (st.ready && st.fresh && m.iteration > st.current) {
+              behind(self, from, m.iteration);
+              return;
+            }
+            resume(self, try_average(self, m.iteration));
+          } else if constexpr (std::is_same_v<T, wire::norm_share>) {
+            if (m.iteration < st.current || stranded(self, from, m.iteration))
+              return; // applied here already (a catch-up for a peer that was behind), or stranded
+            st.barrier->norm(m.iteration, m.stage, m.sum_squares);
+            // Stage 0's verdict counts from a data holder of the roster only (a peer that
+            // claims stage 0 does not decide which microbatches the relays average).
+            auto& roster = st.ctx->spec->holders;
+            if (m.stage == 0 && std::find(roster.begin(), roster.end(), from) != roster.end())
+              resume(self, on_verdict(self, m.iteration, m.holders)); // may average and apply
+            resume(self, try_apply(self, m.iteration));
+          } else if constexpr (std::is_same_v<T, wire::replica_hash>) {
+            on_replica_hash(self, from, m);
+          } else if constexpr (std::is_same_v<T, wire::state_request>) {
+            if (m.checkpoint) {
+              serve_checkpoint(self, from, m);
+              return;
+            }
+            if (!st.ready || m.stage != static_cast<std::uint32_t>(st.ctx->stage)) {
+              // None here (not a replica, or one without weights yet): said at once, so that
+              // the asker goes on to its next source instead of waiting out its timeout.
+              st.ctx->send(self, from, service::stage, wire::state_chunk{m.transfer_id, m.stage, 0, 0, {}});
+              return;
+            }
+            auto blob = st.model->export_state();
+            // Chunks stay well below the peers' frame limit (node.max_message_bytes).
+            auto chunk = std::min(state_chunk_bytes, static_cast<std::size_t>(st.ctx->spec->max_message_bytes / 2));
+            for (std::size_t off = 0; off < blob.size(); off += chunk) {
+              auto n = std::min(chunk, blob.size() - off);
+              wire::state_chunk c{m.transfer_id, m.stage, off, blob.size(),
+                                  std::vector<std::uint8_t>(blob.begin() + static_cast<std::ptrdiff_t>(off),
+                                                            blob.begin() + static_cast<std::ptrdiff_t>(off + n))};
+              st.ctx->send(self, from, service::stage, c);
+            }
+          } else if constexpr (std::is_same_v<T, wire::state_chunk>) {
+            if (m.stage != static_cast<std::uint32_t>(st.ctx->stage))
+              on_replica_chunk(self, from, m); // a peer's checkpoint, to keep
+            else
+              resume(self, on_state_chunk(self, from, m));
+          } else {
+            report_failure(self, std::string{"unexpected "} + wire::kind_name(*msg) + " from " + from);
+          }
+        },
+        *msg);
+    },
+    [self](peer_up_atom, const std::string& id, std::int32_t stage) {
+      auto& st = self->state;
+      if (stage < 0) {
+        on_peer_down(self, id);
+        return;
+      }
+      auto known = st.peers.find(id);
+      bool is_new = known == st.peers.end() || known->second != stage;
+      st.peers[id] = stage;
+      st.gone.erase(id);
+      st.departed.erase(id);
+      if (!st.ready && (stage == st.ctx->stage || st.copy_iteration))
+        request_state(self);
+      if (is_new)
+        catch_up(self, id, stage);
+      if (!st.stalled.empty() && stage == (st.ctx->stage + 1) % stages(st))
+        resume_stalled(self);
+    },
+    [self](peer_down_atom, const std::string& id) { on_peer_down(self, id); },
+    [self](lost_stage_atom, std::uint32_t stage, std::uint64_t iteration) { check_lost_stage(self, stage, iteration); },
+    [self](timeout_atom, std::uint64_t transfer, std::uint64_t had) { on_transfer_timeout(self, transfer, had); },
+    [self](fetch_atom) {
+      self->state.fetch_armed = false;
+      request_state(self, true);
+    },
+    [self](left_atom, const std::string& id) { self->state.departed.insert(id); },
+    [self](stop_atom) {
+      auto& st = self->state;
+      st.draining = true;
+      // A planned leave of a stage's last replica costs what a crash of it does: said up front.
+      if (!is_holder(st) && st.ctx->stage >= 1 && live_at(st, st.ctx->stage).empty())
+        report_failure(self, "leaving as the only live replica of stage " + std::to_string(st.ctx->stage)
+                               + ": no ring can close without it; with checkpoints the hosts restore the stage "
+                                 "from the newest iteration every stage has one of and train again from there "
+                                 "(docs/checkpoints.md), without them training stops; drain a replica of a stage "
+                                 "with two or more instead");
+      maybe_drained(self);
+    },
+    [self](flows_atom, const std::vector<std::string>& t, const std::vector<std::string>& p,
+           const std::vector<std::string>& n) {
+      auto& st = self->state;
+      st.flows.clear();
+      for (std::size_t i = 0; i < t.size() && i < p.size() && i < n.size(); ++i)
+        st.flows.push_back({t[i], p[i], n[i]});
+    },
+    [self](crash_atom, const std::string& phase) {
+      if (phase == "actor") // injected failure of this actor: its supervisor restarts the host's actors
+        self->quit(caf::make_error(caf::sec::runtime_error, "injected actor failure"));
+      else
+        self->state.armed = phase;
+    },
+    [self](start_atom) {
+      if (!self->state.running)
+        start_iteration(self);
+    },
+    [self](tick_atom, std::uint64_t iteration) { stall_watch(self, iteration); },
+    [self](checkpoint_atom, std::uint64_t iteration) {
+      auto& last = self->state.last_checkpoint;
+      last = std::max(last.value_or(0), iteration);
+    },
+    [self](inspect_atom) -> std::string { return inspect_json(self); },
+    [self](peer_speed_atom, const std::string& id, double bytes_per_s, double compute_s) {
+      auto& l = self->state.links[id];
+      l.bandwidth_bytes_s = bytes_per_s;
+      if (compute_s > 0)
+        l.compute_s = compute_s;
+    },
+    [self](probe_atom, probe_actor probe) { self->state.probe = std::move(probe); },
+    [self](balancer_handle_atom, balancer_actor balancer) {
+      self->state.balancer = std::move(balancer);
+      self->state.in_flight.clear();
+      report_in_flight(self);
+    },
+    [self](resend_atom, std::uint64_t key, const std::string& to, std::uint32_t attempt,
+           const std::string& hint) { on_resend(self, key, to, attempt, hint); },
+  };
+}
+
+} // namespace compute
+
+compute_actor spawn_compute(caf::local_actor* parent, supervisor_actor supervisor,
+                            std::shared_ptr<const host_context> ctx) {
+  return parent->spawn<caf::linked>(compute::compute, std::move(ctx), std::move(supervisor));
+}
+
+} // namespace gwtf::actors

@@ -1,0 +1,97 @@
+// Who is in the cluster and where to dial them, for one host in node mode: a pure state
+// machine (no CAF, no clock) behind the TCP link (actors/net/net_link.cpp), fed by the link-level
+// GOSSIP of peers and by the transport's connection events.
+//
+// A connection (an opaque id the transport gives each remote sender) is bound to a host name
+// by the first valid GOSSIP it sends, whose first record introduces the sender. From then on
+// only frames that claim that name are accepted on that connection: a peer cannot speak for
+// another. A peer of another cluster (different `cluster` hash) is never bound. A name is
+// bound only from the process (the transport's `origin`) it was first bound from, unless a
+// newer incarnation introduces it: CAF 0.17 delivers a message it relayed through a third
+// host as if that host had sent it, and such a relayed introduction must not bind the relay's
+// connection to the name.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "messages/types.hpp"
+
+namespace gwtf::actors {
+
+/// What the directory made of a GOSSIP.
+struct gossip_outcome {
+  std::string error;               ///< non-empty: refused (why, naming the peer); nothing changed
+  std::string peer;                ///< the sender, as introduced
+  bool newly_bound = false;        ///< the connection was bound to `peer` by this gossip
+  std::vector<std::string> learned; ///< names heard of for the first time (the sender included)
+};
+
+/// The cluster as one host knows it.
+class peer_directory {
+public:
+  /// `self`: this host's introduction (name, advertised address, region, cluster hash).
+  /// `bootstrap`: addresses dialled until a connected peer has them. Dial back-off doubles from
+  /// `backoff_min_ms` up to `backoff_max_ms` per address.
+  peer_directory(wire::hello self, std::vector<std::string> bootstrap, std::int64_t backoff_min_ms,
+                 std::int64_t backoff_max_ms);
+
+  /// A GOSSIP arrived on connection `conn` from process `origin` (empty: not checked).
+  gossip_outcome on_gossip(std::uint64_t conn, const wire::gossip& g, std::int64_t now_ms,
+                           const std::string& origin = {});
+  /// The name `conn` is bound to, if any.
+  std::optional<std::string> bound_name(std::uint64_t conn) const;
+  /// The connection bound to `peer`, if any.
+  std::optional<std::uint64_t> connection(const std::string& peer) const;
+  /// The transport lost `conn`; returns the peer it was bound to, if any.
+  std::optional<std::string> connection_lost(std::uint64_t conn, std::int64_t now_ms);
+  /// Addresses to dial now: known peers without a connection whose back-off has passed, and
+  /// the bootstrap addresses that no connected peer has. Each returned address is marked as being
+  /// dialled until `dial_done`.
+  std::vector<std::string> due(std::int64_t now_ms);
+  /// A dial of `address` ended (`ok`: connected); a failure doubles its back-off.
+  void dial_done(const std::string& address, bool ok, std::int64_t now_ms);
+  /// This host's gossip: itself first, then every known peer (`suspected` when not bound).
+  wire::gossip gossip() const;
+  /// Names of bound peers, sorted.
+  std::vector<std::string> bound() const;
+  /// Names of every peer heard of, bound or not, sorted.
+  std::vector<std::string> known() const;
+  /// What `peer` said about itself last (region, address), if known.
+  const wire::hello* record(const std::string& peer) const;
+  const wire::hello& self() const { return self_; }
+  /// This host restarted (a new incarnation): peers that still hold a stale connection of
+  /// the old one accept the new one in its place.
+  void set_incarnation(std::uint64_t incarnation) { self_.incarnation = std::max(self_.incarnation, incarnation); }
+
+private:
+  struct entry {
+    wire::hello hello;
+    std::optional<std::uint64_t> conn;
+    std::string origin; // the process it was bound from
+  };
+  struct dial_state {
+    std::int64_t not_before = 0;
+    std::int64_t backoff = 0;
+    bool in_flight = false;
+  };
+  bool dialable(const std::string& address, std::int64_t now_ms) const;
+
+  wire::hello self_;
+  std::vector<std::string> bootstrap_;
+  std::int64_t backoff_min_, backoff_max_;
+  std::map<std::string, entry> peers_;
+  std::map<std::uint64_t, std::string> by_conn_;
+  std::map<std::string, dial_state> dials_;
+  /// Addresses of peers whose introduction came over another peer's connection (CAF can
+  /// route a message through a third node): dialled until a peer binds there, so that the
+  /// peer introduces itself over its own connection.
+  std::set<std::string> hinted_;
+};
+
+} // namespace gwtf::actors

@@ -1,0 +1,88 @@
+// The emulated network of the embedded cluster: every inter-host frame waits for its link
+// (actors/net/link_emulator.hpp), scaled by emulation.time_scale, then reaches the registered
+// actor of its destination. Frames to hosts that are gone are dropped, as TCP would.
+#include <chrono>
+#include <map>
+
+#include <caf/all.hpp>
+
+#include "actors/net/link_layer.hpp"
+#include "actors/interfaces.hpp"
+#include "actors/net/link_emulator.hpp"
+#include "actors/net/wire_frame.hpp"
+
+namespace gwtf::actors {
+
+namespace {
+
+struct link_state {
+  std::unique_ptr<link_emulator> emu;
+  double time_scale = 1;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  std::map<std::pair<std::string, std::int32_t>, caf::actor> endpoints;
+  std::map<caf::actor_addr, std::pair<std::string, std::int32_t>> by_addr;
+};
+
+caf::behavior link_layer(caf::stateful_actor<link_state>* self, routing::network_matrix net,
+                         std::vector<host_config> hosts, double time_scale) {
+  auto& st = self->state;
+  st.emu = std::make_unique<link_emulator>(std::move(net));
+  st.time_scale = time_scale;
+  for (auto& h : hosts)
+    st.emu->place(h.name, h.region);
+  self->set_down_handler([self](caf::down_msg& m) {
+    auto it = self->state.by_addr.find(m.source);
+    if (it == self->state.by_addr.end())
+      return;
+    auto ep = self->state.endpoints.find(it->second);
+    if (ep != self->state.endpoints.end() && ep->second.address() == m.source)
+      self->state.endpoints.erase(ep);
+    self->state.by_addr.erase(it);
+  });
+  return {
+    [self](register_atom, const std::string& host, std::int32_t svc, caf::actor a) {
+      self->monitor(a);
+      self->state.by_addr[a.address()] = {host, svc};
+      self->state.endpoints[{host, svc}] = std::move(a);
+    },
+    [self](send_atom, const std::string& from, const std::string& to, std::int32_t svc,
+           wire_frame& frame) {
+      auto& st = self->state;
+      auto it = st.endpoints.find({to, svc});
+      if (it == st.endpoints.end())
+        return; // host down or not yet up: the frame is lost, as on a real network
+      if (st.time_scale <= 0) {
+        self->send(it->second, deliver_atom::value, from, std::move(frame));
+        return;
+      }
+      double now_emu = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.start).count()
+                       / st.time_scale;
+      auto at = st.emu->deliver_at(from, to, frame.bytes.size(), now_emu);
+      if (!at) {
+        self->send(it->second, deliver_atom::value, from, std::move(frame));
+        return;
+      }
+      auto delay = std::chrono::duration<double>((*at - now_emu) * st.time_scale);
+      self->delayed_send(it->second, std::chrono::duration_cast<std::chrono::microseconds>(delay),
+                         deliver_atom::value, from, std::move(frame));
+    },
+    [self](slow_atom, const std::string& a, const std::string& b, double factor) {
+      self->state.emu->slow_down(a, b, factor);
+    },
+    [](restart_atom, std::uint64_t) {
+      // Embedded hosts share one link that knows them by name only: nothing to re-introduce.
+    },
+    [](subscribe_atom, const caf::actor&) {
+      // Every host of an embedded cluster is declared in the config: nothing to discover.
+    },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_link_layer(caf::actor_system& sys, routing::network_matrix net,
+                            std::vector<host_config> hosts, double time_scale) {
+  return sys.spawn(link_layer, std::move(net), std::move(hosts), time_scale);
+}
+
+} // namespace gwtf::actors

@@ -1,0 +1,355 @@
+// The link of one host in node mode: the same interface as the embedded link layer
+// (register / send / slow), but frames go to the link actor of the peer's process over
+// CAF's middleman (TCP). Discovery and authentication of peers live in peer_directory (pure);
+// this actor dials, moves bytes and keeps every remote input at arm's length: a frame is
+// delivered only when its connection introduced itself with the name the frame claims, of
+// this cluster, within the size limit. Anything else is reported with the sender's node and
+// dropped. With an emulated network the sender delays each frame like the embedded link.
+#include <chrono>
+#include <map>
+#include <random>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "actors/net/net_link.hpp"
+#include "actors/interfaces.hpp"
+#include "actors/net/link_emulator.hpp"
+#include "actors/core/peer_directory.hpp"
+#include "actors/net/wire_frame.hpp"
+
+namespace gwtf::actors {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+std::int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(clock::now().time_since_epoch()).count();
+}
+
+struct net_state {
+  net_link_options opts;
+  std::unique_ptr<peer_directory> dir;
+  std::unique_ptr<link_emulator> emu;
+  clock::time_point start = clock::now();
+  std::map<std::int32_t, caf::actor> endpoints;      // local actors by service
+  // Remote link actors (by node and actor id: a proxy's address may be reused by another
+  // proxy once it is gone) -> connection id.
+  std::map<std::pair<caf::node_id, caf::actor_id>, std::uint64_t> conn_of;
+  std::map<std::uint64_t, caf::actor> handle_of;     // connection id -> remote link actor
+  std::uint64_t next_conn = 1;
+  caf::actor subscriber;                             // membership: told of new peer names
+  // The host's net guard: every dial goes through it (it connects, checks each frame header
+  // the peer sends and, with node.tls, runs the TLS client), so that no byte of a dialled
+  // peer reaches the middleman unchecked. Null: nothing is dialled.
+  caf::actor guard;
+  std::minstd_rand rng{42};
+  std::uint64_t refused = 0;                         // frames dropped as hostile or unbound
+};
+
+using self_ptr = caf::stateful_actor<net_state>*;
+
+void report(self_ptr self, const std::string& what) {
+  auto& st = self->state;
+  // Reporting is rate-limited per kind by the reporter; here, cap the flood of one peer.
+  if (++st.refused <= 1000 || st.refused % 1000 == 0)
+    self->send(st.opts.reporter, failure_atom::value, st.opts.self.name, what);
+}
+
+std::string describe(const caf::strong_actor_ptr& src) {
+  return src ? "node " + caf::to_string(src->node()) : std::string{"an anonymous sender"};
+}
+
+wire_frame gossip_frame(const net_state& st) { return make_frame(st.dir->gossip()); }
+
+std::uint64_t connection_of(self_ptr self, const caf::strong_actor_ptr& src) {
+  auto& st = self->state;
+  auto key = std::make_pair(src->node(), src->id());
+  auto it = st.conn_of.find(key);
+  if (it != st.conn_of.end())
+    return it->second;
+  auto id = st.next_conn++;
+  st.conn_of.emplace(key, id);
+  auto handle = caf::actor_cast<caf::actor>(src);
+  st.handle_of.emplace(id, handle);
+  self->monitor(handle);
+  return id;
+}
+
+void tell_subscriber(self_ptr self, const std::vector<std::string>& names) {
+  auto& st = self->state;
+  if (!st.subscriber)
+    return;
+  for (auto& n : names)
+    self->send(st.subscriber, known_atom::value, n);
+}
+
+void dial_failed(self_ptr self, const std::string& address, const caf::error& err) {
+  // Unreachable peers are normal under churn: retried with back-off.
+  self->state.dir->dial_done(address, false, now_ms());
+  caf::aout(self) << "link: dial " << address << " failed: " << self->system().render(err) << std::endl;
+}
+
+void place(self_ptr self, const std::string& peer) {
+  auto& st = self->state;
+  if (!st.emu)
+    return;
+  if (auto* r = st.dir->record(peer); r && !r->region.empty())
+    st.emu->place(peer, r->region);
+}
+
+// The middleman's BASP handshake through the guard's loopback port for the peer at
+// `address` (the peer's, for the directory and the logs).
+void handshake(self_ptr self, const std::string& address, const std::string& host, std::uint16_t port) {
+  auto timeout = std::chrono::milliseconds(self->state.opts.connect_timeout_ms);
+  self->request(self->system().middleman().actor_handle(), timeout, caf::connect_atom::value, host, port)
+    .then(
+      [self, address](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
+        auto& st = self->state;
+        if (!ptr) {
+          st.dir->dial_done(address, false, now_ms());
+          return;
+        }
+        st.dir->dial_done(address, true, now_ms());
+        // Introduce ourselves; the peer binds us and answers with its own gossip.
+        self->send(caf::actor_cast<caf::actor>(ptr), net_atom::value, st.opts.self.name, std::string{},
+                   static_cast<std::int32_t>(service::link), gossip_frame(st));
+      },
+      [self, address](caf::error& err) { dial_failed(self, address, err); });
+}
+
+void dial(self_ptr self, const std::string& address) {
+  auto ep = parse_endpoint(address);
+  if (!ep || ep->port == 0) {
+    self->state.dir->dial_done(address, false, now_ms());
+    return;
+  }
+  if (!self->state.guard) { // never dial unguarded
+    dial_failed(self, address, caf::make_error(caf::sec::cannot_connect_to_node, "no net guard to dial through"));
+    return;
+  }
+  // The guard connects (and runs TLS with node.tls) and checks every frame header the peer
+  // sends; the middleman then connects to the loopback port it answers.
+  self->request(self->state.guard, std::chrono::milliseconds(self->state.opts.connect_timeout_ms),
+                caf::connect_atom::value, ep->host, ep->port)
+    .then([self, address](std::uint16_t local) { handshake(self, address, "127.0.0.1", local); },
+          [self, address](caf::error& err) { dial_failed(self, address, err); });
+}
+
+// `introduction`: sent by a peer that just dialled this host (addressed to nobody).
+void on_gossip(self_ptr self, const caf::strong_actor_ptr& src, wire_frame&& frame, bool introduction) {
+  auto& st = self->state;
+  wire::decode_limits limits;
+  limits.max_bytes = static_cast<std::size_t>(st.opts.max_message_bytes);
+  auto msg = open_frame(std::move(frame), limits);
+  if (!msg) {
+    report(self, "bad link frame from " + describe(src) + ": " + self->system().render(msg.error()));
+    return;
+  }
+  auto* g = std::get_if<wire::gossip>(&*msg);
+  if (!g) {
+    report(self, std::string{"link frame of kind "} + wire::kind_name(*msg) + " from " + describe(src));
+    return;
+  }
+  auto conn = connection_of(self, src);
+  auto out = st.dir->on_gossip(conn, *g, now_ms(), caf::to_string(src->node()));
+  if (!out.error.empty()) {
+    report(self, "refused " + describe(src) + ": " + out.error);
+    return;
+  }
+  place(self, out.peer);
+  if (out.newly_bound)
+    caf::aout(self) << "link: connected to " << out.peer << " (" << g->peers.front().peer.address << ", "
+                    << describe(src) << ")" << std::endl;
+  // Answer a new binding, so that both ends are bound, and every introduction: a peer dials
+  // again when its end lost the binding (after a hang, a stale connection's teardown can
+  // unbind a live peer at one end only) and binds again on this answer.
+  if (out.newly_bound || introduction)
+    self->send(st.handle_of.at(conn), net_atom::value, st.opts.self.name, out.peer,
+               static_cast<std::int32_t>(service::link), gossip_frame(st));
+  // Membership beats to every name it was told; a name learned by hearsay is told again
+  // once connected, in case membership subscribed in between.
+  auto tell = out.learned;
+  if (out.newly_bound)
+    tell.push_back(out.peer);
+  tell_subscriber(self, tell);
+  for (auto& a : st.dir->due(now_ms()))
+    dial(self, a);
+}
+
+void forward(self_ptr self, const std::string& to, std::int32_t svc, wire_frame&& frame) {
+  auto& st = self->state;
+  auto conn = st.dir->connection(to);
+  if (!conn)
+    return; // not connected (down, or not yet found): lost, as on a real network
+  auto& handle = st.handle_of.at(*conn);
+  auto& me = st.opts.self.name;
+  if (st.emu && st.opts.time_scale > 0) {
+    double now = std::chrono::duration<double>(clock::now() - st.start).count() / st.opts.time_scale;
+    if (auto at = st.emu->deliver_at(me, to, frame.bytes.size(), now)) {
+      auto delay = std::chrono::duration<double>((*at - now) * st.opts.time_scale);
+      self->delayed_send(handle, std::chrono::duration_cast<std::chrono::microseconds>(delay), net_atom::value,
+                         me, to, svc, std::move(frame));
+      return;
+    }
+  }
+  self->send(handle, net_atom::value, me, to, svc, std::move(frame));
+}
+
+void start(self_ptr self) {
+  auto& st = self->state;
+  st.rng.seed(static_cast<unsigned>(std::hash<std::string>{}(st.opts.self.name)));
+  wire::hello me;
+  me.peer_id = st.opts.self.name;
+  me.address = st.opts.advertise;
+  me.role = st.opts.self.role == host_role::data_holder ? wire::peer_role::data_holder : wire::peer_role::relay;
+  me.stage = st.opts.self.role == host_role::data_holder ? 0 : st.opts.self.stage;
+  me.capacity = static_cast<std::uint32_t>(st.opts.self.capacity);
+  me.incarnation = st.opts.incarnation;
+  me.region = st.opts.self.region;
+  me.cluster = st.opts.cluster;
+  st.dir = std::make_unique<peer_directory>(me, st.opts.bootstrap, st.opts.gossip_interval_ms,
+                                            std::max(st.opts.gossip_interval_ms * 8, 5000));
+  if (st.opts.network) {
+    st.emu = std::make_unique<link_emulator>(*st.opts.network);
+    st.emu->place(me.peer_id, me.region);
+  }
+  // A peer's process may send anything CAF can decode: never let it reach a handler.
+  self->set_default_handler([self](caf::scheduled_actor* s, caf::message_view& x) -> caf::result<caf::message> {
+    auto what = caf::to_string(x.content());
+    if (what.size() > 200) // a peer chooses its size: log a prefix
+      what = what.substr(0, 200) + "...";
+    report(self, "unexpected message " + what + " from " + describe(self->current_sender()));
+    return caf::drop(s, x);
+  });
+  self->set_down_handler([self](caf::down_msg& m) {
+    auto& st = self->state;
+    if (auto ep = std::find_if(st.endpoints.begin(), st.endpoints.end(),
+                               [&](auto& kv) { return kv.second.address() == m.source; });
+        ep != st.endpoints.end()) {
+      st.endpoints.erase(ep);
+      return;
+    }
+    auto it = st.conn_of.find(std::make_pair(m.source.node(), m.source.id()));
+    if (it == st.conn_of.end())
+      return;
+    if (auto name = st.dir->connection_lost(it->second, now_ms()))
+      caf::aout(self) << "link: lost the connection to " << *name << " (" << self->system().render(m.reason) << ")"
+                      << std::endl;
+    st.handle_of.erase(it->second);
+    st.conn_of.erase(it);
+  });
+}
+
+// Started: dials the bootstrap peers, gossips, carries frames.
+caf::behavior running(self_ptr self) {
+  self->send(self, tick_atom::value);
+  return {
+    [self](register_atom, const std::string& host, std::int32_t svc, caf::actor a) {
+      if (host != self->state.opts.self.name)
+        return;
+      self->monitor(a);
+      self->state.endpoints[svc] = std::move(a);
+    },
+    [self](subscribe_atom, caf::actor a) {
+      self->state.subscriber = std::move(a);
+      tell_subscriber(self, self->state.dir->known());
+    },
+    [self](send_atom, const std::string& from, const std::string& to, std::int32_t svc, wire_frame& frame) {
+      if (from == self->state.opts.self.name)
+        forward(self, to, svc, std::move(frame));
+    },
+    [self](net_atom, const std::string& from, const std::string& to, std::int32_t svc, wire_frame& frame) {
+      auto& st = self->state;
+      auto src = self->current_sender();
+      if (!src || src->node() == self->node())
+        return;
+      if (frame.bytes.size() > static_cast<std::size_t>(st.opts.max_message_bytes)) {
+        report(self, "frame of " + std::to_string(frame.bytes.size()) + " bytes from " + describe(src)
+                       + " exceeds node.max_message_bytes");
+        return;
+      }
+      if (svc == static_cast<std::int32_t>(service::link)) {
+        on_gossip(self, src, std::move(frame), to.empty());
+        return;
+      }
+      auto conn = st.conn_of.find(std::make_pair(src->node(), src->id()));
+      auto name = conn == st.conn_of.end() ? std::nullopt : st.dir->bound_name(conn->second);
+      if (!name || *name != from) {
+        report(self, "frame claiming to be from '" + from + "' on the connection of "
+                       + (name ? "'" + *name + "'" : describe(src) + " (never introduced)") + ": dropped");
+        return;
+      }
+      if (to != st.opts.self.name)
+        return;
+      auto ep = st.endpoints.find(svc);
+      if (ep == st.endpoints.end())
+        return; // that service is restarting: lost, and recovered like any lost frame
+      self->send(ep->second, deliver_atom::value, from, std::move(frame));
+    },
+    [self](slow_atom, const std::string& a, const std::string& b, double factor) {
+      if (self->state.emu)
+        self->state.emu->slow_down(a, b, factor);
+    },
+    // The shell's lab control (slow-link PEER FACTOR): empty when done, else why not.
+    [self](slow_atom, caf::get_atom, const std::string& peer, double factor) -> std::string {
+      auto& st = self->state;
+      if (!st.emu)
+        return "this host emulates no network (emulation.network is not set): there is no link delay to change";
+      auto known = st.dir->known();
+      if (std::find(known.begin(), known.end(), peer) == known.end())
+        return "no peer named '" + peer + "' is known to this host (see: hosts)";
+      st.emu->slow_down(st.opts.self.name, peer, factor);
+      return {};
+    },
+    [self](restart_atom, std::uint64_t) {
+      // The host restarted as a new incarnation (e.g. after a hang): introduce it again to
+      // every peer, so that one holding a stale connection of ours takes the new one.
+      auto& st = self->state;
+      st.dir->set_incarnation(st.dir->self().incarnation + 1);
+      auto frame = gossip_frame(st);
+      for (auto& p : st.dir->bound())
+        self->send(st.handle_of.at(*st.dir->connection(p)), net_atom::value, st.opts.self.name, p,
+                   static_cast<std::int32_t>(service::link), frame);
+    },
+    [self](tick_atom) {
+      auto& st = self->state;
+      for (auto& a : st.dir->due(now_ms()))
+        dial(self, a);
+      // Gossip to a few bound peers: what one host learns spreads in O(log n) rounds.
+      auto peers = st.dir->bound();
+      std::shuffle(peers.begin(), peers.end(), st.rng);
+      if (peers.size() > 3)
+        peers.resize(3);
+      auto frame = gossip_frame(st);
+      for (auto& p : peers)
+        self->send(st.handle_of.at(*st.dir->connection(p)), net_atom::value, st.opts.self.name, p,
+                   static_cast<std::int32_t>(service::link), frame);
+      self->delayed_send(self, std::chrono::milliseconds(st.opts.gossip_interval_ms), tick_atom::value);
+    },
+  };
+}
+
+// The link is published before peers can be told where it listens: it waits for
+// (start_atom, advertised address, guard) and keeps what arrives meanwhile.
+caf::behavior net_link(self_ptr self, net_link_options opts) {
+  self->state.opts = std::move(opts);
+  self->set_default_handler(caf::skip);
+  return {
+    [self](start_atom, const std::string& advertise, caf::actor guard) {
+      self->state.opts.advertise = advertise;
+      self->state.guard = std::move(guard);
+      start(self);
+      self->become(running(self));
+    },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_net_link(caf::actor_system& sys, net_link_options opts) {
+  return sys.spawn(net_link, std::move(opts));
+}
+
+} // namespace gwtf::actors

@@ -1,0 +1,38 @@
+// Node mode's link: this process's one host and its TCP peers.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+
+#include "actors/node_config.hpp"
+#include "routing/network.hpp"
+
+namespace gwtf::actors {
+
+// --- TCP link (node mode: one host per process) -------------------------------------------
+// The same handlers as the link layer (actors/net/link_layer.hpp, protocol in actors/interfaces.hpp), for this process's one host, plus
+// (subscribe_atom, actor)   sends it (known_atom, name) for every peer it finds (membership)
+// and between the links of two processes, over CAF's middleman:
+// (net_atom, from, to, int32 service, frame)   service::link carries GOSSIP (discovery)
+struct net_link_options {
+  host_config self;                         ///< this process's host
+  std::string advertise;                    ///< "host:port" peers dial
+  std::vector<std::string> bootstrap;       ///< dialled while no peer is connected
+  std::uint64_t cluster = 0;                ///< hash every peer must share
+  std::uint64_t incarnation = 0;            ///< raises on every start of the process
+  std::optional<routing::network_matrix> network; ///< emulated delays, if any
+  double time_scale = 1.0;                  ///< emulated delays x this
+  std::int64_t max_message_bytes = 64 << 20;
+  int connect_timeout_ms = 2000;            ///< a dial that takes longer fails
+  int gossip_interval_ms = 500;             ///< gossip to a few peers, redial lost ones
+  caf::actor reporter;                      ///< (failure_atom, host, what) for refused input
+};
+caf::actor spawn_net_link(caf::actor_system& sys, net_link_options opts);
+
+} // namespace gwtf::actors

@@ -1,0 +1,407 @@
+#include "app/cli.hpp"
+
+namespace gwtf::app {
+
+std::vector<std::string> restore_arguments(const std::vector<std::string>& args, std::uint64_t iteration,
+                                           std::int32_t stage) {
+  const std::string pinned = "hosts[0].stage=";
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const auto& a = args[i];
+    if (a == "--join" || a == "--resume" || a.rfind("--resume-at=", 0) == 0)
+      continue;
+    if (a == "--resume-at") {
+      ++i; // and its value
+      continue;
+    }
+    if (a.rfind("--set=" + pinned, 0) == 0)
+      continue;
+    if (a == "--set" && i + 1 < args.size() && args[i + 1].rfind(pinned, 0) == 0) {
+      ++i;
+      continue;
+    }
+    out.push_back(a);
+  }
+  out.push_back("--resume-at");
+  out.push_back(std::to_string(iteration));
+  if (stage >= 0) {
+    out.push_back("--set");
+    out.push_back(pinned + std::to_string(stage));
+  }
+  return out;
+}
+
+std::string usage_text() {
+  return "usage: caf-gwtf --config FILE [--set KEY=VALUE]... [--check] [--join] [--resume | --resume-at N] [--until N]\n"
+         "       caf-gwtf launch --config FILE [--set KEY=VALUE]... [--logs DIR] [--resume | --resume-at N] [--until N]\n"
+         "       caf-gwtf reference --config FILE [--set KEY=VALUE]...\n"
+         "       caf-gwtf sim --scenario FILE [--router NAME|all] [--seed N] [--out DIR]\n"
+         "       caf-gwtf shell HOST:PORT [-c COMMAND] [--json] [--timeout-ms N] [--cert F --key F --ca F]\n"
+         "       caf-gwtf export --config FILE --checkpoint DIR --out DIR [--iteration N]\n"
+         "       caf-gwtf eval --config FILE --checkpoint DIR [--iteration N] [--batch-out FILE]\n"
+         "       caf-gwtf import --config FILE --from HF_DIR --checkpoint DIR\n"
+         "       caf-gwtf --help | --version\n"
+         "\n"
+         "caf-gwtf trains one LLM on many volunteer hosts without a coordinator (GWTF).\n"
+         "\n"
+         "  --config FILE   cluster.yaml of this process (configs/local.yaml: embedded cluster)\n"
+         "  --set KEY=VALUE override one key of FILE (e.g. hosts[0].stage=2; VALUE is YAML);\n"
+         "                  FILE's values may also use ${ENV} and ${ENV:-default}\n"
+         "  --check         validate FILE and print it resolved, defaults included\n"
+         "                  FILE with one host: node mode, this process is that host and\n"
+         "                  trains with its peers over TCP; with several: embedded cluster\n"
+         "  --join          node mode: enter a running cluster (download the stage state)\n"
+         "  --resume        continue from the checkpoints under node.data_dir: embedded and\n"
+         "                  launch from the newest iteration every stage has; nodes agree on\n"
+         "                  it among themselves; --resume-at N from iteration N's\n"
+         "                  (docs/checkpoints.md)\n"
+         "  --until N       stop after N iterations applied (the learning-rate schedule stays\n"
+         "                  training.iterations'): train in slices, resume with --resume\n"
+         "  launch          run each host of a multi-host FILE as its own process on\n"
+         "                  127.0.0.1 (node mode), faults as real signals; host configs and\n"
+         "                  logs in DIR (default launch-logs/)\n"
+         "  reference       train the unpartitioned model of FILE in this process: the\n"
+         "                  oracle of distributed runs (prints loss and tokens/s)\n"
+         "  sim             simulate training under churn in virtual time (configs/scenarios/):\n"
+         "                  prints a comparison table, writes CSV, JSON and SVG plots to DIR\n"
+         "                  (default sim-results/<scenario>-seed<N>); --router all (default)\n"
+         "                  runs gwtf, swarm, swarm-restart and centralized on one churn trace\n"
+         "  shell           inspect a running host through its node.inspect address: status,\n"
+         "                  hosts, flows, graph, links, stage, microbatches, actors (docs/shell.md);\n"
+         "                  interactive with line editing, or one COMMAND with -c; --cert, --key\n"
+         "                  and --ca: mutual TLS with a host that runs node.tls\n"
+         "  export          write the model at the newest checkpoint cut under DIR (hosts'\n"
+         "                  node.data_dir side by side) as model.safetensors + config.json in\n"
+         "                  the Hugging Face layout (GPT-2 or LLaMA names; docs/checkpoints.md)\n"
+         "  eval            print the loss of that model on a deterministic held-out batch\n"
+         "  import          a Hugging Face GPT-2 / LLaMA directory as checkpoints of iteration 0\n"
+         "                  under DIR, one per declared host: train from it with --resume\n"
+         "  --help          this text\n"
+         "  --version       versions of caf-gwtf and its libraries, and the BLAS in use\n"
+         "\n"
+         "Exit codes: 0 success, 1 failure (e.g. invalid config), 2 usage error.\n"
+         "Config reference: docs/config.md\n";
+}
+
+namespace {
+
+// `--name VALUE` or `--name=VALUE` at args[i]; advances i past a separate value.
+std::variant<std::string, cli_error> option_value(const std::vector<std::string>& args, std::size_t& i,
+                                                  const std::string& name, const char* what) {
+  const std::string& a = args[i];
+  std::string v;
+  if (a == name) {
+    if (i + 1 >= args.size() || args[i + 1].empty())
+      return cli_error{name + " needs " + what};
+    v = args[++i];
+  } else {
+    v = a.substr(name.size() + 1);
+  }
+  if (v.empty())
+    return cli_error{name + " needs " + what};
+  return v;
+}
+
+bool is_option(const std::string& a, const std::string& name) {
+  return a == name || a.rfind(name + "=", 0) == 0;
+}
+
+std::vector<std::string> all_routers() {
+  return {"gwtf", "swarm", "swarm-restart", "centralized"};
+}
+
+// export / eval: --config FILE --checkpoint DIR [--iteration N] (--out DIR | --batch-out FILE)
+std::variant<cli_options, cli_error> parse_checkpoint_tool(const std::vector<std::string>& args) {
+  cli_options out;
+  bool is_export = args[0] == "export";
+  bool is_import = args[0] == "import";
+  out.action = is_export ? cli_action::export_hf : is_import ? cli_action::import_hf : cli_action::eval;
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      out.action = cli_action::help;
+      return out;
+    }
+    auto name = a.substr(0, a.find('='));
+    std::string* into = nullptr;
+    const char* what = "";
+    if (is_option(a, "--config")) {
+      into = &out.config;
+      what = "a file name";
+    } else if (is_option(a, "--checkpoint")) {
+      into = &out.checkpoint;
+      what = "a directory (hosts' node.data_dir side by side)";
+    } else if (is_option(a, "--out") && is_export) {
+      into = &out.out;
+      what = "a directory";
+    } else if (is_option(a, "--batch-out") && !is_export && !is_import) {
+      into = &out.batch_out;
+      what = "a file name";
+    } else if (is_option(a, "--from") && is_import) {
+      into = &out.from;
+      what = "a Hugging Face model directory";
+    } else if (is_option(a, "--iteration") && !is_import) {
+      auto v = option_value(args, i, "--iteration", "an iteration number");
+      if (auto* e = std::get_if<cli_error>(&v))
+        return *e;
+      auto& text = std::get<std::string>(v);
+      if (text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos)
+        return cli_error{"--iteration: expected an iteration number, got '" + text + "'"};
+      out.iteration = std::stoull(text);
+      continue;
+    } else {
+      return cli_error{"unknown " + args[0] + " option '" + a + "' (see --help)"};
+    }
+    if (!into->empty())
+      return cli_error{name + " given twice"};
+    auto v = option_value(args, i, name, what);
+    if (auto* e = std::get_if<cli_error>(&v))
+      return *e;
+    *into = std::get<std::string>(v);
+  }
+  if (out.config.empty())
+    return cli_error{args[0] + " needs --config FILE (the cluster's config: the model and the checkpoints' hash)"};
+  if (out.checkpoint.empty())
+    return cli_error{args[0] + " needs --checkpoint DIR"};
+  if (is_export && out.out.empty())
+    return cli_error{"export needs --out DIR"};
+  if (is_import && out.from.empty())
+    return cli_error{"import needs --from DIR (a Hugging Face model directory)"};
+  return out;
+}
+
+std::variant<cli_options, cli_error> parse_sim(const std::vector<std::string>& args) {
+  cli_options out;
+  out.action = cli_action::sim;
+  bool has_router = false;
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      out.action = cli_action::help;
+      return out;
+    }
+    auto take = [&](const char* name, const char* what, std::string& into) -> std::optional<cli_error> {
+      if (!into.empty() || (std::string{name} == "--router" && has_router))
+        return cli_error{std::string{name} + " given twice"};
+      auto v = option_value(args, i, name, what);
+      if (auto* e = std::get_if<cli_error>(&v))
+        return *e;
+      into = std::get<std::string>(v);
+      return std::nullopt;
+    };
+    std::optional<cli_error> err;
+    if (is_option(a, "--scenario")) {
+      err = take("--scenario", "a file name", out.scenario);
+    } else if (is_option(a, "--out")) {
+      err = take("--out", "a directory", out.out);
+    } else if (is_option(a, "--router")) {
+      std::string r;
+      err = take("--router", "gwtf, swarm, swarm-restart, centralized or all", r);
+      has_router = true;
+      if (!err) {
+        if (r == "all")
+          out.routers = all_routers();
+        else if (r == "gwtf" || r == "swarm" || r == "swarm-restart" || r == "centralized")
+          out.routers = {r};
+        else
+          err = cli_error{"--router: expected gwtf, swarm, swarm-restart, centralized or all, got '" + r + "'"};
+      }
+    } else if (is_option(a, "--seed")) {
+      if (out.seed)
+        return cli_error{"--seed given twice"};
+      auto v = option_value(args, i, "--seed", "a number");
+      if (auto* e = std::get_if<cli_error>(&v))
+        return *e;
+      auto& s = std::get<std::string>(v);
+      std::uint64_t n = 0;
+      bool ok = s.size() <= 20 && s.find_first_not_of("0123456789") == std::string::npos;
+      for (char c : s) {
+        if (!ok)
+          break;
+        auto d = static_cast<std::uint64_t>(c - '0');
+        ok = n <= (UINT64_MAX - d) / 10;
+        n = n * 10 + d;
+      }
+      if (!ok)
+        return cli_error{"--seed: expected a non-negative integer below 2^64, got '" + s + "'"};
+      out.seed = n;
+    } else if (is_option(a, "--config") || a == "--check") {
+      err = cli_error{a.substr(0, a.find('=')) + " is not an option of sim (it takes --scenario FILE)"};
+    } else if (!a.empty() && a[0] == '-') {
+      err = cli_error{"unknown option '" + a + "' of sim (see --help)"};
+    } else {
+      err = cli_error{"unexpected argument '" + a + "' (see --help)"};
+    }
+    if (err)
+      return *err;
+  }
+  if (out.scenario.empty())
+    return cli_error{"sim needs --scenario FILE (see configs/scenarios/)"};
+  if (out.routers.empty())
+    out.routers = all_routers();
+  return out;
+}
+
+std::variant<cli_options, cli_error> parse_shell(const std::vector<std::string>& args) {
+  cli_options out;
+  out.action = cli_action::shell;
+  bool has_timeout = false, has_command = false;
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      out.action = cli_action::help;
+      return out;
+    }
+    if (a == "--json") {
+      out.json = true;
+    } else if (a == "-c" || is_option(a, "--command")) {
+      if (has_command)
+        return cli_error{"-c given twice"};
+      auto v = option_value(args, i, a == "-c" ? "-c" : "--command", "a command (e.g. status)");
+      if (auto* e = std::get_if<cli_error>(&v))
+        return *e;
+      out.command = std::get<std::string>(v);
+      has_command = true;
+    } else if (is_option(a, "--timeout-ms")) {
+      if (has_timeout)
+        return cli_error{"--timeout-ms given twice"};
+      auto v = option_value(args, i, "--timeout-ms", "milliseconds");
+      if (auto* e = std::get_if<cli_error>(&v))
+        return *e;
+      auto& s = std::get<std::string>(v);
+      if (s.empty() || s.size() > 7 || s.find_first_not_of("0123456789") != std::string::npos || std::stoi(s) < 1)
+        return cli_error{"--timeout-ms: expected 1..9999999 milliseconds, got '" + s + "'"};
+      out.timeout_ms = std::stoi(s);
+      has_timeout = true;
+    } else if (is_option(a, "--cert") || is_option(a, "--key") || is_option(a, "--ca")) {
+      auto name = a.substr(0, a.find('='));
+      auto& into = name == "--cert" ? out.cert : name == "--key" ? out.key : out.ca;
+      if (!into.empty())
+        return cli_error{name + " given twice"};
+      auto v = option_value(args, i, name, "a PEM file");
+      if (auto* e = std::get_if<cli_error>(&v))
+        return *e;
+      into = std::get<std::string>(v);
+    } else if (!a.empty() && a[0] == '-') {
+      return cli_error{"unknown option '" + a + "' of shell (see --help)"};
+    } else if (out.target.empty()) {
+      out.target = a;
+    } else {
+      return cli_error{"unexpected argument '" + a + "' (shell takes one HOST:PORT)"};
+    }
+  }
+  if (out.target.empty())
+    return cli_error{"shell needs HOST:PORT (a host's node.inspect address)"};
+  bool any_tls = !out.cert.empty() || !out.key.empty() || !out.ca.empty();
+  if (any_tls && (out.cert.empty() || out.key.empty() || out.ca.empty()))
+    return cli_error{"shell: --cert, --key and --ca go together (a certificate of the cluster CA, its key, the CA)"};
+  return out;
+}
+
+} // namespace
+
+std::variant<cli_options, cli_error> parse_cli(const std::vector<std::string>& args) {
+  if (!args.empty() && args[0] == "sim")
+    return parse_sim(args);
+  if (!args.empty() && args[0] == "shell")
+    return parse_shell(args);
+  if (!args.empty() && (args[0] == "export" || args[0] == "eval" || args[0] == "import"))
+    return parse_checkpoint_tool(args);
+  cli_options out;
+  bool help = false;
+  bool version = false;
+  bool check = false;
+  bool has_config = false;
+  bool reference = false, launch = false;
+  std::size_t first = 0;
+  if (!args.empty() && (args[0] == "reference" || args[0] == "launch")) {
+    reference = args[0] == "reference";
+    launch = args[0] == "launch";
+    first = 1;
+  }
+  for (std::size_t i = first; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      help = true;
+    } else if (a == "--version") {
+      version = true;
+    } else if (a == "--check") {
+      check = true;
+    } else if (a == "--config" || a.rfind("--config=", 0) == 0) {
+      if (has_config)
+        return cli_error{"--config given twice"};
+      if (a == "--config") {
+        if (i + 1 >= args.size() || args[i + 1].empty())
+          return cli_error{"--config needs a file name"};
+        out.config = args[++i];
+      } else {
+        out.config = a.substr(9);
+        if (out.config.empty())
+          return cli_error{"--config needs a file name"};
+      }
+      has_config = true;
+    } else if (is_option(a, "--set")) {
+      auto v = option_value(args, i, "--set", "KEY=VALUE (e.g. --set node.advertise=10.0.0.5:4242)");
+      if (auto* e = std::get_if<cli_error>(&v))
+        return *e;
+      auto& kv = std::get<std::string>(v);
+      if (kv.find('=') == std::string::npos || kv.front() == '=')
+        return cli_error{"--set: expected KEY=VALUE (e.g. node.advertise=10.0.0.5:4242), got '" + kv + "'"};
+      out.sets.push_back(kv);
+    } else if (a == "--join" && !reference && !launch) {
+      out.join = true;
+    } else if (a == "--resume" && !reference) {
+      out.resume = true;
+    } else if ((is_option(a, "--resume-at") || is_option(a, "--until")) && !reference) {
+      auto name = a.substr(0, a.find('='));
+      auto example = "an iteration number (e.g. " + name + " 40)";
+      auto v = option_value(args, i, name, example.c_str());
+      if (auto* e = std::get_if<cli_error>(&v))
+        return *e;
+      auto& text = std::get<std::string>(v);
+      if (text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos)
+        return cli_error{name + ": expected an iteration number, got '" + text + "'"};
+      auto n = std::stoull(text);
+      if (name == "--until") {
+        if (n == 0)
+          return cli_error{"--until: expected at least 1 iteration, got 0"};
+        out.until = n;
+      } else {
+        out.resume = true;
+        out.resume_at = n;
+      }
+    } else if ((is_option(a, "--report") && !reference && !launch) || (is_option(a, "--logs") && launch)) {
+      auto name = a.substr(0, a.find('='));
+      auto& into = name == "--report" ? out.report : out.logs;
+      if (!into.empty())
+        return cli_error{name + " given twice"};
+      auto v = option_value(args, i, name, name == "--report" ? "HOST:PORT" : "a directory");
+      if (auto* e = std::get_if<cli_error>(&v))
+        return *e;
+      into = std::get<std::string>(v);
+    } else if (!a.empty() && a[0] == '-') {
+      return cli_error{"unknown option '" + a + "' (see --help)"};
+    } else {
+      return cli_error{"unexpected argument '" + a + "' (see --help)"};
+    }
+  }
+  if (help) {
+    out.action = cli_action::help;
+  } else if (version) {
+    out.action = cli_action::version;
+  } else if (!has_config) {
+    return cli_error{args.empty() ? "missing --config FILE (see --help)"
+                                  : (check ? "--check needs --config FILE"
+                                           : "missing --config FILE (see --help)")};
+  } else if ((reference || launch) && check) {
+    return cli_error{std::string{"--check is not an option of "} + (reference ? "reference" : "launch")
+                     + " (validate with: --config FILE --check)"};
+  } else {
+    out.action = reference ? cli_action::reference
+                 : launch  ? cli_action::launch
+                           : (check ? cli_action::check : cli_action::node);
+  }
+  return out;
+}
+
+} // namespace gwtf::app

@@ -1,0 +1,112 @@
+#include "app/config/check_report.hpp"
+
+#include <cstdio>
+#include <sstream>
+
+#include "model/partition.hpp"
+#include "model/sizing.hpp"
+#include "routing/cost_model.hpp"
+#include "routing/optimum.hpp"
+#include "app/config/derive.hpp"
+
+namespace gwtf::app {
+
+namespace {
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+} // namespace
+
+std::string derived_report(const cluster_config& cfg) {
+  std::ostringstream out;
+  auto spans = model::partition(cfg.model);
+  out << "# --- derived (not config keys) ---\n";
+  out << "# pipeline: " << cfg.model.stages << " stages, " << cfg.model.layers << " blocks, "
+      << "MLP width " << cfg.model.resolved_ffn_hidden() << ", " << model::model_parameters(cfg.model)
+      << " parameters\n";
+  for (auto& span : spans) {
+    auto size = model::size_of(cfg.model, span);
+    out << "#   " << model::describe(span) << " (" << size.parameters << " parameters, "
+        << fixed(size.training_flops_per_token() / 1e6, 2) << " MFLOP per token forward + backward); hosts:";
+    int capacity = 0;
+    int count = 0;
+    for (auto& h : cfg.hosts)
+      if (h.stage == span.stage) {
+        out << " " << h.name;
+        capacity += h.capacity;
+        ++count;
+      }
+    if (count == 0)
+      out << " none in this process";
+    else
+      out << " (capacity " << capacity << ")";
+    out << "\n";
+  }
+  int unplaced = 0;
+  for (auto& h : cfg.hosts)
+    unplaced += h.stage < 0 ? 1 : 0;
+  if (unplaced > 0 && cfg.placement.policy == placement_policy::dtfm) {
+    // What the founding stage-less relays compute from a full view (placed_hosts).
+    out << "#   " << unplaced << " relay(s) without a stage, placed by DT-FM (late joiners: the bottleneck stage):";
+    auto placed = placed_hosts(cfg);
+    for (std::size_t i = 0; i < cfg.hosts.size(); ++i)
+      if (cfg.hosts[i].stage < 0)
+        out << " " << placed[i].name << "=" << placed[i].stage;
+    out << "\n";
+  } else if (unplaced > 0) {
+    out << "#   " << unplaced << " relay(s) without a stage join the bottleneck stage\n";
+  }
+  auto act = model::activation_bytes(cfg.model, cfg.training.microbatch_size);
+  out << "# activation per microbatch: " << act << " bytes (fp32 " << cfg.training.microbatch_size
+      << " x " << cfg.model.seq_len << " x " << cfg.model.hidden << ")\n";
+
+  if (cfg.hosts.size() == 1) {
+    char hash[17];
+    std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(cluster_hash(cfg)));
+    out << "# node mode: this process is one host; flows are negotiated with the peers reached "
+           "through node.bootstrap at run time\n"
+        << "# cluster hash " << hash << " (model, training, data format, routing, placement policy, compression, data holders): every "
+           "host of the cluster must print the same\n";
+    return out.str();
+  }
+
+  // The whole cluster runs here: the flow optimum over its hosts, all of them online.
+  std::vector<routing::flow_node> nodes;
+  std::vector<std::size_t> host_of;
+  for (std::size_t i = 0; i < cfg.hosts.size(); ++i)
+    if (cfg.hosts[i].stage >= 0) {
+      nodes.push_back(routing::flow_node{cfg.hosts[i].stage, cfg.hosts[i].capacity});
+      host_of.push_back(i);
+    }
+  auto network_cost = [&](std::size_t a, std::size_t b) -> double {
+    if (!cfg.network)
+      return 0.0;
+    auto& net = *cfg.network;
+    auto ra = *net.region_index(cfg.hosts[host_of[a]].region);
+    auto rb = *net.region_index(cfg.hosts[host_of[b]].region);
+    // Compute time is measured at run time; here only the network part of d_ij.
+    return routing::edge_cost(0, 0, routing::to_estimate(net.link(ra, rb)),
+                              routing::to_estimate(net.link(rb, ra)), static_cast<double>(act));
+  };
+  auto opt = routing::max_flow_min_cost(nodes, cfg.model.stages, network_cost);
+  out << "# flows with every declared host online: at most " << opt.flows
+      << " microbatches in flight (bottleneck: stage " << opt.bottleneck_stage << ", capacity "
+      << opt.stage_capacity[static_cast<std::size_t>(opt.bottleneck_stage)] << ")\n";
+  int per_iteration = 0;
+  for (auto& h : cfg.hosts)
+    if (h.role == actors::host_role::data_holder)
+      per_iteration += cfg.training.microbatches_per_holder;
+  out << "# global batch: " << per_iteration << " microbatches per iteration ("
+      << per_iteration * cfg.training.microbatch_size << " sequences)\n";
+  if (cfg.network && opt.flows > 0)
+    out << "# network '" << cfg.network->name << "', time scale " << cfg.emulation->time_scale
+        << ": optimal routing costs " << fixed(opt.total_cost_s / opt.flows * 1e3, 2)
+        << " ms of network delay per flow on average (compute is measured at run time)\n";
+  return out.str();
+}
+
+} // namespace gwtf::app

@@ -1,0 +1,106 @@
+#include "app/config/derive.hpp"
+
+#include <algorithm>
+
+#include "model/hash.hpp"
+#include "model/partition.hpp"
+#include "routing/placement.hpp"
+
+namespace gwtf::app {
+
+bool joins_by_script(const cluster_config& cfg, const std::string& host) {
+  return std::any_of(cfg.faults.script.begin(), cfg.faults.script.end(), [&](const actors::fault_event& f) {
+    return f.action == actors::fault_action::join && f.host == host && f.at_iteration > 0;
+  });
+}
+
+routing::dtfm_request dtfm_request_for(const cluster_config& cfg) {
+  routing::dtfm_request r;
+  r.relay_stages = cfg.model.stages - 1;
+  r.activation_bytes = static_cast<double>(model::activation_bytes(cfg.model, cfg.training.microbatch_size));
+  // A relay stage's gradients in fp32: 12 hidden^2 parameters per block.
+  double blocks = r.relay_stages > 0 ? static_cast<double>(cfg.model.layers) / r.relay_stages : 0;
+  r.gradient_bytes = 12.0 * cfg.model.hidden * cfg.model.hidden * blocks * 4;
+  r.seed = static_cast<std::uint64_t>(cfg.training.seed);
+  return r;
+}
+
+std::uint64_t cluster_hash(const cluster_config& cfg) {
+  // What every host must share: model, training (but where it writes its loss), the data
+  // format and the roster. Not the data path (each holder's own file), not the per-process
+  // sections (node, hosts, faults, emulation).
+  cluster_config shared;
+  shared.model = cfg.model;
+  shared.training = cfg.training;
+  shared.training.loss_out.clear();
+  if (shared.training.data_holders.empty())
+    for (auto& h : cfg.hosts)
+      if (h.role == actors::host_role::data_holder)
+        shared.training.data_holders.push_back(h.name);
+  shared.data.format = cfg.data.format;
+  shared.routing = cfg.routing;
+  shared.placement.policy = cfg.placement.policy; // every host must place alike; not its file
+  shared.compression = cfg.compression;           // the loss depends on it
+  auto text = to_yaml(shared);
+  std::uint64_t h = 1469598103934665603ull; // FNV-1a
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h == 0 ? 1 : h;
+}
+
+std::vector<actors::host_config> placed_hosts(const cluster_config& cfg) {
+  auto hosts = cfg.hosts;
+  if (cfg.placement.policy == placement_policy::dtfm && cfg.placement_network) {
+    // The founding stage-less relays together, as each of them computes it from the same view.
+    auto req = dtfm_request_for(cfg);
+    std::vector<std::size_t> founding;
+    std::vector<std::pair<std::string, std::string>> relays;
+    for (std::size_t i = 0; i < hosts.size(); ++i) {
+      if (hosts[i].role == actors::host_role::data_holder) {
+        req.holder_regions.push_back(hosts[i].region);
+      } else if (hosts[i].stage < 1 && !joins_by_script(cfg, hosts[i].name)) {
+        founding.push_back(i);
+        relays.emplace_back(hosts[i].name, hosts[i].region);
+      }
+    }
+    auto stages = routing::dtfm_founding_stages(*cfg.placement_network, std::move(req), relays);
+    for (std::size_t k = 0; k < stages.size(); ++k)
+      hosts[founding[k]].stage = stages[k];
+  }
+  for (auto& h : hosts) {
+    if (h.role == actors::host_role::relay && h.stage < 1) {
+      std::vector<routing::flow_node> known;
+      for (auto& o : hosts)
+        if (o.stage >= 0 && (o.role == actors::host_role::data_holder || o.stage >= 1))
+          known.push_back({o.role == actors::host_role::data_holder ? 0 : o.stage, o.capacity});
+      h.stage = routing::place_unstaged(known, cfg.model.stages, h.capacity);
+    }
+  }
+  return hosts;
+}
+
+std::uint64_t checkpoint_hash(const cluster_config& cfg) {
+  // What a checkpoint's state depends on, so that resuming reproduces the uninterrupted
+  // run: the model, the data format, the roster and every training setting that shapes an
+  // update, but not how long the run is nor where it writes (a resumed run may go longer).
+  cluster_config shared;
+  shared.model = cfg.model;
+  shared.training = cfg.training;
+  shared.training.iterations = 1;
+  shared.training.loss_out.clear();
+  shared.training.checkpoint_every = 0;
+  shared.training.checkpoint_keep = 1;
+  shared.training.checkpoint_replicas = 0;
+  shared.training.checkpoint_push_mb_s = 0;
+  if (shared.training.data_holders.empty())
+    for (auto& h : cfg.hosts)
+      if (h.role == actors::host_role::data_holder)
+        shared.training.data_holders.push_back(h.name);
+  shared.data.format = cfg.data.format;
+  auto text = to_yaml(shared);
+  return model::fnv1a(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()) | 1;
+}
+
+} // namespace gwtf::app

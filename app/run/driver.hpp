@@ -1,0 +1,71 @@
+// The driver of a local cluster run (embedded or launched): starts the hosts of the config,
+// injects its faults, collects what every host reports, checks exactly-once and replica
+// agreement from outside the mechanism, and prints one line per iteration and a summary.
+// How hosts are started and hurt is a host_control: actors in this process (embedded.cpp)
+// or one OS process per host (launch.cpp).
+#pragma once
+
+#include <optional>
+#include <variant>
+#include <vector>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <utility>
+
+#include <caf/actor.hpp>
+#include <caf/atom.hpp>
+#include <caf/system_messages.hpp>
+#include <caf/fwd.hpp>
+
+#include "actors/interfaces.hpp"
+#include "app/run/embedded.hpp"
+
+namespace gwtf::app {
+
+/// (exited_atom, host, bool crashed): a host is gone (launch: its process ended).
+using exited_atom = caf::atom_constant<caf::atom("exited")>;
+/// (resume_atom, host): a hang is over.
+using resume_atom = caf::atom_constant<caf::atom("resume")>;
+
+/// Starts, crashes and stops the hosts of a run on behalf of the driver actor.
+class host_control {
+public:
+  virtual ~host_control() = default;
+  /// Called once, from the driver, before any host starts.
+  virtual void init(caf::event_based_actor* driver) = 0;
+  /// Starts `h`; `joining`: it downloads its stage state from a live replica.
+  virtual void start(caf::event_based_actor* driver, const actors::host_config& h, bool joining) = 0;
+  /// "any": dies now; "forward" / "backward": dies in its next such pass; "actor": one local
+  /// actor fails (supervision restarts it); "hang": stops answering for a while (launch).
+  virtual void crash(caf::event_based_actor* driver, const std::string& host, const std::string& phase) = 0;
+  /// Graceful leave.
+  virtual void leave(caf::event_based_actor* driver, const std::string& host) = 0;
+  /// The link host <-> peer gets `factor` times slower (emulated networks).
+  virtual void slow(caf::event_based_actor* driver, const std::string& host, const std::string& peer,
+                    double factor) = 0;
+  /// The host stops answering (launch: SIGSTOP); `resume` ends it (SIGCONT). False when
+  /// this control cannot hang a host.
+  virtual bool hang(caf::event_based_actor*, const std::string&) { return false; }
+  virtual void resume(caf::event_based_actor*, const std::string&) {}
+  /// The run is over: stop every host.
+  virtual void stop_all(caf::event_based_actor* driver) = 0;
+  /// A monitored actor went down: the host it stood for, and whether it crashed.
+  virtual std::optional<std::pair<std::string, bool>> on_down(const caf::down_msg&) { return std::nullopt; }
+  /// The supervisors of the hosts started so far (the run report asks them for their flows).
+  virtual std::map<std::string, caf::actor> supervisors() { return {}; }
+  /// A launched host attached itself: its supervisor and link (launch only).
+  virtual void attached(caf::event_based_actor*, const std::string&, caf::actor, caf::actor) {}
+};
+
+/// Runs the driver with `control` until training ends, a whole relay stage is lost with
+/// checkpoints on (`lost_stage`), or `timeout_s` passes.
+embedded_result run_driver(const cluster_config& cfg, std::shared_ptr<const actors::cluster_spec> spec,
+                           host_control& control, bool with_network,
+                           std::ostream& out, double timeout_s);
+
+} // namespace gwtf::app

@@ -1,0 +1,50 @@
+#include "app/run/exactly_once.hpp"
+
+#include "model/data.hpp"
+
+namespace gwtf::app {
+
+std::vector<std::string> exactly_once_violations(std::uint64_t iteration, const std::vector<std::string>& holders,
+                                                 const std::map<std::string, std::uint32_t>& finished,
+                                                 const std::set<std::string>& lived,
+                                                 const std::map<std::uint32_t, stage_counts>& stages) {
+  // Per stage: how often each key was counted by the averaged replicas.
+  std::map<std::uint32_t, std::map<std::uint64_t, int>> seen;
+  std::set<std::uint64_t> anywhere;
+  for (auto& [stage, c] : stages) {
+    auto& keys = seen[stage];
+    for (auto& who : c.contributors)
+      if (auto r = c.reports.find(who); r != c.reports.end())
+        for (auto k : r->second) {
+          ++keys[k];
+          anywhere.insert(k);
+        }
+  }
+  std::vector<std::string> out;
+  for (auto& [stage, keys] : seen) {
+    int missing = 0, twice = 0, elsewhere = 0;
+    for (auto& [k, n] : keys)
+      twice += n > 1;
+    for (auto k : anywhere)
+      elsewhere += keys.count(k) == 0;
+    for (std::uint32_t h = 0; h < holders.size(); ++h) {
+      auto rep = finished.find(holders[h]);
+      if (rep == finished.end() || lived.count(holders[h]) == 0)
+        continue;
+      for (std::uint32_t j = 0; j < rep->second; ++j) {
+        auto key = model::microbatch_id{iteration, h, j}.key();
+        missing += keys.count(key) == 0 && anywhere.count(key) == 0; // else counted as elsewhere
+      }
+    }
+    if (missing == 0 && twice == 0 && elsewhere == 0)
+      continue;
+    std::string line = "stage " + std::to_string(stage) + " iteration " + std::to_string(iteration) + ": "
+                       + std::to_string(missing) + " missing, " + std::to_string(twice) + " counted twice";
+    if (elsewhere > 0)
+      line += ", " + std::to_string(elsewhere) + " counted by another stage but not here";
+    out.push_back(line);
+  }
+  return out;
+}
+
+} // namespace gwtf::app

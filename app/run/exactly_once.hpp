@@ -1,0 +1,38 @@
+// The exactly-once check of a run, outside the mechanism it checks: per iteration, the
+// microbatch keys that the replicas whose gradients were averaged report having counted, per
+// stage. Every stage must count the same microbatches, each once, and those must include
+// every microbatch of each data holder that lived through the iteration. A holder that died
+// before its microbatches were counted at stage 0 takes them with it (they are its data), but
+// then no stage may count them. Pure (no CAF): the launch and embedded drivers call it, and
+// it is tested directly.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace gwtf::app {
+
+/// Microbatch keys each replica reported for one stage and iteration.
+using share_reports = std::map<std::string, std::vector<std::uint64_t>>;
+
+/// One stage's iteration: the replicas whose shares were averaged, and every replica's keys.
+struct stage_counts {
+  std::vector<std::string> contributors;
+  share_reports reports;
+};
+
+/// What `iteration` got wrong, one line per stage at fault; empty when nothing. `holders`:
+/// the roster (holder index order); `finished`: microbatches each holder reported finished
+/// (holders without a report are skipped); `lived`: the holders that applied the iteration
+/// (their finished microbatches must be counted everywhere); `stages`: the stages averaged.
+/// A stage is at fault when it counted a microbatch twice, left out one of a holder in
+/// `lived`, or counted one that another stage did not.
+std::vector<std::string> exactly_once_violations(std::uint64_t iteration, const std::vector<std::string>& holders,
+                                                 const std::map<std::string, std::uint32_t>& finished,
+                                                 const std::set<std::string>& lived,
+                                                 const std::map<std::uint32_t, stage_counts>& stages);
+
+} // namespace gwtf::app

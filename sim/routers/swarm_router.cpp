@@ -1,0 +1,184 @@
+// The simulator's SWARM routers (stage retry, and swarm-restart).
+#include "sim/engine.hpp"
+
+namespace gwtf::sim {
+
+// SWARM: a router (trainer) per data holder chooses a peer per call (routing/swarm.hpp).
+class engine::swarm_sim_router final : public engine::router {
+public:
+  swarm_sim_router(engine& e, swarm_policy policy) : router(e), policy_(policy) {}
+  sim_router kind() const override {
+    return policy_ == swarm_policy::stage_retry ? sim_router::swarm : sim_router::swarm_restart;
+  }
+
+  void start() override {
+    auto& e = e_;
+    for (auto h : e.holders_) {
+      swarm_[h] = std::make_unique<swarm_router>(e.s_.swarm, e.S(), policy_);
+      swarm_[h]->refresh(0, live_relays());
+    }
+  }
+
+  int concurrency(std::size_t) const override { return e_.s_.microbatches_per_holder; }
+  bool has_routes() const override { return false; }
+  std::optional<std::size_t> route(microbatch& mb, int s, std::size_t) override {
+    return choose(mb, s, swarm_task::forward);
+  }
+
+  void detected(std::size_t h) override {
+    auto& e = e_;
+    if (e.s_.swarm.rebalance_ms > 0 && e.stage_of(h) > 0 && live_at(e.stage_of(h)) == 0)
+      rebalance(e.stage_of(h)); // SWARM's peers notice an empty stage and one moves there at once
+  }
+
+  void before_iteration() override {
+    auto& e = e_;
+    if (e.s_.swarm.rebalance_ms > 0 && e.now_ >= next_rebalance_) {
+      next_rebalance_ = e.now_ + e.s_.swarm.rebalance_ms / 1000.0;
+      rebalance(-1);
+    }
+  }
+
+  void iteration_started() override {
+    for (auto& [h, sw] : swarm_)
+      if (sw->refresh_due(e_.now_))
+        sw->refresh(e_.now_, live_relays());
+  }
+
+  bool trainer() const override { return true; }
+  bool backward_calls() const override { return e_.s_.swarm.backward == swarm_backward::rematerialize; }
+  std::optional<std::size_t> backward_peer(microbatch& mb, int s) override {
+    return choose(mb, s, swarm_task::backward);
+  }
+
+  void backward_sent(microbatch& mb, int s) override { // stash mode: the forward's peer, its queue charged
+    auto st = static_cast<std::size_t>(s);
+    swarm_[mb.holder]->charge(e_.hosts_[mb.path[st]].name, swarm_task::backward);
+    mb.call_start[st] = e_.now_;
+  }
+
+  void call_done(const microbatch& mb, std::size_t h, int s, swarm_task task) override {
+    swarm_[mb.holder]->completed(e_.hosts_[h].name, task, e_.now_ - mb.call_start[static_cast<std::size_t>(s)]);
+  }
+
+  recovery call_failed(const microbatch& mb, std::size_t dead, bool backward) override {
+    auto rec = swarm_[mb.holder]->failed(e_.hosts_[dead].name, backward ? swarm_task::backward : swarm_task::forward,
+                                         e_.now_);
+    if (rec == swarm_recovery::restart_microbatch)
+      return recovery::restart;
+    return backward ? recovery::retry_stage : recovery::resend;
+  }
+
+private:
+  std::vector<swarm_peer> live_relays() const {
+    auto& e = e_;
+    std::vector<swarm_peer> out;
+    for (std::size_t h = 0; h < e.hosts_.size(); ++h)
+      if (e.alive_[h] && e.stage_of(h) > 0)
+        out.push_back({e.hosts_[h].name, e.stage_of(h)});
+    return out;
+  }
+
+  // SWARM: the trainer's queue picks a peer of stage s for the call.
+  std::optional<std::size_t> choose(microbatch& mb, int s, swarm_task task) {
+    auto& e = e_;
+    auto& sw = *swarm_[mb.holder];
+    if (sw.refresh_due(e.now_)) // the periodic peer-list refresh (SWARM's DHT lookup)
+      sw.refresh(e.now_, live_relays());
+    for (std::size_t tries = 0; tries < e.hosts_.size(); ++tries) {
+      auto c = sw.choose(s, task);
+      if (!c)
+        break;
+      auto h = e.index_.at(*c);
+      if ((e.alive_[h] && e.stage_of(h) == s) || (!e.alive_[h] && e.now_ < e.detect_at_[h]))
+        return h; // SWARM cannot know of a crash before its timeout
+      sw.failed(*c, task, e.now_); // gone or serving another stage now: the call errs
+    }
+    return std::nullopt;
+  }
+
+  int live_at(int stage) const {
+    auto& e = e_;
+    int n = 0;
+    for (std::size_t h = 0; h < e.hosts_.size(); ++h)
+      n += e.alive_[h] && e.stage_of(h) == stage;
+    for (auto& [h, to] : e.moving_)
+      n += to == stage;
+    return n;
+  }
+
+  // SWARM's adaptive rebalancing (its paper, "adaptive swarm rebalancing"): from what the
+  // trainers measured, one peer of the fastest stage moves to the slowest stage when that
+  // raises the slower of the two; `empty` >= 1: that stage has no peer left, one moves there
+  // whatever it costs. The mover leaves its stage (its work of the iteration is lost, as a
+  // leave), downloads the new stage's weights, and serves it.
+  void rebalance(int empty) {
+    auto& e = e_;
+    std::vector<double> stage_tp(static_cast<std::size_t>(e.S()), 0.0);
+    std::vector<std::vector<std::pair<double, std::size_t>>> peers(static_cast<std::size_t>(e.S()));
+    for (std::size_t h = 0; h < e.hosts_.size(); ++h) {
+      if (!e.alive_[h] || e.stage_of(h) <= 0)
+        continue;
+      double sum = 0;
+      int n = 0;
+      for (auto& [t, sw] : swarm_)
+        if (auto tp = sw->throughput(e.hosts_[h].name)) {
+          sum += *tp;
+          ++n;
+        }
+      double tp = n > 0 ? sum / n : 0.0; // unmeasured: counts for nothing yet
+      stage_tp[static_cast<std::size_t>(e.stage_of(h))] += tp;
+      peers[static_cast<std::size_t>(e.stage_of(h))].emplace_back(tp, h);
+    }
+    int low = empty;
+    if (low < 1) {
+      low = 1;
+      for (int st = 2; st < e.S(); ++st)
+        if (stage_tp[static_cast<std::size_t>(st)] < stage_tp[static_cast<std::size_t>(low)])
+          low = st;
+    }
+    int high = -1;
+    for (int st = 1; st < e.S(); ++st)
+      if (st != low && peers[static_cast<std::size_t>(st)].size() >= 2
+          && (high < 0 || stage_tp[static_cast<std::size_t>(st)] > stage_tp[static_cast<std::size_t>(high)]))
+        high = st;
+    if (high < 0)
+      return;
+    double lo_tp = stage_tp[static_cast<std::size_t>(low)], hi_tp = stage_tp[static_cast<std::size_t>(high)];
+    std::optional<std::size_t> mover;
+    double best = empty >= 1 ? -1.0 : lo_tp; // a move must raise the slower of the two stages
+    for (auto& [tp, h] : peers[static_cast<std::size_t>(high)]) {
+      double after = std::min(lo_tp + tp, hi_tp - tp);
+      if (after > best) {
+        best = after;
+        mover = h;
+      }
+    }
+    if (!mover)
+      return;
+    auto p = *mover;
+    ++e.res_.moves;
+    e.crash(p, 0, false);
+    e.moving_[p] = low;
+    e.at(e.download(low, p), [this, p, low] {
+      auto& e = e_;
+      if (e.finished_ || e.moving_.count(p) == 0)
+        return; // it crashed while downloading
+      e.moving_.erase(p);
+      e.hosts_[p].stage = low;
+      e.alive_[p] = true;
+      e.busy_until_[p] = e.now_; // what it queued for its old stage died with the move
+      e.bound_hosts_.insert({p, low});
+    });
+  }
+
+  swarm_policy policy_;
+  std::map<std::size_t, std::unique_ptr<swarm_router>> swarm_;
+  double next_rebalance_ = 0; // when rebalancing is next due
+};
+
+std::unique_ptr<engine::router> engine::make_swarm_router(engine& e, swarm_policy policy) {
+  return std::make_unique<swarm_sim_router>(e, policy);
+}
+
+} // namespace gwtf::sim

@@ -1,0 +1,76 @@
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "app/config/check_report.hpp"
+#include "app/config/derive.hpp"
+
+using namespace gwtf::app;
+
+namespace {
+
+cluster_config load(const std::filesystem::path& file) {
+  auto r = load_cluster_config(file);
+  REQUIRE(r.config);
+  return *r.config;
+}
+
+const std::filesystem::path src{GWTF_SOURCE_DIR};
+
+} // namespace
+
+TEST_CASE("--check derivations for the embedded cluster: partition, bottleneck, batch") {
+  auto cfg = load(src / "test/app/good_configs/minimal.yaml");
+  cfg.hosts[1].capacity = 2; // stage 1 becomes the bottleneck
+  auto text = derived_report(cfg);
+  INFO(text);
+  // The defaults: GPT, 4 blocks of width 128 (MLP 512), seq_len 64, vocab 256. Stage 0:
+  // wte 256 x 128 + wpe 64 x 128 + final norm 2 x 128 + head 256 x 128; its step multiplies
+  // only in the head: 3 x 2 x 128 x 256 FLOP per token. A block: 12 x 128^2 + 13 x 128; its
+  // step 3 x 2 x (24 x 128^2 + 4 x 64 x 128) per token.
+  CHECK(text.find("#   stage 0: embedding + final norm, LM head, loss (73984 parameters, 0.20 MFLOP per token "
+                  "forward + backward); hosts: dh (capacity 4)") != std::string::npos);
+  CHECK(text.find("#   stage 1: blocks 0-1 (396544 parameters, 2.56 MFLOP per token forward + backward); "
+                  "hosts: r1 (capacity 2)") != std::string::npos);
+  CHECK(text.find("#   stage 2: blocks 2-3 (396544 parameters, 2.56 MFLOP per token forward + backward); "
+                  "hosts: r2 (capacity 4)") != std::string::npos);
+  CHECK(text.find("MLP width 512, 867072 parameters") != std::string::npos);
+  CHECK(text.find("at most 2 microbatches in flight (bottleneck: stage 1, capacity 2)") != std::string::npos);
+  CHECK(text.find("global batch: 4 microbatches per iteration (16 sequences)") != std::string::npos);
+  // Every line is a YAML comment, so that --check output stays a loadable config.
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    CHECK(text[pos] == '#');
+    pos = text.find('\n', pos) + 1;
+  }
+}
+
+TEST_CASE("--check on one host of a real cluster does not pretend to know the flows") {
+  auto cfg = load(src / "configs/cluster.yaml");
+  auto text = derived_report(cfg);
+  CHECK(text.find("node mode: this process is one host") != std::string::npos);
+  CHECK(text.find("microbatches in flight") == std::string::npos);
+  // The cluster hash printed is the one hosts compare: it changes with a shared section
+  // and not with a per-host one.
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(cluster_hash(cfg)));
+  CHECK(text.find(std::string{"cluster hash "} + hash) != std::string::npos);
+  auto other_host = cfg;
+  other_host.hosts[0].name = "relay-elsewhere";
+  other_host.node.listen = "0.0.0.0:5000";
+  other_host.training.loss_out = "/tmp/x.csv";
+  CHECK(cluster_hash(other_host) == cluster_hash(cfg));
+  auto other_model = cfg;
+  other_model.model.layers += 1;
+  CHECK(cluster_hash(other_model) != cluster_hash(cfg));
+  auto other_roster = cfg;
+  other_roster.training.data_holders.pop_back();
+  CHECK(cluster_hash(other_roster) != cluster_hash(cfg));
+}
+
+TEST_CASE("--check reports the network part of the optimal routing on the emulated network") {
+  auto cfg = load(src / "configs/local.yaml");
+  auto text = derived_report(cfg);
+  CHECK(text.find("network 'aws-8', time scale 0.1: optimal routing costs") != std::string::npos);
+}

@@ -1,0 +1,178 @@
+#include <doctest/doctest.h>
+
+#include "app/cli.hpp"
+
+using namespace gwtf::app;
+
+namespace {
+
+cli_options ok(std::vector<std::string> args) {
+  auto r = parse_cli(args);
+  REQUIRE(std::holds_alternative<cli_options>(r));
+  return std::get<cli_options>(r);
+}
+
+std::string fails(std::vector<std::string> args) {
+  auto r = parse_cli(args);
+  REQUIRE(std::holds_alternative<cli_error>(r));
+  return std::get<cli_error>(r).message;
+}
+
+} // namespace
+
+TEST_CASE("cli: modes") {
+  CHECK(ok({"--help"}).action == cli_action::help);
+  CHECK(ok({"-h"}).action == cli_action::help);
+  CHECK(ok({"--version"}).action == cli_action::version);
+  auto check = ok({"--config", "a.yaml", "--check"});
+  CHECK(check.action == cli_action::check);
+  CHECK(check.config == "a.yaml");
+  auto node = ok({"--config=b.yaml"});
+  CHECK(node.action == cli_action::node);
+  CHECK(node.config == "b.yaml");
+  auto ref = ok({"reference", "--config", "c.yaml"});
+  CHECK(ref.action == cli_action::reference);
+  CHECK(ref.config == "c.yaml");
+  // --help wins over everything else, as users expect from any tool.
+  CHECK(ok({"--config", "a.yaml", "--help"}).action == cli_action::help);
+}
+
+TEST_CASE("cli: errors are one line and name the culprit") {
+  CHECK(fails({}) == "missing --config FILE (see --help)");
+  CHECK(fails({"--bogus"}) == "unknown option '--bogus' (see --help)");
+  CHECK(fails({"--config"}) == "--config needs a file name");
+  CHECK(fails({"--config="}) == "--config needs a file name");
+  CHECK(fails({"--config", "a", "--config", "b"}) == "--config given twice");
+  CHECK(fails({"--check"}) == "--check needs --config FILE");
+  CHECK(fails({"stray"}) == "unexpected argument 'stray' (see --help)");
+  CHECK(fails({"reference"}) == "missing --config FILE (see --help)");
+  CHECK(fails({"--config", "c", "reference"}) == "unexpected argument 'reference' (see --help)");
+  CHECK(fails({"reference", "--config", "c", "--check"})
+        == "--check is not an option of reference (validate with: --config FILE --check)");
+  for (auto& msg : {fails({"--bogus"}), fails({"--config"})})
+    CHECK(msg.find('\n') == std::string::npos);
+}
+
+TEST_CASE("cli: sim takes a scenario, routers, a seed and an output directory") {
+  auto a = ok({"sim", "--scenario", "s.yaml"});
+  CHECK(a.action == cli_action::sim);
+  CHECK(a.scenario == "s.yaml");
+  CHECK(a.routers == std::vector<std::string>{"gwtf", "swarm", "swarm-restart", "centralized"});
+  CHECK_FALSE(a.seed.has_value());
+  auto b = ok({"sim", "--scenario=s.yaml", "--router", "swarm", "--seed=18446744073709551615", "--out", "d"});
+  CHECK(b.routers == std::vector<std::string>{"swarm"});
+  REQUIRE(b.seed.has_value());
+  CHECK(*b.seed == 18446744073709551615ULL);
+  CHECK(b.out == "d");
+  CHECK(ok({"sim", "--router", "all", "--scenario", "x"}).routers.size() == 4);
+  CHECK(ok({"sim", "--router", "swarm-restart", "--scenario", "x"}).routers == std::vector<std::string>{"swarm-restart"});
+  CHECK(ok({"sim", "--help"}).action == cli_action::help);
+  CHECK(fails({"sim"}) == "sim needs --scenario FILE (see configs/scenarios/)");
+  CHECK(fails({"sim", "--scenario"}) == "--scenario needs a file name");
+  CHECK(fails({"sim", "--scenario", "a", "--scenario", "b"}) == "--scenario given twice");
+  CHECK(fails({"sim", "--scenario", "a", "--router", "ring"}) == "--router: expected gwtf, swarm, swarm-restart, centralized or all, got 'ring'");
+  CHECK(fails({"sim", "--scenario", "a", "--router", "gwtf", "--router", "swarm"}) == "--router given twice");
+  CHECK(fails({"sim", "--scenario", "a", "--seed", "-1"}) == "--seed: expected a non-negative integer below 2^64, got '-1'");
+  CHECK(fails({"sim", "--scenario", "a", "--seed", "18446744073709551616"})
+        == "--seed: expected a non-negative integer below 2^64, got '18446744073709551616'");
+  CHECK(fails({"sim", "--scenario", "a", "--seed", "1", "--seed", "2"}) == "--seed given twice");
+  CHECK(fails({"sim", "--config", "c.yaml"}) == "--config is not an option of sim (it takes --scenario FILE)");
+  CHECK(fails({"sim", "--scenario", "a", "--fast"}) == "unknown option '--fast' of sim (see --help)");
+  CHECK(fails({"sim", "--scenario", "a", "extra"}) == "unexpected argument 'extra' (see --help)");
+}
+
+TEST_CASE("cli: --set overrides are kept in order, for node, check, launch and reference") {
+  auto node = ok({"--config", "a.yaml", "--set", "hosts[0].stage=2", "--set=node.advertise=h:1"});
+  CHECK(node.sets == std::vector<std::string>{"hosts[0].stage=2", "node.advertise=h:1"});
+  CHECK(ok({"launch", "--config", "a.yaml", "--set", "training.iterations=3"}).sets.size() == 1);
+  CHECK(ok({"reference", "--config", "a.yaml", "--set", "training.seed=3"}).sets.size() == 1);
+  CHECK(ok({"--config", "a.yaml", "--check", "--set", "node.bootstrap=[]"}).action == cli_action::check);
+  CHECK(fails({"--config", "a", "--set"}).rfind("--set needs KEY=VALUE", 0) == 0);
+  CHECK(fails({"--config", "a", "--set", "node.listen"})
+        == "--set: expected KEY=VALUE (e.g. node.advertise=10.0.0.5:4242), got 'node.listen'");
+  CHECK(fails({"--config", "a", "--set", "=3"}).rfind("--set: expected KEY=VALUE", 0) == 0);
+}
+
+TEST_CASE("cli: the shell's --cert, --key and --ca go together") {
+  auto s = ok({"shell", "h:1", "--cert", "c.crt", "--key=k.key", "--ca", "ca.crt"});
+  CHECK(s.cert == "c.crt");
+  CHECK(s.key == "k.key");
+  CHECK(s.ca == "ca.crt");
+  CHECK(fails({"shell", "h:1", "--cert", "c.crt"})
+        == "shell: --cert, --key and --ca go together (a certificate of the cluster CA, its key, the CA)");
+  CHECK(fails({"shell", "h:1", "--ca", "a", "--ca", "b"}) == "--ca given twice");
+  CHECK(fails({"shell", "h:1", "--key"}) == "--key needs a PEM file");
+}
+
+TEST_CASE("cli: --resume, --resume-at N and --until N for node, embedded and launch, not reference") {
+  auto plain = ok({"--config", "a.yaml"});
+  CHECK_FALSE(plain.resume);
+  CHECK_FALSE(plain.resume_at.has_value());
+  CHECK_FALSE(plain.until.has_value());
+  auto resume = ok({"--config", "a.yaml", "--resume"});
+  CHECK(resume.resume);
+  CHECK_FALSE(resume.resume_at.has_value());
+  auto at = ok({"launch", "--config", "a.yaml", "--resume-at=40", "--until", "60"});
+  CHECK(at.action == cli_action::launch);
+  CHECK(at.resume); // --resume-at implies --resume
+  CHECK(at.resume_at == std::optional<std::uint64_t>{40});
+  CHECK(at.until == std::optional<std::uint64_t>{60});
+  CHECK(fails({"--config", "a.yaml", "--resume-at", "-3"}) == "--resume-at: expected an iteration number, got '-3'");
+  CHECK(fails({"--config", "a.yaml", "--until", "x"}) == "--until: expected an iteration number, got 'x'");
+  CHECK(fails({"--config", "a.yaml", "--until", "0"}) == "--until: expected at least 1 iteration, got 0");
+  CHECK(fails({"--config", "a.yaml", "--until"}) == "--until needs an iteration number (e.g. --until 40)");
+  CHECK(fails({"reference", "--config", "a.yaml", "--resume"}) == "unknown option '--resume' (see --help)");
+}
+
+TEST_CASE("cli: export and eval take a config, a checkpoint directory and their own outputs") {
+  auto e = ok({"export", "--config", "c.yaml", "--checkpoint", "data", "--out", "hf", "--iteration", "12"});
+  CHECK(e.action == cli_action::export_hf);
+  CHECK(e.config == "c.yaml");
+  CHECK(e.checkpoint == "data");
+  CHECK(e.out == "hf");
+  CHECK(e.iteration == std::optional<std::uint64_t>{12});
+  auto v = ok({"eval", "--config=c.yaml", "--checkpoint=data", "--batch-out", "b.json"});
+  CHECK(v.action == cli_action::eval);
+  CHECK(v.batch_out == "b.json");
+  CHECK_FALSE(v.iteration.has_value());
+  CHECK(fails({"export", "--config", "c.yaml", "--checkpoint", "data"}) == "export needs --out DIR");
+  CHECK(fails({"eval", "--checkpoint", "data"})
+        == "eval needs --config FILE (the cluster's config: the model and the checkpoints' hash)");
+  CHECK(fails({"eval", "--config", "c.yaml"}) == "eval needs --checkpoint DIR");
+  CHECK(fails({"eval", "--config", "c.yaml", "--checkpoint", "d", "--out", "x"}) == "unknown eval option '--out' (see --help)");
+  CHECK(fails({"export", "--config", "c.yaml", "--config", "d.yaml"}) == "--config given twice");
+  CHECK(fails({"export", "--iteration", "x"}) == "--iteration: expected an iteration number, got 'x'");
+}
+
+TEST_CASE("cli: import takes a config, a Hugging Face directory and where to write the checkpoints") {
+  auto i = ok({"import", "--config", "c.yaml", "--from", "hf", "--checkpoint", "data"});
+  CHECK(i.action == cli_action::import_hf);
+  CHECK(i.from == "hf");
+  CHECK(i.checkpoint == "data");
+  CHECK(fails({"import", "--config", "c.yaml", "--checkpoint", "data"}) == "import needs --from DIR (a Hugging Face model directory)");
+  CHECK(fails({"import", "--config", "c.yaml", "--from", "hf", "--checkpoint", "d", "--iteration", "3"})
+        == "unknown import option '--iteration' (see --help)");
+}
+
+TEST_CASE("cli: a node that follows a restore starts again at the cut, a relay pinned to its stage") {
+  using gwtf::app::restore_arguments;
+  std::vector<std::string> first{"--config", "r1.yaml", "--set", "node.data_dir=/d", "--join"};
+  CHECK(restore_arguments(first, 4, 3)
+        == std::vector<std::string>{"--config", "r1.yaml", "--set", "node.data_dir=/d", "--resume-at", "4", "--set",
+                                    "hosts[0].stage=3"});
+  // A second restore replaces the first one's cut and stage; a data holder gets no stage.
+  auto again = restore_arguments(first, 4, 3);
+  CHECK(restore_arguments(again, 8, 1)
+        == std::vector<std::string>{"--config", "r1.yaml", "--set", "node.data_dir=/d", "--resume-at", "8", "--set",
+                                    "hosts[0].stage=1"});
+  CHECK(restore_arguments({"--config=dh.yaml", "--resume", "--resume-at=2", "--set=hosts[0].stage=1"}, 6, -1)
+        == std::vector<std::string>{"--config=dh.yaml", "--resume-at", "6"});
+  // What comes back parses as a node command line.
+  auto parsed = gwtf::app::parse_cli(restore_arguments(first, 4, 3));
+  REQUIRE(std::holds_alternative<gwtf::app::cli_options>(parsed));
+  auto& o = std::get<gwtf::app::cli_options>(parsed);
+  CHECK(o.resume);
+  CHECK(o.resume_at == std::optional<std::uint64_t>{4});
+  CHECK_FALSE(o.join);
+  CHECK(o.sets == std::vector<std::string>{"node.data_dir=/d", "hosts[0].stage=3"});
+}

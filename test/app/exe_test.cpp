@@ -1,0 +1,146 @@
+// Runs the real caf-gwtf binary: exit codes and output as a user sees them.
+#include <doctest/doctest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "app/config/cluster_config.hpp"
+#include "app/run_command.hpp"
+
+namespace {
+
+using gwtf::test::run_result;
+
+run_result run(const std::string& args) {
+  return gwtf::test::run_command(std::string{"'"} + GWTF_EXE + "' " + args);
+}
+
+const std::string src = GWTF_SOURCE_DIR;
+
+int lines(const std::string& s) {
+  int n = 0;
+  for (char c : s)
+    n += c == '\n';
+  return n;
+}
+
+} // namespace
+
+TEST_CASE("caf-gwtf --help and --version succeed") {
+  auto help = run("--help");
+  CHECK(help.code == 0);
+  CHECK(help.out.find("usage: caf-gwtf --config FILE") != std::string::npos);
+  auto version = run("--version");
+  CHECK(version.code == 0);
+  for (auto lib : {"CAF 0.17", "LibTorch 1.13", "Cap'n Proto 0.9", "Boost 1.74", "yaml-cpp 0.7", "BLAS"})
+    CHECK_MESSAGE(version.out.find(lib) != std::string::npos, lib);
+}
+
+TEST_CASE("caf-gwtf: unknown flag or missing file -> one line, exit code 2") {
+  auto bad = run("--frobnicate");
+  CHECK(bad.code == 2);
+  CHECK(lines(bad.out) == 1);
+  CHECK(bad.out == "caf-gwtf: unknown option '--frobnicate' (see --help)\n");
+  auto missing = run("--config /definitely/not/here.yaml --check");
+  CHECK(missing.code == 2);
+  CHECK(missing.out == "caf-gwtf: cannot read config '/definitely/not/here.yaml': no such file\n");
+  auto none = run("");
+  CHECK(none.code == 2);
+  CHECK(lines(none.out) == 1);
+}
+
+TEST_CASE("caf-gwtf --check: invalid config -> exit 1 with file:line:column and key path") {
+  auto path = src + "/test/app/bad_configs/misspelled_key.yaml";
+  auto r = run("--config '" + path + "' --check");
+  CHECK(r.code == 1);
+  CHECK(r.out.find(path + ":8:3: model.layres: unknown key (did you mean 'layers'?)")
+        != std::string::npos);
+}
+
+TEST_CASE("caf-gwtf --check prints configs/local.yaml resolved, and the output loads again") {
+  auto r = run("--config '" + src + "/configs/local.yaml' --check");
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("is valid; resolved config:") != std::string::npos);
+  CHECK(r.out.find("stage 1: blocks 0-1") != std::string::npos);
+  CHECK(r.out.find("flows with every declared host online: at most 8") != std::string::npos);
+  auto reloaded = gwtf::app::parse_cluster_config(r.out, "check-output", src + "/configs");
+  for (auto& e : reloaded.errors)
+    INFO(e.to_string());
+  CHECK(reloaded.config.has_value());
+}
+
+TEST_CASE("caf-gwtf reference trains and reports every iteration") {
+  auto r = run("reference --config '" + src + "/test/app/good_configs/reference_tiny.yaml'");
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("reference: llama, 1 blocks, d=16, 1 data holder(s) x 2 microbatches") != std::string::npos);
+  for (auto line : {"iter     0  loss 5.5", "iter     1  loss", "iter     2  loss"})
+    CHECK_MESSAGE(r.out.find(line) != std::string::npos, line);
+  CHECK(r.out.find("reference: 3 iterations, mean") != std::string::npos);
+}
+
+TEST_CASE("caf-gwtf reference without a data holder fails with the reason") {
+  auto file = std::filesystem::temp_directory_path() / ("gwtf-relays-only-" + std::to_string(::getpid()) + ".yaml");
+  std::ofstream{file} << "node: {bootstrap: [\"127.0.0.1:4000\"]}\nhosts:\n  - {name: a, role: relay, stage: 1}\n  - {name: b, role: relay, stage: 2}\n";
+  auto r = run("reference --config '" + file.string() + "'");
+  std::filesystem::remove(file);
+  CHECK(r.code == 1);
+  CHECK(r.out == "caf-gwtf: reference needs at least one data_holder in hosts (it samples their "
+                 "microbatches)\n");
+}
+
+TEST_CASE("caf-gwtf sim runs a scenario with every router and writes its outputs") {
+  auto dir = std::filesystem::temp_directory_path() / ("gwtf-sim-exe-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  auto r = run("sim --scenario '" + src + "/configs/scenarios/aws-8-churn-0.05.yaml' --seed 3 --out '" + dir.string() + "'");
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("sim: aws-8-churn-0.05, network aws-8, 27 hosts (3 data holders), 7 stages, 100 iterations") != std::string::npos);
+  for (const char* router : {"\ngwtf ", "\nswarm ", "\nswarm-restart ", "\ncentralized "})
+    CHECK(r.out.find(router) != std::string::npos);
+  for (const char* f : {"summary.csv", "iterations.csv", "result.json", "throughput.svg", "iteration_times.svg"})
+    CHECK(std::filesystem::file_size(dir / f) > 0);
+  std::filesystem::remove_all(dir);
+  auto bad = run("sim --scenario '" + src + "/configs/local.yaml'");
+  CHECK(bad.code == 1);
+  CHECK(bad.out.find("local.yaml") != std::string::npos);
+  CHECK(bad.out.find("unknown key") != std::string::npos);
+  auto missing = run("sim --scenario /definitely/not/here.yaml");
+  CHECK(missing.code == 2);
+  CHECK(missing.out == "caf-gwtf: cannot read scenario '/definitely/not/here.yaml': no such file\n");
+}
+
+TEST_CASE("caf-gwtf node: a node.metrics port that is taken stops the host before it joins, naming key and address") {
+  namespace fs = std::filesystem;
+  // Hold a port: what another process on the machine would do.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(::listen(fd, 1) == 0);
+  socklen_t len = sizeof a;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  auto taken = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  auto dir = fs::temp_directory_path() / ("gwtf-exe-metrics-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream{dir / "host.yaml"} << "node: {listen: \"127.0.0.1:0\", metrics: \"" << taken << "\"}\n"
+                                   << "hosts:\n  - {name: r1, role: relay, stage: 1}\n"
+                                   << "training: {data_holders: [dh]}\n";
+  auto r = run("--config '" + (dir / "host.yaml").string() + "'");
+  ::close(fd);
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK(r.out.find("caf-gwtf: node.metrics: cannot listen on " + taken + ": ") != std::string::npos);
+  CHECK(r.out.find("listening on") == std::string::npos); // it never started
+  fs::remove_all(dir);
+}
