@@ -145,7 +145,7 @@ int run_sim(const cli_options& opts) {
               sc.config.name.c_str(), sc.sim.net.name.c_str(), sc.sim.hosts.size(), holders, sc.sim.stages,
               sc.sim.iterations, holders * sc.sim.microbatches_per_holder,
               static_cast<unsigned long long>(sc.config.seed), counts[0], counts[1], counts[2], counts[3]);
-  std::printf("     placement: %s", gwtf::app::to_string(sc.config.placement.policy));
+  std::printf("     placement: %s", gwtf::sim::to_string(sc.config.placement.policy));
   if (sc.dtfm)
     std::printf(", DT-FM cost %.3f s (data-parallel %.3f s + 2 x pipeline %.3f s)", sc.dtfm->cost,
                 sc.dtfm->data_parallel_s, sc.dtfm->pipeline_s);

@@ -7,8 +7,10 @@
 // simulator the scenario's links and hosts.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 namespace gwtf::routing {
 
@@ -34,5 +36,13 @@ struct wire_plan {
 /// seconds (<= 0: not measured yet: dense). Sparse only when it sends fewer bytes than dense.
 wire_plan plan_wire(const compression_policy& policy, std::int64_t elements,
                     std::optional<double> bandwidth_bytes_s, double receiver_compute_s);
+
+/// Which links adaptive compression may sparsify (compression.links of a cluster config and
+/// of a scenario): only links slower than the receiver's compute, or every link.
+enum class compression_links { slow, all };
+
+constexpr std::array<std::pair<compression_links, const char*>, 2> enum_names(compression_links) {
+  return {{{compression_links::slow, "slow"}, {compression_links::all, "all"}}};
+}
 
 } // namespace gwtf::routing

@@ -10,6 +10,7 @@
 
 #include "actors/node_config.hpp"
 #include "model/model_config.hpp"
+#include "routing/compression.hpp"
 #include "routing/dtfm.hpp"
 #include "routing/network.hpp"
 #include "routing/routing_config.hpp"
@@ -68,12 +69,9 @@ constexpr std::array<std::pair<compression_mode, const char*>, 4> enum_names(com
            {compression_mode::adaptive, "adaptive"}}};
 }
 
-/// Which links adaptive compression may sparsify.
-enum class compression_links { slow, all };
-
-constexpr std::array<std::pair<compression_links, const char*>, 2> enum_names(compression_links) {
-  return {{{compression_links::slow, "slow"}, {compression_links::all, "all"}}};
-}
+/// Which links adaptive compression may sparsify (routing/compression.hpp: the simulator's
+/// scenarios share it).
+using routing::compression_links;
 
 struct compression_config {
   /// off: fp32 as computed; fp16 / bf16: rounded to 16 bits for the wire (half the bytes),

@@ -103,6 +103,12 @@ TEST_CASE("layering: LibTorch only inside model/, and no widely included actors/
   }
   CHECK(torch_headers.count("model/stage.hpp") == 1);
   CHECK(torch_headers.count("model/model_config.hpp") == 0);
+  // sim/ uses only the torch-free part of model/ (sizes from model/sizing.hpp).
+  for (auto& inc : includes_under("sim"))
+    for (auto& h : torch_headers) {
+      INFO(inc.file << ": " << inc.text);
+      CHECK_FALSE(mentions(inc.text, ("\"" + h + "\"").c_str()));
+    }
   // An actors/ or app/ header may carry LibTorch only when it is private to the compute
   // actor's sources: named *_internal.hpp and included by .cpp files only.
   auto carries_torch = [&](const std::string& text) {
@@ -134,12 +140,13 @@ TEST_CASE("layering: LibTorch only inside model/, and no widely included actors/
 
 TEST_CASE("layering: sibling cores stay independent") {
   // routing/ may speak the plain message structs (messages/types.hpp), never the codec.
-  // sim/ is a runtime above routing/: no core below it, and no runtime, includes it.
+  // sim/ is a runtime above routing/: no core below it, and no runtime, includes it. It reads
+  // model/'s torch-free sizing (checked in the LibTorch case above).
   for (auto [dir, forbidden] : {std::pair{"messages", "\"routing/"}, {"messages", "\"model/"},
                                 {"routing", "\"model/"}, {"routing", "\"messages/codec"},
                                 {"routing", "capnp"}, {"model", "\"routing/"},
                                 {"model", "\"messages/"}, {"routing", "\"sim/"}, {"messages", "\"sim/"},
-                                {"model", "\"sim/"}, {"actors", "\"sim/"}, {"sim", "\"model/"},
+                                {"model", "\"sim/"}, {"actors", "\"sim/"},
                                 {"sim", "\"messages/codec"}, {"sim", "capnp"}})
     for (auto& inc : includes_under(dir)) {
       INFO(inc.file << ": " << inc.text);
