@@ -50,7 +50,7 @@ void send_share(self_ptr self, std::uint64_t i) {
   auto* sum = value_or_report(self, g, "gradient sum of iteration " + std::to_string(i));
   if (!sum)
     return;
-  st.shared.insert(i);
+  st.agg.shared.insert(i);
   share_data mine;
   mine.count = sum->count;
   for (auto& [h, n] : sum->holders)
@@ -63,7 +63,7 @@ void send_share(self_ptr self, std::uint64_t i) {
   }
   std::vector<std::uint64_t> keys;
   if (is_holder(st)) {
-    for (auto& [k, o] : st.origins)
+    for (auto& [k, o] : st.holder.origins)
       if (o.done)
         keys.push_back(k);
   } else {
@@ -78,7 +78,7 @@ void send_share(self_ptr self, std::uint64_t i) {
     c.reports.push_back(d);
   for (auto& r : same_stage(st))
     st.ctx->send(self, r, service::stage, c);
-  st.shares[i][me(st)] = std::move(mine);
+  st.agg.shares[i][me(st)] = std::move(mine);
   st.barrier->share(i, me(st));
 }
 
@@ -92,16 +92,16 @@ void maybe_drained(self_ptr self) {
     return;
   bool stake = false;
   if (is_holder(st)) {
-    stake = st.running;
+    stake = st.holder.running;
   } else {
     for (auto& [k, r] : st.ledger->records())
       stake = stake || r.mb.iteration == st.current;
   }
-  if (stake && st.shared.count(st.current) == 0)
+  if (stake && st.agg.shared.count(st.current) == 0)
     return;
   if (stake && !is_holder(st)) {
-    auto mine = st.shares[st.current].find(me(st));
-    if (st.barrier->verdict(st.current) == nullptr || mine == st.shares[st.current].end()
+    auto mine = st.agg.shares[st.current].find(me(st));
+    if (st.barrier->verdict(st.current) == nullptr || mine == st.agg.shares[st.current].end()
         || !st.barrier->outside_verdict(st.current, mine->second.holders).empty())
       return;
   }
@@ -124,37 +124,37 @@ void take_report(compute_state& st, wire::iteration_done&& d) {
 
 boundary try_share(self_ptr self, std::uint64_t i) {
   auto& st = self->state;
-  if (!st.ready || i != st.current || st.shared.count(i) > 0
+  if (!st.ready || i != st.current || st.agg.shared.count(i) > 0
       || !st.barrier->holders_done(i, live_holders(st), st.gone))
     return boundary::none;
   send_share(self, i);
-  st.shared_ms.emplace(i, steady_ms());
+  st.agg.shared_ms.emplace(i, steady_ms());
   maybe_drained(self);
   return try_average(self, i);
 }
 
 boundary try_average(self_ptr self, std::uint64_t i) {
   auto& st = self->state;
-  if (!st.ready || i != st.current || st.averaged.count(i) > 0 || st.shared.count(i) == 0)
+  if (!st.ready || i != st.current || st.agg.averaged.count(i) > 0 || st.agg.shared.count(i) == 0)
     return boundary::none;
   // Every microbatch the data holders finished must be in the shares. A replica that died
   // before its share arrived had its microbatches re-sent to the others (hop_ledger), which
   // share again once they have counted them; empty shares change nothing and are not waited for.
   std::int64_t counted = 0;
-  for (auto& [r, sh] : st.shares[i])
+  for (auto& [r, sh] : st.agg.shares[i])
     counted += sh.count;
   // At stage 0 a data holder's microbatches are counted by that holder alone and never come
   // back: a dead holder whose share did not arrive takes its finished microbatches with it.
   if (is_holder(st))
     for (auto& [holder, rep] : st.barrier->reports(i))
-      if (st.gone.count(holder) > 0 && st.shares[i].count(holder) == 0)
+      if (st.gone.count(holder) > 0 && st.agg.shares[i].count(holder) == 0)
         counted += static_cast<std::int64_t>(rep.microbatches);
   // At a relay stage only the holders of stage 0's verdict count: wait for it, and for every
   // share that counts another holder to come again without it (on_verdict).
   if (!is_holder(st)) {
     if (st.barrier->verdict(i) == nullptr)
       return boundary::none;
-    for (auto& [r, sh] : st.shares[i])
+    for (auto& [r, sh] : st.agg.shares[i])
       if (!st.barrier->outside_verdict(i, sh.holders).empty())
         return boundary::none;
   }
@@ -163,7 +163,7 @@ boundary try_average(self_ptr self, std::uint64_t i) {
   auto params = st.model->parameters();
   std::vector<model::gradient_sum> sums;
   std::vector<std::string> contributors;
-  for (auto& [replica, s] : st.shares[i]) { // replica-name order: bit-identical everywhere
+  for (auto& [replica, s] : st.agg.shares[i]) { // replica-name order: bit-identical everywhere
     if (s.count == 0)
       continue;
     contributors.push_back(replica);
@@ -198,7 +198,7 @@ boundary try_average(self_ptr self, std::uint64_t i) {
       avg.push_back(torch::zeros_like(p.tensor));
   }
   double sq = model::stage::squared_norm(avg);
-  st.averaged[i] = std::move(avg);
+  st.agg.averaged[i] = std::move(avg);
   tell(self, st.ctx->reporter, averaged_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage), i,
              contributors);
   wire::norm_share n{i, static_cast<std::uint32_t>(st.ctx->stage), sq, {}};
@@ -206,8 +206,8 @@ boundary try_average(self_ptr self, std::uint64_t i) {
   // other stage averages those holders' microbatches only.
   if (is_holder(st))
     for (auto& who : contributors)
-      n.holders.push_back({who, static_cast<std::uint32_t>(st.shares[i][who].count)});
-  st.my_norm[i] = n;
+      n.holders.push_back({who, static_cast<std::uint32_t>(st.agg.shares[i][who].count)});
+  st.agg.my_norm[i] = n;
   for (auto& [id, s] : st.peers)
     st.ctx->send(self, id, service::stage, n);
   st.barrier->norm(i, n.stage, sq);
@@ -221,9 +221,9 @@ boundary on_verdict(self_ptr self, std::uint64_t i, const std::vector<wire::hold
   st.barrier->verdict(i, holders);
   // This replica's share counted a holder that stage 0 did not: it goes again without it
   // (receivers keep the latest share of each replica).
-  if (i == st.current && st.ready && st.shared.count(i) > 0) {
-    auto mine = st.shares[i].find(me(st));
-    if (mine != st.shares[i].end()) {
+  if (i == st.current && st.ready && st.agg.shared.count(i) > 0) {
+    auto mine = st.agg.shares[i].find(me(st));
+    if (mine != st.agg.shares[i].end()) {
       auto out = st.barrier->outside_verdict(i, mine->second.holders);
       if (!out.empty()) {
         std::string what;
@@ -245,54 +245,50 @@ boundary on_verdict(self_ptr self, std::uint64_t i, const std::vector<wire::hold
 
 boundary try_apply(self_ptr self, std::uint64_t i) {
   auto& st = self->state;
-  if (!st.ready || i != st.current || st.averaged.count(i) == 0)
+  if (!st.ready || i != st.current || st.agg.averaged.count(i) == 0)
     return boundary::none;
   auto norm = st.barrier->global_norm(i);
   if (!norm)
     return boundary::none;
-  auto r = st.model->apply(st.averaged[i], static_cast<std::int64_t>(i), *norm);
+  auto r = st.model->apply(st.agg.averaged[i], static_cast<std::int64_t>(i), *norm);
   if (!value_or_report(self, r, "optimizer step " + std::to_string(i)))
     return boundary::none;
   // Stashes never used by a backward (a re-routed stream) were wasted compute.
   double wasted = 0;
   auto now = steady_ms();
-  auto shared = st.shared_ms.find(i);
-  st.last_aggregation = compute_state::aggregation{i, now, shared == st.shared_ms.end() ? 0 : now - shared->second};
-  st.shared_ms.erase(st.shared_ms.begin(), st.shared_ms.upper_bound(i));
+  auto shared = st.agg.shared_ms.find(i);
+  st.agg.last_aggregation = aggregation_state::aggregation{i, now, shared == st.agg.shared_ms.end() ? 0 : now - shared->second};
+  st.agg.shared_ms.erase(st.agg.shared_ms.begin(), st.agg.shared_ms.upper_bound(i));
   for (auto k : st.ledger->finish(i)) {
-    st.arrived_ms.erase(k);
+    st.stash.arrived_ms.erase(k);
     if (st.model->drop(k))
-      wasted += st.fwd_seconds.count(k) ? st.fwd_seconds[k] : 0.0;
-    st.fwd_out.erase(k);
-    st.grad_out.erase(k);
-    st.head_grad.erase(k);
-    st.fwd_seconds.erase(k);
-    st.sparse_in.erase(k);
+      wasted += st.stash.fwd_seconds.count(k) ? st.stash.fwd_seconds[k] : 0.0;
+    st.stash.forget(k);
   }
   report_in_flight(self);
   if (wasted > 0)
     report_compute(self, i, 0, wasted);
-  st.averaged.erase(i);
-  st.last_share.reset();
-  if (auto mine = st.shares[i].find(me(st)); mine != st.shares[i].end()) {
-    st.last_share = share_chunk(st, i, mine->second);
+  st.agg.averaged.erase(i);
+  st.agg.last_share.reset();
+  if (auto mine = st.agg.shares[i].find(me(st)); mine != st.agg.shares[i].end()) {
+    st.agg.last_share = share_chunk(st, i, mine->second);
     for (auto& [h, d] : st.barrier->reports(i))
-      st.last_share->reports.push_back(d);
+      st.agg.last_share->reports.push_back(d);
   }
-  st.shares.erase(i);
+  st.agg.shares.erase(i);
   // The norm of i stays until i + 1 is applied: a peer that learns of this host only now
   // (catch_up) may still be in i and wait for it (a launch run once stalled for good so).
-  st.my_norm.erase(st.my_norm.begin(), st.my_norm.lower_bound(i));
+  st.agg.my_norm.erase(st.agg.my_norm.begin(), st.agg.my_norm.lower_bound(i));
   st.barrier->finish(i);
   st.current = i + 1;
-  st.fresh = false;
-  st.last_done.reset();
+  st.agg.fresh = false;
+  st.holder.last_done.reset();
   auto h = st.model->weights_hash();
-  st.vote.mine(i, h);
+  st.agg.vote.mine(i, h);
   tell(self, st.ctx->reporter, applied_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage), i, h);
-  st.last_hash = wire::replica_hash{i, static_cast<std::uint32_t>(st.ctx->stage), h};
+  st.agg.last_hash = wire::replica_hash{i, static_cast<std::uint32_t>(st.ctx->stage), h};
   for (auto& r : same_stage(st))
-    st.ctx->send(self, r, service::stage, *st.last_hash);
+    st.ctx->send(self, r, service::stage, *st.agg.last_hash);
   maybe_checkpoint(self, i);
   check_vote(self, i); // diverged: not ready until the download, so the next steps wait
   return boundary::stepped;
@@ -304,12 +300,12 @@ boundary try_apply(self_ptr self, std::uint64_t i) {
 // connection going down, or a source that died, must not leave this replica waiting forever.
 void ask_state(self_ptr self, const state_source& from) {
   auto& st = self->state;
-  auto id = (static_cast<std::uint64_t>(std::hash<std::string>{}(me(st))) << 16) + (++st.transfers);
-  st.download.start(from.host, id, from.checkpoint);
+  auto id = (static_cast<std::uint64_t>(std::hash<std::string>{}(me(st))) << 16) + (++st.fetch.transfers);
+  st.fetch.download.start(from.host, id, from.checkpoint);
   wire::state_request r{id, static_cast<std::uint32_t>(st.ctx->stage)};
   if (from.checkpoint) {
     r.checkpoint = true;
-    r.iteration = *st.copy_iteration;
+    r.iteration = *st.fetch.copy_iteration;
   }
   st.ctx->send(self, from.host, service::stage, r);
   self->delayed_send(self, std::chrono::milliseconds(st.ctx->spec->faults.connection_timeout_ms), timeout_atom::value,
@@ -322,21 +318,21 @@ void ask_state(self_ptr self, const state_source& from) {
 // hosts without the state answer at once, and that must not become a busy loop.
 void request_state(self_ptr self, bool fresh_round) {
   auto& st = self->state;
-  if (st.ready || st.download.active() || (st.fetch_armed && !fresh_round))
+  if (st.ready || st.fetch.download.active() || (st.fetch.fetch_armed && !fresh_round))
     return;
   std::vector<std::string> others;
-  if (st.copy_iteration)
+  if (st.fetch.copy_iteration)
     for (auto& [id, stage] : st.peers)
       if (stage >= 0 && stage != st.ctx->stage && st.gone.count(id) == 0)
         others.push_back(id);
   state_source last;
   if (!fresh_round)
-    last = {st.download.source(), st.download.checkpoint()};
-  auto next = choose_state_source(same_stage(st), others, st.copy_iteration.has_value(), last);
+    last = {st.fetch.download.source(), st.fetch.download.checkpoint()};
+  auto next = choose_state_source(same_stage(st), others, st.fetch.copy_iteration.has_value(), last);
   if (!next)
     return; // peer_up asks again when one comes
   if (next->wrapped) {
-    st.fetch_armed = true;
+    st.fetch.fetch_armed = true;
     self->delayed_send(self, std::chrono::milliseconds(st.ctx->spec->faults.connection_timeout_ms), fetch_atom::value);
     return;
   }
@@ -347,17 +343,17 @@ void request_state(self_ptr self, bool fresh_round) {
 // again from the next replica.
 void on_transfer_timeout(self_ptr self, std::uint64_t transfer, std::uint64_t had) {
   auto& st = self->state;
-  if (st.ready || st.download.transfer() != transfer) // an inactive download has transfer 0
+  if (st.ready || st.fetch.download.transfer() != transfer) // an inactive download has transfer 0
     return;
-  auto have = st.download.received();
+  auto have = st.fetch.download.received();
   if (have > had) { // progressing: keep watching
     self->delayed_send(self, std::chrono::milliseconds(st.ctx->spec->faults.connection_timeout_ms),
                        timeout_atom::value, transfer, have);
     return;
   }
-  report_failure(self, "state download from " + st.download.source() + " stalled at " + std::to_string(have)
+  report_failure(self, "state download from " + st.fetch.download.source() + " stalled at " + std::to_string(have)
                          + " bytes; asking again");
-  st.download.cancel();
+  st.fetch.download.cancel();
   request_state(self);
 }
 
@@ -367,7 +363,7 @@ void on_transfer_timeout(self_ptr self, std::uint64_t transfer, std::uint64_t ha
 void enter_download(self_ptr self, const std::string& from, bool withdraw) {
   auto& st = self->state;
   st.ready = false;
-  st.download.cancel();
+  st.fetch.download.cancel();
   if (withdraw)
     self->send(st.supervisor, stage_atom::value, std::int32_t{-1});
   if (!from.empty())
@@ -381,7 +377,7 @@ boundary on_state_chunk(self_ptr self, const std::string& from, const wire::stat
   if (st.ready)
     return boundary::none;
   auto limit = static_cast<std::uint64_t>(st.ctx->spec->max_message_bytes) * 64;
-  auto got = st.download.chunk(from, c, static_cast<std::uint32_t>(st.ctx->stage), limit);
+  auto got = st.fetch.download.chunk(from, c, static_cast<std::uint32_t>(st.ctx->stage), limit);
   if (got == state_download::outcome::refused)
     report_failure(self, "state from " + from + " announces " + std::to_string(c.total_bytes) + " bytes (limit "
                            + std::to_string(limit) + ")");
@@ -391,49 +387,45 @@ boundary on_state_chunk(self_ptr self, const std::string& from, const wire::stat
   }
   if (got != state_download::outcome::complete)
     return boundary::none;
-  bool copy = st.download.checkpoint();
-  auto what = copy ? "the checkpoint of iteration " + std::to_string(*st.copy_iteration) + " that " + from + " keeps"
+  bool copy = st.fetch.download.checkpoint();
+  auto what = copy ? "the checkpoint of iteration " + std::to_string(*st.fetch.copy_iteration) + " that " + from + " keeps"
                    : "state from " + from;
-  auto blob = st.download.take();
+  auto blob = st.fetch.download.take();
   auto r = st.model->import_state(blob.data(), blob.size());
   if (!value_or_report(self, r, what)) {
     request_state(self);
     return boundary::none;
   }
-  if (copy && static_cast<std::uint64_t>(st.model->steps()) != *st.copy_iteration) {
+  if (copy && static_cast<std::uint64_t>(st.model->steps()) != *st.fetch.copy_iteration) {
     report_failure(self, what + ": its state holds " + std::to_string(st.model->steps()) + " steps; asking elsewhere");
     request_state(self);
     return boundary::none;
   }
   st.ready = true;
-  st.fresh = true;
+  st.agg.fresh = true;
   st.current = static_cast<std::uint64_t>(st.model->steps());
   // import_state discarded the gradients and stashes computed with the replaced weights; the
   // hops they belong to go too. They are of an iteration the peers applied (behind), or the
   // peers re-sent them when this replica withdrew (diverged).
-  st.arrived_ms.clear();
-  st.shared_ms.clear();
+  st.stash.arrived_ms.clear();
+  st.agg.shared_ms.clear();
   for (auto k : st.ledger->finish(std::numeric_limits<std::uint64_t>::max())) {
-    st.fwd_out.erase(k);
-    st.grad_out.erase(k);
-    st.head_grad.erase(k);
-    st.fwd_seconds.erase(k);
-    st.sparse_in.erase(k);
+    st.stash.forget(k);
   }
   report_in_flight(self);
-  st.stalled.clear();
-  st.shared.clear();
-  st.averaged.clear();
-  st.my_norm.clear();
-  st.last_share.reset();
+  st.stash.stalled.clear();
+  st.agg.shared.clear();
+  st.agg.averaged.clear();
+  st.agg.my_norm.clear();
+  st.agg.last_share.reset();
   // Shares that arrived during the download for iterations the loaded state already holds
   // (a catch-up sends the one just applied too) are of no use; those of the iteration in
   // progress are kept.
-  st.shares.erase(st.shares.begin(), st.shares.lower_bound(st.current));
+  st.agg.shares.erase(st.agg.shares.begin(), st.agg.shares.lower_bound(st.current));
   auto bytes = static_cast<std::uint64_t>(blob.size());
   self->send(st.supervisor, stage_atom::value, static_cast<std::int32_t>(st.ctx->stage));
   if (copy) { // a resume, not a join: at the iteration every host resumes at
-    st.copy_iteration.reset();
+    st.fetch.copy_iteration.reset();
     st.first_iteration = st.current;
     tell(self, st.ctx->reporter, loaded_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage),
          static_cast<std::uint64_t>(st.current), st.model->weights_hash(),
@@ -473,7 +465,7 @@ bool stranded(self_ptr self, const std::string& from, std::uint64_t their_iterat
                          + (st.ctx->spec->self_restore ? ", which the hosts restore from the checkpoints"
                                                        : "; without checkpoints it cannot be restored"));
   st.ready = false;
-  st.pending.clear();
+  st.stash.pending.clear();
   self->send(st.supervisor, stage_atom::value, std::int32_t{-1});
   return true;
 }
@@ -484,7 +476,7 @@ bool check_vote(self_ptr self, std::uint64_t i) {
   auto& st = self->state;
   if (!st.ready)
     return false;
-  auto v = st.vote.decide(i, me(st), same_stage(st).size());
+  auto v = st.agg.vote.decide(i, me(st), same_stage(st).size());
   if (!v || !v->diverged)
     return false;
   report_failure(self, "weights diverged from replica " + v->source + " after iteration " + std::to_string(i)
@@ -502,11 +494,11 @@ void on_replica_hash(self_ptr self, const std::string& from, const wire::replica
   // behind for good (it applied `current` without this replica's share, or this one missed
   // the step): load its state. A freshly loaded state is behind as soon as a peer applied
   // the iteration it is in.
-  if (st.ready && (h.iteration > st.current || (st.fresh && h.iteration >= st.current))) {
+  if (st.ready && (h.iteration > st.current || (st.agg.fresh && h.iteration >= st.current))) {
     behind(self, from, h.iteration);
     return;
   }
-  st.vote.theirs(h.iteration, from, h.hash);
+  st.agg.vote.theirs(h.iteration, from, h.hash);
   check_vote(self, h.iteration);
 }
 
@@ -524,16 +516,16 @@ void stall_watch(self_ptr self, std::uint64_t seen) {
   if (!st.ready) {
     report_failure(self, "iteration " + std::to_string(st.current) + " in progress for over "
                            + std::to_string(period.count()) + " ms: no weights"
-                           + (st.download.active() ? ", downloading them from " + st.download.source() : std::string{}));
+                           + (st.fetch.download.active() ? ", downloading them from " + st.fetch.download.source() : std::string{}));
     return;
   }
   std::int64_t counted = 0;
-  if (auto sh = st.shares.find(st.current); sh != st.shares.end())
+  if (auto sh = st.agg.shares.find(st.current); sh != st.agg.shares.end())
     for (auto& [r, d] : sh->second)
       counted += d.count;
   auto missing = st.barrier->waiting_for(st.current, me(st), live_holders(st), counted, st.gone, !is_holder(st));
-  if (is_holder(st) && st.running)
-    missing = std::to_string(st.ctx->spec->training.microbatches_per_holder - static_cast<std::int64_t>(st.done_count))
+  if (is_holder(st) && st.holder.running)
+    missing = std::to_string(st.ctx->spec->training.microbatches_per_holder - static_cast<std::int64_t>(st.holder.done_count))
               + " of its microbatches unfinished"
               + (missing.empty() ? "" : "; " + missing);
   // A whole stage gone (every replica dead): no ring can close until a host brings the

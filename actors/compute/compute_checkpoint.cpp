@@ -242,9 +242,9 @@ caf::behavior checkpoint_writer(writer_ptr self, ctx_ptr ctx, compute_actor owne
 
 caf::actor writer_of(self_ptr self) {
   auto& st = self->state;
-  if (!st.checkpoint_writer)
-    st.checkpoint_writer = self->spawn<caf::detached + caf::linked>(checkpoint_writer, st.ctx, compute_actor{self});
-  return st.checkpoint_writer;
+  if (!st.ckpt.checkpoint_writer)
+    st.ckpt.checkpoint_writer = self->spawn<caf::detached + caf::linked>(checkpoint_writer, st.ctx, compute_actor{self});
+  return st.ckpt.checkpoint_writer;
 }
 
 // Up to `n` live hosts of other stages: those in another region than this host (when the
@@ -352,9 +352,9 @@ void resume_from_checkpoint(self_ptr self) {
     // given iteration, also from the checkpoint of it that another host keeps (a whole stage
     // lost: its hosts' disks are gone, the copies on hosts of other stages are not).
     if (st.ctx->spec->resume_at) {
-      st.copy_iteration = *st.ctx->spec->resume_at;
+      st.fetch.copy_iteration = *st.ctx->spec->resume_at;
       report_failure(self, "cannot resume: " + why + "; downloading the stage state from a live replica, or the "
-                             "checkpoint of iteration " + std::to_string(*st.copy_iteration) + " another host keeps");
+                             "checkpoint of iteration " + std::to_string(*st.fetch.copy_iteration) + " another host keeps");
     } else {
       report_failure(self, "cannot resume: " + why + "; joining to download the stage state (give --resume-at N "
                              "to fetch the checkpoint of iteration N another host keeps)");
@@ -366,7 +366,7 @@ void resume_from_checkpoint(self_ptr self) {
   }
   st.current = found->meta.iteration;
   st.first_iteration = st.current;
-  st.last_checkpoint = found->meta.iteration;
+  st.ckpt.last_checkpoint = found->meta.iteration;
   tell(self, st.ctx->reporter, loaded_atom::value, me(st), stage, found->meta.iteration, st.model->weights_hash(),
        path);
 }

@@ -57,13 +57,13 @@ carrier_actor::behavior_type carrier(carrier_actor::stateful_pointer<carrier_sta
 void finish_iteration(self_ptr self) {
   auto& st = self->state;
   double loss_sum = 0;
-  for (auto& [k, l] : st.losses)
+  for (auto& [k, l] : st.holder.losses)
     loss_sum += l;
   auto flows = static_cast<std::uint32_t>(st.flows.size());
-  wire::iteration_done d{st.current, me(st), st.done_count, loss_sum, live_holders(st)};
+  wire::iteration_done d{st.current, me(st), st.holder.done_count, loss_sum, live_holders(st)};
   std::sort(d.participants.begin(), d.participants.end());
-  st.last_done = d;
-  tell(self, st.ctx->reporter, iteration_atom::value, me(st), st.current, st.done_count, loss_sum, flows);
+  st.holder.last_done = d;
+  tell(self, st.ctx->reporter, iteration_atom::value, me(st), st.current, st.holder.done_count, loss_sum, flows);
   for (auto& [id, s] : st.peers)
     st.ctx->send(self, id, service::stage, d);
   st.barrier->holder_done(d);
@@ -72,12 +72,12 @@ void finish_iteration(self_ptr self) {
 
 void finish_origin(self_ptr self, std::uint64_t key) {
   auto& st = self->state;
-  auto& o = st.origins[key];
+  auto& o = st.holder.origins[key];
   o.done = true;
   report_in_flight(self);
   if (o.carrier)
     self->send(o.carrier, done_atom::value);
-  if (++st.done_count == static_cast<std::uint32_t>(st.ctx->spec->training.microbatches_per_holder))
+  if (++st.holder.done_count == static_cast<std::uint32_t>(st.ctx->spec->training.microbatches_per_holder))
     finish_iteration(self);
 }
 
@@ -85,7 +85,7 @@ void start_iteration(self_ptr self) {
   auto& st = self->state;
   if (!st.ready || st.draining
       || st.current >= st.ctx->spec->end_iteration()) {
-    st.running = false;
+    st.holder.running = false;
     return;
   }
   int first_stage = 1 % stages(st);
@@ -93,11 +93,11 @@ void start_iteration(self_ptr self) {
   // roster (or 20 balancer ticks): its iteration barrier awaits the holders it holds live,
   // so a holder that started before it knew of another would average alone and diverge
   // (seen under load: dh-b averaged iteration 0 over its own share, dh-a over both).
-  if (st.current == st.first_iteration && st.roster_waited_ms < 20 * st.ctx->spec->routing.gwtf.tick_ms) {
+  if (st.current == st.first_iteration && st.holder.roster_waited_ms < 20 * st.ctx->spec->routing.gwtf.tick_ms) {
     for (auto& h : st.ctx->spec->holders)
       if (h != me(st) && st.peers.count(h) == 0 && st.gone.count(h) == 0) {
-        st.running = false;
-        st.roster_waited_ms += 50;
+        st.holder.running = false;
+        st.holder.roster_waited_ms += 50;
         self->delayed_send(self, std::chrono::milliseconds(50), start_atom::value);
         return;
       }
@@ -107,8 +107,8 @@ void start_iteration(self_ptr self) {
     if (f.target == me(st) && st.peers.count(f.next) > 0)
       mine.push_back(f);
   if (!mine.empty())
-    st.waited_ms = 0;
-  else if (st.waited_ms >= (st.current == 0 ? 20 : 4) * st.ctx->spec->routing.gwtf.tick_ms) {
+    st.holder.waited_ms = 0;
+  else if (st.holder.waited_ms >= (st.current == 0 ? 20 : 4) * st.ctx->spec->routing.gwtf.tick_ms) {
     // (At the start, longer: in node mode the hosts are still finding each other.)
     // No ring for this holder after several balancer ticks (its relays died and the
     // survivors are full): degrade to any live first-stage host rather than stall.
@@ -116,21 +116,21 @@ void start_iteration(self_ptr self) {
       mine.push_back({me(st), me(st), id});
   }
   if (mine.empty()) { // no flow yet: the balancers are still building rings
-    st.running = false;
-    st.waited_ms += 50;
+    st.holder.running = false;
+    st.holder.waited_ms += 50;
     self->delayed_send(self, std::chrono::milliseconds(50), start_atom::value);
     return;
   }
-  st.running = true;
-  for (auto& [k, o] : st.origins)
+  st.holder.running = true;
+  for (auto& [k, o] : st.holder.origins)
     if (o.carrier)
       self->send(o.carrier, done_atom::value);
-  st.origins.clear();
-  st.losses.clear();
-  st.done_count = 0;
+  st.holder.origins.clear();
+  st.holder.losses.clear();
+  st.holder.done_count = 0;
   auto& spec = *st.ctx->spec;
   for (int j = 0; j < spec.training.microbatches_per_holder; ++j) {
-    model::microbatch_id id{st.current, st.holder_index, static_cast<std::uint32_t>(j)};
+    model::microbatch_id id{st.current, st.holder.holder_index, static_cast<std::uint32_t>(j)};
     auto tokens = model::sample(*st.data, spec.training.seed, id, spec.training.microbatch_size,
                                 spec.model.seq_len);
     auto [inputs, targets] = model::to_inputs_targets(tokens.rows, tokens.cols, tokens.tokens);
@@ -143,7 +143,7 @@ void start_iteration(self_ptr self) {
       return;
     if (crash_now(self, "forward"))
       return;
-    auto& o = st.origins[key];
+    auto& o = st.holder.origins[key];
     o.started_ms = steady_ms();
     o.output = *out;
     o.targets = targets;
@@ -161,8 +161,8 @@ void start_iteration(self_ptr self) {
 void on_resend(self_ptr self, std::uint64_t key, const std::string& to, std::uint32_t attempt,
                const std::string& hint, bool finished_too) {
   auto& st = self->state;
-  auto it = st.origins.find(key);
-  if (it == st.origins.end() || (it->second.done && !finished_too))
+  auto it = st.holder.origins.find(key);
+  if (it == st.holder.origins.end() || (it->second.done && !finished_too))
     return;
   it->second.first_hop = to;
   it->second.attempt = attempt;
@@ -173,7 +173,7 @@ void on_resend(self_ptr self, std::uint64_t key, const std::string& to, std::uin
   r.attempt = attempt;
   send_activation(self, to, r, wire::direction::forward, it->second.output, hint);
   report_in_flight(self);
-  ++st.resends;
+  ++st.metrics.resends;
 }
 
 } // namespace gwtf::actors::compute

@@ -57,30 +57,30 @@ struct share_data {
   std::map<std::string, std::int64_t> holders; // microbatches per data holder (add up to count)
 };
 
-struct compute_state {
-  ctx_ptr ctx;
-  supervisor_actor supervisor;
-  std::optional<model::stage> model;
-  std::optional<model::corpus> data;
-  std::unique_ptr<hop_ledger> ledger;
-  std::unique_ptr<iteration_barrier> barrier;
+/// A relay's microbatches between forward and backward (compute_relay.cpp).
+struct relay_stash {
   std::map<std::uint64_t, torch::Tensor> fwd_out, grad_out, head_grad;
   /// Microbatches whose input arrived sparse (compression.mode adaptive): where a value came
   /// (docs/compression.md). Their input gradient goes back only there.
   std::map<std::uint64_t, torch::Tensor> sparse_in;
   std::map<std::uint64_t, double> fwd_seconds;
   std::set<std::uint64_t> stalled;           // forward outputs that found no next hop yet
-  std::map<std::string, std::int32_t> peers; // live peers and their stage
-  std::set<std::string> gone;                // peers reported down (late frames ignored)
-  std::set<std::string> departed;            // peers that left gracefully (shares stay valid)
-  bool draining = false;                     // leaving: finish the iteration's part, start none
-  std::vector<flow_hop> flows;
-  std::uint64_t current = 0;                 // iteration in progress (= optimizer steps)
-  std::uint64_t run_origin = 0;              // holders: the run its microbatches carry (incarnation, +1 per state load)
-  bool ready = false;                        // holds valid weights
-  std::string armed;                         // injected crash: "forward" / "backward"
-  std::deque<std::pair<std::string, wire::activation>> pending;
-  // aggregation
+  std::deque<std::pair<std::string, wire::activation>> pending; // forwards before the weights
+  // the shell (`microbatches`): when each held microbatch first arrived
+  std::map<std::uint64_t, std::int64_t> arrived_ms;
+
+  /// Forgets microbatch `k`'s tensors and timing (its hop is finished or void).
+  void forget(std::uint64_t k) {
+    fwd_out.erase(k);
+    grad_out.erase(k);
+    head_grad.erase(k);
+    fwd_seconds.erase(k);
+    sparse_in.erase(k);
+  }
+};
+
+/// The iteration boundary: shares, averages, norms, the replica vote (compute_aggregation.cpp).
+struct aggregation_state {
   std::map<std::uint64_t, std::map<std::string, share_data>> shares;
   std::set<std::uint64_t> shared, normed;
   std::map<std::uint64_t, std::vector<torch::Tensor>> averaged;
@@ -91,14 +91,29 @@ struct compute_state {
   replica_vote vote;
   std::optional<wire::replica_hash> last_hash; // of the last step applied
   bool fresh = false; // loaded a state and applied no step since: may be behind the others
-  // state download (joiners, repairs)
+  // the shell (`stage`): when this iteration's gradients went to the replicas, and the last
+  // optimizer step's boundary
+  std::map<std::uint64_t, std::int64_t> shared_ms;
+  struct aggregation {
+    std::uint64_t iteration = 0;
+    std::int64_t applied_ms = 0; // steady clock
+    std::int64_t took_ms = 0;    // from sending its share to the optimizer step
+  };
+  std::optional<aggregation> last_aggregation;
+};
+
+/// A state download (joiners, repairs; compute_aggregation.cpp).
+struct fetch_state {
   state_download download;
   std::uint64_t transfers = 0; // downloads asked for (transfer ids)
   /// Resuming at this iteration without a checkpoint of its own: besides live replicas, every
   /// host is asked for the checkpoint of it that it keeps (docs/checkpoints.md).
   std::optional<std::uint64_t> copy_iteration;
   bool fetch_armed = false; // a new round of sources is due (fetch_atom)
-  // data holder
+};
+
+/// A data holder's iteration loop (compute_holder.cpp).
+struct holder_state {
   std::uint32_t holder_index = 0;
   bool running = false;
   std::map<std::uint64_t, origin> origins;
@@ -108,29 +123,24 @@ struct compute_state {
   std::uint64_t next_carrier = 0;
   std::int64_t waited_ms = 0; // waiting for a flow
   std::int64_t roster_waited_ms = 0; // before the first iteration: waiting to hear every data holder
-  std::uint64_t first_iteration = 0; // where this replica's run started (0, or the checkpoint resumed)
-  // checkpoints (compute_checkpoint.cpp)
+};
+
+/// Checkpoints (compute_checkpoint.cpp).
+struct checkpoint_state {
   caf::actor checkpoint_writer; // detached: files are written off the compute thread
   std::optional<std::uint64_t> last_checkpoint; // the newest iteration its writer wrote
-  // the shell (`microbatches`, `stage`): when each held microbatch first arrived (relays), when
-  // this iteration's gradients went to the replicas, and the last optimizer step's boundary
-  std::map<std::uint64_t, std::int64_t> arrived_ms;
-  std::map<std::uint64_t, std::int64_t> shared_ms;
-  struct aggregation {
-    std::uint64_t iteration = 0;
-    std::int64_t applied_ms = 0; // steady clock
-    std::int64_t took_ms = 0;    // from sending its share to the optimizer step
-  };
-  std::optional<aggregation> last_aggregation;
-  // metrics: since this actor started
+};
+
+/// Metrics since this actor started.
+struct compute_metrics {
   double compute_s_total = 0, wasted_s_total = 0;
   std::uint64_t resends = 0;     ///< microbatches sent again to a replacement hop
   std::uint64_t peers_lost = 0;  ///< peers declared down (crashed or hung), not graceful leaves
-  // compression.mode adaptive (docs/compression.md)
+};
+
+/// How activations and gradients go on the wire: compression.mode adaptive (docs/compression.md).
+struct wire_encoder_state {
   probe_actor probe;                            ///< told this stage's compute per microbatch
-  // routing.gwtf.idle_moves: the balancer is told which flows carry microbatches here
-  balancer_actor balancer;
-  std::set<std::pair<std::string, std::string>> in_flight; ///< (data holder, next hop), as last told
   double call_ema_s = 0;                        ///< moving average of one forward or backward call
   struct peer_link {
     double bandwidth_bytes_s = 0; ///< measured by the link probe (wall clock)
@@ -144,6 +154,37 @@ struct compute_state {
   std::map<std::string, owed_gradient> residual;
   std::uint64_t sent_dense = 0, sent_sparse = 0; ///< activations and gradients sent each way
   double wire_bytes = 0, dense_bytes = 0;        ///< their payload bytes, and as dense 16-bit
+};
+
+/// The compute actor's state: what every role reads, and one part per role.
+struct compute_state {
+  ctx_ptr ctx;
+  supervisor_actor supervisor;
+  std::optional<model::stage> model;
+  std::optional<model::corpus> data;
+  std::unique_ptr<hop_ledger> ledger;
+  std::unique_ptr<iteration_barrier> barrier;
+  std::map<std::string, std::int32_t> peers; // live peers and their stage
+  std::set<std::string> gone;                // peers reported down (late frames ignored)
+  std::set<std::string> departed;            // peers that left gracefully (shares stay valid)
+  bool draining = false;                     // leaving: finish the iteration's part, start none
+  std::vector<flow_hop> flows;
+  std::uint64_t current = 0;                 // iteration in progress (= optimizer steps)
+  std::uint64_t run_origin = 0;              // holders: the run its microbatches carry (incarnation, +1 per state load)
+  bool ready = false;                        // holds valid weights
+  std::string armed;                         // injected crash: "forward" / "backward"
+  std::uint64_t first_iteration = 0; // where this replica's run started (0, or the checkpoint resumed)
+  // routing.gwtf.idle_moves: the balancer is told which flows carry microbatches here
+  balancer_actor balancer;
+  std::set<std::pair<std::string, std::string>> in_flight; ///< (data holder, next hop), as last told
+
+  relay_stash stash;
+  aggregation_state agg;
+  fetch_state fetch;
+  holder_state holder;
+  checkpoint_state ckpt;
+  compute_metrics metrics;
+  wire_encoder_state encoder;
 };
 
 using self_ptr = metered_ptr<compute_actor, compute_state>;

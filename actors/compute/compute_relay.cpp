@@ -25,7 +25,7 @@ wire::tensor_payload adaptive_payload(compute_state& st, const std::string& to, 
                                       const torch::Tensor& t, std::uint64_t iteration) {
   std::optional<double> bandwidth;
   double receiver_s = 0;
-  if (auto l = st.links.find(to); l != st.links.end()) {
+  if (auto l = st.encoder.links.find(to); l != st.encoder.links.end()) {
     if (l->second.bandwidth_bytes_s > 0)
       bandwidth = l->second.bandwidth_bytes_s;
     receiver_s = l->second.compute_s / 2; // one of its forward or backward calls
@@ -33,15 +33,15 @@ wire::tensor_payload adaptive_payload(compute_state& st, const std::string& to, 
   auto plan = routing::plan_wire(*st.ctx->spec->adaptive, t.numel(), bandwidth, receiver_s);
   torch::Tensor* residual = nullptr;
   if (dir == wire::direction::backward) {
-    auto& owed = st.residual[to];
+    auto& owed = st.encoder.residual[to];
     if (owed.iteration != iteration)
       owed = {torch::Tensor(), iteration};
     residual = &owed.values;
   }
-  st.dense_bytes += static_cast<double>(t.numel()) * 2;
+  st.encoder.dense_bytes += static_cast<double>(t.numel()) * 2;
   if (!plan.sparse) {
-    ++st.sent_dense;
-    st.wire_bytes += plan.bytes;
+    ++st.encoder.sent_dense;
+    st.encoder.wire_bytes += plan.bytes;
     auto x = t;
     if (residual && residual->defined() && residual->sizes() == t.sizes()) {
       x = t + *residual; // what earlier sparse gradients left out goes now
@@ -49,9 +49,9 @@ wire::tensor_payload adaptive_payload(compute_state& st, const std::string& to, 
     }
     return to_payload(x.to(torch::kHalf));
   }
-  ++st.sent_sparse;
+  ++st.encoder.sent_sparse;
   auto s = model::top_k(t, plan.keep, torch::kHalf, residual);
-  st.wire_bytes += static_cast<double>(s.indices.size() * (2 + routing::sparse_index_bytes));
+  st.encoder.wire_bytes += static_cast<double>(s.indices.size() * (2 + routing::sparse_index_bytes));
   auto p = to_payload(s.values);
   p.shape.assign(t.sizes().begin(), t.sizes().end());
   p.sparse = true;
@@ -109,8 +109,8 @@ std::string next_for(self_ptr self, const hop_record& r, const std::string& hint
 // loss and gets no gradient. Passing it on whole (straight-through) trained the sender's
 // dropped values too: in the demo forward-only top-k at density 0.3 did no better than at 0.1.
 torch::Tensor sent_positions_only(const compute_state& st, std::uint64_t key, const torch::Tensor& g) {
-  auto m = st.sparse_in.find(key);
-  if (m == st.sparse_in.end() || m->second.sizes() != g.sizes())
+  auto m = st.stash.sparse_in.find(key);
+  if (m == st.stash.sparse_in.end() || m->second.sizes() != g.sizes())
     return g;
   return g * m->second;
 }
@@ -149,7 +149,7 @@ void handle_forward(self_ptr self, const std::string& from, wire::activation a) 
   if (!acceptable(self, from, a))
     return;
   if (!st.ready || a.microbatch.iteration > st.current) {
-    st.pending.emplace_back(from, std::move(a));
+    st.stash.pending.emplace_back(from, std::move(a));
     return;
   }
   if (a.microbatch.iteration < st.current)
@@ -165,7 +165,7 @@ void handle_forward(self_ptr self, const std::string& from, wire::activation a) 
     report_failure(self, "activation from " + from + " for another data holder's microbatch");
     return;
   }
-  if (head && st.origins.count(key) == 0) {
+  if (head && st.holder.origins.count(key) == 0) {
     report_failure(self, "activation from " + from + " for a microbatch this holder never sent");
     return;
   }
@@ -175,22 +175,22 @@ void handle_forward(self_ptr self, const std::string& from, wire::activation a) 
   if (action == forward_action::ignore)
     return;
   if (action == forward_action::compute)
-    st.arrived_ms.emplace(key, steady_ms());
+    st.stash.arrived_ms.emplace(key, steady_ms());
 
   auto* r = st.ledger->find(key);
   if (action == forward_action::rebind) {
     progress_upstream(self, *r);
     if (r->backward_done) {
-      auto& g = head ? st.head_grad[key] : st.grad_out[key];
+      auto& g = head ? st.stash.head_grad[key] : st.stash.grad_out[key];
       send_activation(self, r->prev, *r, wire::direction::backward, g);
     } else if (!head && r->forwarded) {
       // The upstream timed out waiting: this hop's output, or what came of it, may have been
       // lost further on (a frame dropped on a connection going down or not bound yet). Send it
       // on with the new attempt: a hop that holds it rebinds and passes it on, the one that
       // lost it computes it.
-      auto out = st.fwd_out.find(key);
+      auto out = st.stash.fwd_out.find(key);
       auto next = st.peers.count(r->next) > 0 ? r->next : next_for(self, *r, {});
-      if (out != st.fwd_out.end() && !next.empty()) {
+      if (out != st.stash.fwd_out.end() && !next.empty()) {
         send_activation(self, next, *r, wire::direction::forward, out->second);
         st.ledger->sent_forward(key, next);
         report_in_flight(self);
@@ -201,11 +201,11 @@ void handle_forward(self_ptr self, const std::string& from, wire::activation a) 
   auto t0 = clock::now();
   auto input = as_fp32(a.tensor);
   if (a.tensor.sparse)
-    st.sparse_in[key] = input != 0;
+    st.stash.sparse_in[key] = input != 0;
   else
-    st.sparse_in.erase(key);
+    st.stash.sparse_in.erase(key);
   if (head) {
-    auto res = st.model->head(key, input, st.origins[key].targets);
+    auto res = st.model->head(key, input, st.holder.origins[key].targets);
     auto* h = value_or_report(self, res, "head of microbatch from " + from);
     double secs = since(t0);
     report_compute(self, a.microbatch.iteration, secs, 0);
@@ -213,10 +213,10 @@ void handle_forward(self_ptr self, const std::string& from, wire::activation a) 
       return;
     if (crash_now(self, "backward"))
       return;
-    st.losses.emplace(key, h->loss);
-    st.head_grad[key] = sent_positions_only(st, key, h->grad_input);
+    st.holder.losses.emplace(key, h->loss);
+    st.stash.head_grad[key] = sent_positions_only(st, key, h->grad_input);
     progress_upstream(self, *r);
-    send_activation(self, r->prev, *r, wire::direction::backward, st.head_grad[key]);
+    send_activation(self, r->prev, *r, wire::direction::backward, st.stash.head_grad[key]);
     st.ledger->sent_backward(key);
     report_in_flight(self);
     return;
@@ -229,15 +229,15 @@ void handle_forward(self_ptr self, const std::string& from, wire::activation a) 
     return;
   if (crash_now(self, "forward"))
     return;
-  st.fwd_seconds[key] = secs;
+  st.stash.fwd_seconds[key] = secs;
   progress_upstream(self, *r);
   auto next = next_for(self, *r, a.continue_to);
-  st.fwd_out[key] = *y;
+  st.stash.fwd_out[key] = *y;
   if (next.empty()) {
     // No next-stage host known yet (node mode: membership still growing) or all dead: the
     // output waits for the next one to come up (peer_up), or for a re-send.
     report_failure(self, "no live next hop for a microbatch; waiting for one");
-    st.stalled.insert(key);
+    st.stash.stalled.insert(key);
     return;
   }
   send_activation(self, next, *r, wire::direction::forward, *y);
@@ -248,12 +248,12 @@ void handle_forward(self_ptr self, const std::string& from, wire::activation a) 
 // A next-stage host came up: the outputs that found no next hop go on.
 void resume_stalled(self_ptr self) {
   auto& st = self->state;
-  for (auto it = st.stalled.begin(); it != st.stalled.end();) {
+  for (auto it = st.stash.stalled.begin(); it != st.stash.stalled.end();) {
     auto key = *it;
     auto* r = st.ledger->find(key);
-    auto out = st.fwd_out.find(key);
-    if (!r || out == st.fwd_out.end() || r->mb.iteration != st.current) {
-      it = st.stalled.erase(it);
+    auto out = st.stash.fwd_out.find(key);
+    if (!r || out == st.stash.fwd_out.end() || r->mb.iteration != st.current) {
+      it = st.stash.stalled.erase(it);
       continue;
     }
     auto next = next_for(self, *r, {});
@@ -264,7 +264,7 @@ void resume_stalled(self_ptr self) {
     send_activation(self, next, *r, wire::direction::forward, out->second);
     st.ledger->sent_forward(key, next);
     report_in_flight(self);
-    it = st.stalled.erase(it);
+    it = st.stash.stalled.erase(it);
   }
 }
 
@@ -279,8 +279,8 @@ void handle_backward(self_ptr self, const std::string& from, const wire::activat
   auto key = key_of(a.microbatch);
   auto t0 = clock::now();
   if (is_holder(st)) {
-    auto it = st.origins.find(key);
-    if (it == st.origins.end() || it->second.done || a.microbatch.origin != st.run_origin)
+    auto it = st.holder.origins.find(key);
+    if (it == st.holder.origins.end() || it->second.done || a.microbatch.origin != st.run_origin)
       return; // unknown, finished, or of this holder's previous run
     auto res = st.model->embed_backward(key, as_fp32(a.tensor));
     auto* ok = value_or_report(self, res, "embedding backward of microbatch from " + from);
@@ -302,11 +302,11 @@ void handle_backward(self_ptr self, const std::string& from, const wire::activat
   if (crash_now(self, "backward"))
     return;
   auto* r = st.ledger->find(key);
-  st.grad_out[key] = sent_positions_only(st, key, *g);
-  send_activation(self, r->prev, *r, wire::direction::backward, st.grad_out[key]);
+  st.stash.grad_out[key] = sent_positions_only(st, key, *g);
+  send_activation(self, r->prev, *r, wire::direction::backward, st.stash.grad_out[key]);
   st.ledger->sent_backward(key);
   report_in_flight(self);
-  if (st.shared.count(a.microbatch.iteration) > 0 && st.averaged.count(a.microbatch.iteration) == 0) {
+  if (st.agg.shared.count(a.microbatch.iteration) > 0 && st.agg.averaged.count(a.microbatch.iteration) == 0) {
     send_share(self, a.microbatch.iteration); // a repair after this replica shared
     resume(self, try_average(self, a.microbatch.iteration));
   }

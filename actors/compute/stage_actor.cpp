@@ -29,8 +29,8 @@ void resume(self_ptr self, boundary b) {
   auto& st = self->state;
   while (b != boundary::none) {
     // Microbatches queued while downloading or stepping: the ones of the current iteration go on.
-    auto pending = std::move(st.pending);
-    st.pending.clear();
+    auto pending = std::move(st.stash.pending);
+    st.stash.pending.clear();
     for (auto& [from, a] : pending)
       handle_forward(self, from, std::move(a));
     if (is_holder(st)) {
@@ -40,7 +40,7 @@ void resume(self_ptr self, boundary b) {
       // After a step, the next iteration; otherwise only if none runs.
       if (b == boundary::loaded)
         ++st.run_origin;
-      if (b == boundary::stepped || b == boundary::loaded || !st.running)
+      if (b == boundary::stepped || b == boundary::loaded || !st.holder.running)
         start_iteration(self);
       return;
     }
@@ -61,7 +61,7 @@ void report_in_flight(self_ptr self) {
   std::set<std::pair<std::string, std::string>> now;
   const auto& holders = st.ctx->spec->holders;
   if (is_holder(st)) {
-    for (auto& [key, o] : st.origins)
+    for (auto& [key, o] : st.holder.origins)
       if (!o.done && !o.first_hop.empty())
         now.emplace(me(st), o.first_hop);
   } else if (st.ledger) {
@@ -82,14 +82,14 @@ void report_in_flight(self_ptr self) {
 
 void report_compute(self_ptr self, std::uint64_t iteration, double seconds, double wasted) {
   auto& st = self->state;
-  st.compute_s_total += seconds;
-  st.wasted_s_total += wasted;
+  st.metrics.compute_s_total += seconds;
+  st.metrics.wasted_s_total += wasted;
   if (seconds > 0 && st.ctx->spec->adaptive) {
     // One forward and one backward call per microbatch: the peers' estimate of what this
     // stage takes to compute on what they send it.
-    st.call_ema_s = st.call_ema_s > 0 ? 0.8 * st.call_ema_s + 0.2 * seconds : seconds;
-    if (st.probe)
-      self->send(st.probe, compute_atom::value, 2 * st.call_ema_s);
+    st.encoder.call_ema_s = st.encoder.call_ema_s > 0 ? 0.8 * st.encoder.call_ema_s + 0.2 * seconds : seconds;
+    if (st.encoder.probe)
+      self->send(st.encoder.probe, compute_atom::value, 2 * st.encoder.call_ema_s);
   }
   tell(self, self->state.ctx->reporter, compute_atom::value, me(self->state), iteration, seconds, wasted);
 }
@@ -115,7 +115,7 @@ std::string inspect_json(self_ptr self) {
   };
   auto now = steady_ms();
   if (is_holder(st)) {
-    for (auto& [key, o] : st.origins)
+    for (auto& [key, o] : st.holder.origins)
       mbs.push_back({{"microbatch", name(key)},
                      {"state", o.done ? "done" : "in flight"},
                      {"first_hop", o.first_hop},
@@ -123,13 +123,13 @@ std::string inspect_json(self_ptr self) {
                      {"age_ms", o.started_ms > 0 ? nlohmann::ordered_json(now - o.started_ms) : nullptr}});
   } else if (st.ledger) {
     for (auto& [key, r] : st.ledger->records()) {
-      auto seen = st.arrived_ms.find(key);
+      auto seen = st.stash.arrived_ms.find(key);
       mbs.push_back({{"microbatch", name(key)},
                      {"state", r.backward_done ? "backward done" : r.forwarded ? "forwarded" : "forward"},
                      {"prev", r.prev},
                      {"next", r.next},
                      {"attempt", r.attempt},
-                     {"age_ms", seen != st.arrived_ms.end() ? nlohmann::ordered_json(now - seen->second) : nullptr}});
+                     {"age_ms", seen != st.stash.arrived_ms.end() ? nlohmann::ordered_json(now - seen->second) : nullptr}});
     }
   }
   nlohmann::ordered_json out{{"mailbox", self->mailbox().size()},
@@ -143,38 +143,38 @@ std::string inspect_json(self_ptr self) {
                      {"flows", st.flows.size()},
                      {"stashed", st.model ? st.model->stashed() : 0},
                      {"microbatches", mbs},
-                     {"compute_s_total", st.compute_s_total},
-                     {"wasted_s_total", st.wasted_s_total},
-                     {"resends", st.resends},
-                     {"peers_lost", st.peers_lost}};
+                     {"compute_s_total", st.metrics.compute_s_total},
+                     {"wasted_s_total", st.metrics.wasted_s_total},
+                     {"resends", st.metrics.resends},
+                     {"peers_lost", st.metrics.peers_lost}};
   if (st.ctx->spec->adaptive) {
     nlohmann::ordered_json links = nlohmann::ordered_json::object();
-    for (auto& [id, l] : st.links)
+    for (auto& [id, l] : st.encoder.links)
       links[id] = {{"bandwidth_mbps", l.bandwidth_bytes_s * 8 / 1e6}, {"compute_ms", l.compute_s * 1e3}};
-    out["compression"] = {{"sent_dense", st.sent_dense},
-                          {"sent_sparse", st.sent_sparse},
-                          {"wire_bytes", st.wire_bytes},
-                          {"dense_16bit_bytes", st.dense_bytes},
-                          {"compute_ms_per_microbatch", 2 * st.call_ema_s * 1e3},
+    out["compression"] = {{"sent_dense", st.encoder.sent_dense},
+                          {"sent_sparse", st.encoder.sent_sparse},
+                          {"wire_bytes", st.encoder.wire_bytes},
+                          {"dense_16bit_bytes", st.encoder.dense_bytes},
+                          {"compute_ms_per_microbatch", 2 * st.encoder.call_ema_s * 1e3},
                           {"links", links}};
   }
-  if (st.last_checkpoint)
-    out["checkpoint_iteration"] = *st.last_checkpoint;
+  if (st.ckpt.last_checkpoint)
+    out["checkpoint_iteration"] = *st.ckpt.last_checkpoint;
   if (st.model)
     out["optimizer_steps"] = st.model->steps();
-  if (st.last_aggregation)
-    out["last_aggregation"] = {{"iteration", st.last_aggregation->iteration},
-                               {"ms_ago", now - st.last_aggregation->applied_ms},
-                               {"share_to_step_ms", st.last_aggregation->took_ms}};
-  if (st.last_hash) {
-    out["applied_iteration"] = st.last_hash->iteration;
+  if (st.agg.last_aggregation)
+    out["last_aggregation"] = {{"iteration", st.agg.last_aggregation->iteration},
+                               {"ms_ago", now - st.agg.last_aggregation->applied_ms},
+                               {"share_to_step_ms", st.agg.last_aggregation->took_ms}};
+  if (st.agg.last_hash) {
+    out["applied_iteration"] = st.agg.last_hash->iteration;
     char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(st.last_hash->hash));
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(st.agg.last_hash->hash));
     out["weights_hash"] = hex;
   }
-  if (is_holder(st) && st.last_done && st.last_done->microbatches > 0) {
-    out["loss"] = st.last_done->loss_sum / st.last_done->microbatches;
-    out["loss_iteration"] = st.last_done->iteration;
+  if (is_holder(st) && st.holder.last_done && st.holder.last_done->microbatches > 0) {
+    out["loss"] = st.holder.last_done->loss_sum / st.holder.last_done->microbatches;
+    out["loss_iteration"] = st.holder.last_done->iteration;
   }
   return out.dump();
 }
@@ -189,16 +189,16 @@ void on_peer_down(self_ptr self, const std::string& id) {
   auto it_stage = it->second;
   st.peers.erase(it);
   st.gone.insert(id);
-  st.links.erase(id);    // measured afresh if it comes back
-  st.residual.erase(id); // what it was owed went with it
+  st.encoder.links.erase(id);    // measured afresh if it comes back
+  st.encoder.residual.erase(id); // what it was owed went with it
   if (st.departed.count(id) == 0)
-    ++st.peers_lost;
+    ++st.metrics.peers_lost;
   st.flows.erase(std::remove_if(st.flows.begin(), st.flows.end(),
                                 [&](auto& f) { return f.next == id || f.prev == id; }),
                  st.flows.end());
   if (is_holder(st)) {
     auto live1 = live_at(st, 1 % stages(st));
-    for (auto& [key, o] : st.origins) {
+    for (auto& [key, o] : st.holder.origins) {
       if (!o.done && o.carrier) {
         self->send(o.carrier, peer_down_atom::value, id, live1);
       } else if (o.done && o.first_hop == id && st.departed.count(id) == 0) {
@@ -226,16 +226,16 @@ void on_peer_down(self_ptr self, const std::string& id) {
       if (st.departed.count(id) > 0 && r && r->backward_done)
         continue;
       auto repl = choose_replacement(candidates_at(st, st.ctx->stage + 1), id);
-      if (!repl || !st.fwd_out.count(rs.key))
+      if (!repl || !st.stash.fwd_out.count(rs.key))
         continue;
-      send_activation(self, *repl, *r, wire::direction::forward, st.fwd_out[rs.key], rs.hint);
+      send_activation(self, *repl, *r, wire::direction::forward, st.stash.fwd_out[rs.key], rs.hint);
       st.ledger->redirect(rs.key, *repl);
       report_in_flight(self);
-      ++st.resends;
+      ++st.metrics.resends;
     }
   }
-  if (st.download.active() && st.download.source() == id && !st.ready) {
-    st.download.cancel(); // the download source died: ask another replica
+  if (st.fetch.download.active() && st.fetch.download.source() == id && !st.ready) {
+    st.fetch.download.cancel(); // the download source died: ask another replica
     request_state(self);
   }
   // Its share, if any, is dropped: its microbatches come back through re-sends. Not so for a
@@ -243,8 +243,8 @@ void on_peer_down(self_ptr self, const std::string& id) {
   // for a data holder (its own microbatches, counted at stage 0 by it alone, never come back).
   if (it_stage == st.ctx->stage && st.departed.count(id) == 0 && !is_holder(st))
     for (auto i = st.current; i <= st.current + 1; ++i)
-      if (st.averaged.count(i) == 0)
-        st.shares[i].erase(id);
+      if (st.agg.averaged.count(i) == 0)
+        st.agg.shares[i].erase(id);
   // A dead holder or replica may be what an iteration boundary was waiting for.
   resume(self, try_share(self, st.current));
   resume(self, try_average(self, st.current));
@@ -278,15 +278,15 @@ void catch_up(self_ptr self, const std::string& id, std::int32_t stage) {
   catch_up_state c;
   c.current = st.current;
   c.same_stage = stage == st.ctx->stage;
-  c.last_done = st.last_done ? &*st.last_done : nullptr;
-  c.norms = &st.my_norm;
-  c.last_share = st.last_share ? &*st.last_share : nullptr;
+  c.last_done = st.holder.last_done ? &*st.holder.last_done : nullptr;
+  c.norms = &st.agg.my_norm;
+  c.last_share = st.agg.last_share ? &*st.agg.last_share : nullptr;
   std::optional<wire::gradient_chunk> share;
-  if (auto s = st.shares.find(st.current); c.same_stage && s != st.shares.end())
+  if (auto s = st.agg.shares.find(st.current); c.same_stage && s != st.agg.shares.end())
     if (auto mine = s->second.find(me(st)); mine != s->second.end())
       share = share_chunk(st, st.current, mine->second);
   c.current_share = share ? &*share : nullptr;
-  c.last_hash = st.last_hash ? &*st.last_hash : nullptr;
+  c.last_hash = st.agg.last_hash ? &*st.agg.last_hash : nullptr;
   for (auto& m : catch_up_messages(c))
     st.ctx->send(self, id, service::stage, m);
 }
@@ -317,7 +317,7 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
   }
   if (ctx->stage == 0) {
     auto& holders = ctx->spec->holders;
-    st.holder_index = static_cast<std::uint32_t>(std::find(holders.begin(), holders.end(), ctx->host.name)
+    st.holder.holder_index = static_cast<std::uint32_t>(std::find(holders.begin(), holders.end(), ctx->host.name)
                                                  - holders.begin());
     auto c = model::corpus::open(ctx->spec->data, ctx->spec->model.vocab, ctx->spec->model.seq_len);
     if (auto* why = std::get_if<std::string>(&c)) {
@@ -344,8 +344,8 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
               handle_backward(self, from, m);
           } else if constexpr (std::is_same_v<T, wire::hop_progress>) {
             if (is_holder(st) && m.path.size() == 3 && m.path[0] == me(st)) {
-              auto o = st.origins.find(key_of(m.microbatch));
-              if (o != st.origins.end() && o->second.first_hop == m.path[1]) {
+              auto o = st.holder.origins.find(key_of(m.microbatch));
+              if (o != st.holder.origins.end() && o->second.first_hop == m.path[1]) {
                 o->second.next_next = m.path[2];
                 if (o->second.carrier)
                   self->send(o->second.carrier, progress_atom::value, m.path[2]);
@@ -361,19 +361,19 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
             resume(self, try_share(self, i));
           } else if constexpr (std::is_same_v<T, wire::gradient_chunk>) {
             if (m.stage != static_cast<std::uint32_t>(st.ctx->stage) || m.iteration < st.current
-                || st.gone.count(from) > 0 || st.averaged.count(m.iteration) > 0)
+                || st.gone.count(from) > 0 || st.agg.averaged.count(m.iteration) > 0)
               return;
             share_data s;
             s.count = static_cast<std::int64_t>(m.microbatches);
             s.values = m.values;
             for (auto& h : m.holders)
               s.holders[h.holder] += h.microbatches;
-            st.shares[m.iteration][from] = std::move(s);
+            st.agg.shares[m.iteration][from] = std::move(s);
             st.barrier->share(m.iteration, from);
             for (auto& d : m.reports) // holders' reports this replica may not hear itself
               take_report(st, std::move(d));
             resume(self, try_share(self, m.iteration));
-            if (st.ready && st.fresh && m.iteration > st.current) {
+            if (st.ready && st.agg.fresh && m.iteration > st.current) {
               behind(self, from, m.iteration);
               return;
             }
@@ -433,18 +433,18 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
       st.peers[id] = stage;
       st.gone.erase(id);
       st.departed.erase(id);
-      if (!st.ready && (stage == st.ctx->stage || st.copy_iteration))
+      if (!st.ready && (stage == st.ctx->stage || st.fetch.copy_iteration))
         request_state(self);
       if (is_new)
         catch_up(self, id, stage);
-      if (!st.stalled.empty() && stage == (st.ctx->stage + 1) % stages(st))
+      if (!st.stash.stalled.empty() && stage == (st.ctx->stage + 1) % stages(st))
         resume_stalled(self);
     },
     [self](peer_down_atom, const std::string& id) { on_peer_down(self, id); },
     [self](lost_stage_atom, std::uint32_t stage, std::uint64_t iteration) { check_lost_stage(self, stage, iteration); },
     [self](timeout_atom, std::uint64_t transfer, std::uint64_t had) { on_transfer_timeout(self, transfer, had); },
     [self](fetch_atom) {
-      self->state.fetch_armed = false;
+      self->state.fetch.fetch_armed = false;
       request_state(self, true);
     },
     [self](left_atom, const std::string& id) { self->state.departed.insert(id); },
@@ -474,22 +474,22 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
         self->state.armed = phase;
     },
     [self](start_atom) {
-      if (!self->state.running)
+      if (!self->state.holder.running)
         start_iteration(self);
     },
     [self](tick_atom, std::uint64_t iteration) { stall_watch(self, iteration); },
     [self](checkpoint_atom, std::uint64_t iteration) {
-      auto& last = self->state.last_checkpoint;
+      auto& last = self->state.ckpt.last_checkpoint;
       last = std::max(last.value_or(0), iteration);
     },
     [self](inspect_atom) -> std::string { return inspect_json(self); },
     [self](peer_speed_atom, const std::string& id, double bytes_per_s, double compute_s) {
-      auto& l = self->state.links[id];
+      auto& l = self->state.encoder.links[id];
       l.bandwidth_bytes_s = bytes_per_s;
       if (compute_s > 0)
         l.compute_s = compute_s;
     },
-    [self](probe_atom, probe_actor probe) { self->state.probe = std::move(probe); },
+    [self](probe_atom, probe_actor probe) { self->state.encoder.probe = std::move(probe); },
     [self](balancer_handle_atom, balancer_actor balancer) {
       self->state.balancer = std::move(balancer);
       self->state.in_flight.clear();
