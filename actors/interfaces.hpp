@@ -231,7 +231,7 @@ class freeze_watch; // actors/core/freeze_watch.hpp
 
 /// A host: its supervisor (crash_atom and stop_atom are app/'s controls).
 /// `watch` (node mode): the process's freeze watch, which silences the host after a freeze.
-caf::actor spawn_host(caf::actor_system& sys, std::shared_ptr<const cluster_spec> spec,
+supervisor_actor spawn_host(caf::actor_system& sys, std::shared_ptr<const cluster_spec> spec,
                       host_config host, caf::actor link_layer, caf::actor reporter,
                       bool joining, std::shared_ptr<freeze_watch> watch = nullptr);
 

@@ -359,7 +359,7 @@ supervisor_actor::behavior_type supervisor(supervisor_ptr self, ctx_ptr ctx) {
 
 } // namespace
 
-caf::actor spawn_host(caf::actor_system& sys, std::shared_ptr<const cluster_spec> spec,
+supervisor_actor spawn_host(caf::actor_system& sys, std::shared_ptr<const cluster_spec> spec,
                       host_config host, caf::actor link_layer, caf::actor reporter, bool joining,
                       std::shared_ptr<freeze_watch> watch) {
   auto ctx = std::make_shared<host_context>();
@@ -375,7 +375,7 @@ caf::actor spawn_host(caf::actor_system& sys, std::shared_ptr<const cluster_spec
   if (ctx->reporter)
     others[ctx->reporter.id()] = "reporter";
   ctx->meters = std::make_shared<host_meters>(std::move(others));
-  return caf::actor_cast<caf::actor>(sys.spawn(supervisor, ctx));
+  return sys.spawn(supervisor, ctx);
 }
 
 } // namespace gwtf::actors

@@ -108,7 +108,7 @@ public:
     driver->monitor(a);
     hosts_[h.name] = a;
     if (front_)
-      driver->send(front_, register_atom::value, h.name, a);
+      driver->send(front_, register_atom::value, h.name, caf::actor_cast<caf::actor>(a));
   }
 
   void crash(caf::event_based_actor* driver, const std::string& host, const std::string& phase) override {
@@ -136,7 +136,12 @@ public:
     driver->send_exit(link_, caf::exit_reason::kill);
   }
 
-  std::map<std::string, caf::actor> supervisors() override { return hosts_; }
+  std::map<std::string, caf::actor> supervisors() override {
+    std::map<std::string, caf::actor> out;
+    for (auto& [name, a] : hosts_)
+      out[name] = caf::actor_cast<caf::actor>(a);
+    return out;
+  }
 
   std::optional<std::pair<std::string, bool>> on_down(const caf::down_msg& m) override {
     for (auto it = hosts_.begin(); it != hosts_.end(); ++it)
@@ -194,7 +199,7 @@ private:
   std::shared_ptr<const cluster_spec> spec_;
   std::ostream& out_;
   caf::actor link_, front_, server_;
-  std::map<std::string, caf::actor> hosts_;
+  std::map<std::string, supervisor_actor> hosts_; // the hosts' supervisors (crash_atom, stop_atom: checked)
 };
 
 } // namespace

@@ -315,7 +315,7 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
     auto watch = std::make_shared<actors::freeze_watch>(cfg.faults.connection_timeout_ms, actors::steady_ms());
     watchdog stamper{watch, std::chrono::milliseconds(std::clamp(cfg.faults.heartbeat_interval_ms / 5, 5, 100))};
     auto supervisor = spawn_host(sys, spec, spec->hosts.front(), link, reporter, opts.join, watch);
-    caf::anon_send(reporter, register_atom::value, supervisor, link);
+    caf::anon_send(reporter, register_atom::value, caf::actor_cast<caf::actor>(supervisor), link);
     // The inspection shell's server (docs/shell.md; node.inspect, loopback by default) and,
     // when node.metrics is set, Prometheus metrics, /healthz and /readyz (docs/metrics.md).
     auto serve = [&](const std::string& at_text, const char* key,
@@ -328,7 +328,7 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
       inspect_server_options so;
       so.host = at->host;
       so.port = at->port;
-      so.supervisor = supervisor;
+      so.supervisor = caf::actor_cast<caf::actor>(supervisor);
       so.host_name = host.name;
       so.reporter = reporter;
       so.timeout_ms = answer_budget_ms(cfg.faults);
