@@ -1,22 +1,12 @@
 // A host's link probe: small and bulk round trips to every peer (link_estimator decides).
 #include <chrono>
-#include <csignal>
-#include <deque>
 #include <map>
-#include <set>
 
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
-#include "actors/errors.hpp"
-#include "actors/inspect/inspect_view.hpp"
 #include "actors/core/link_estimator.hpp"
 #include "actors/host/host_internal.hpp"
-#include "actors/core/membership_view.hpp"
-#include "actors/core/stage_restore.hpp"
-#include "routing/balancer.hpp"
-#include "routing/cost_model.hpp"
-#include "routing/placement.hpp"
 #include "actors/host/host_actors.hpp"
 
 namespace gwtf::actors {
