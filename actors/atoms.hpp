@@ -1,5 +1,6 @@
 // The atoms of the messages between a host's actors, its link and the reporter, and the
-// services a frame can be addressed to (actors/interfaces.hpp says who sends what).
+// services a frame can be addressed to (actors/interfaces.hpp and actors/protocols.hpp say who
+// sends what).
 #pragma once
 
 #include <cstdint>

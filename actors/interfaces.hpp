@@ -7,9 +7,8 @@
 //
 // The actors of a host have typed interfaces (supervisor_actor, membership_actor,
 // probe_actor, balancer_actor, compute_actor, carrier_actor below: CAF checks every send to
-// them at compile time). The link layers and the reporter, which app/ and actors/net/ provide,
-// are dynamically typed; their interfaces are written out below, one line per handler.
-// Atoms: actors/atoms.hpp. The run's spec: actors/cluster_spec.hpp. The link layers, guard,
+// them at compile time), and so do the link layers and the reporter, which actors/net/ and
+// app/ provide (actors/protocols.hpp). Atoms: actors/atoms.hpp. The run's spec: actors/cluster_spec.hpp. The link layers, guard,
 // inspection and metrics servers each have their header in actors/net/ and actors/inspect/.
 #pragma once
 
@@ -27,58 +26,10 @@
 
 #include "actors/atoms.hpp"
 #include "actors/cluster_spec.hpp"
+#include "actors/protocols.hpp"
 #include "actors/net/wire_frame.hpp"
 
 namespace gwtf::actors {
-
-// --- link layer (one per process: actors/net/link_layer.hpp, net_link.hpp) ----------------
-// (register_atom, host, int32 service, actor)   a host's actor for a service; monitored
-// (send_atom, from, to, int32 service, frame)   carry a frame from -> to, delayed by the
-//                                               emulated link; dropped if `to` is gone
-// (slow_atom, host a, host b, double factor)    the link a <-> b turns `factor` x slower
-// (restart_atom, u64 incarnation)               the host restarted as a new incarnation
-//                                               (embedded: nothing to do)
-// (subscribe_atom, actor)                       sends it (known_atom, name) for every peer
-//                                               it finds (membership; embedded: none)
-// delivers: (deliver_atom, from, frame) to the registered actor of (to, service)
-// The TCP link (node mode) also takes
-// (start_atom, advertise, guard actor)          published before it listens: starts it
-// (slow_atom, get_atom, peer, double factor) -> string   the shell's slow-link control:
-//                                               empty when done, else why not (the embedded
-//                                               link has no such handler: the embedded
-//                                               shell front handles slow-link itself)
-// and between the links of two processes, over CAF's middleman:
-// (net_atom, from, to, int32 service, frame)   service::link carries GOSSIP (discovery)
-
-// --- reporter (app/: the embedded cluster's driver) -----------------------------------
-// receives, never answers:
-// (iteration_atom, holder, u64 iteration, u32 microbatches, double loss_sum, u32 flows)
-// (share_atom, host, u32 stage, u64 iteration, std::vector<u64> keys)  keys in its share
-// (averaged_atom, host, u32 stage, u64 iteration, strvec contributors)  the replicas whose
-//                                         (non-empty) shares the average used; may be empty
-// (applied_atom, host, u32 stage, u64 iteration, u64 hash)  a step applied: weights hash after it
-// (compute_atom, host, u64 iteration, double seconds, double wasted_seconds)
-// (joined_atom, host, u64 steps, u64 bytes) a joiner or repaired replica loaded a state
-// (placed_atom, host, i32 stage, std::string why)  a relay without a declared stage placed itself
-// (peer_down_atom, host, peer)            a peer silent past the connection timeout
-// (restart_atom, host, std::string child) a local actor was restarted
-// (left_atom, host, std::string why)      the host left (restart budget spent, or asked)
-// (failure_atom, host, std::string what)  an error a peer caused, handled and reported
-// (reload_atom, host, std::string why)    a replica loads its stage state again by design
-//                                         (it fell behind its replicas): not an error
-// (verdict_atom, host, std::string what)  a replica shares again without the microbatches of
-//                                         holders that stage 0 did not count (a dead holder's)
-// (checkpoint_atom, host, u32 stage, u64 iteration, u64 bytes, double ms, std::string path)
-//                                         a checkpoint written (iteration: steps applied)
-// (loaded_atom, host, u32 stage, u64 iteration, u64 weights hash, std::string path)  resumed from a checkpoint
-// (replica_atom, host, std::string owner, u32 stage, u64 iteration, u64 bytes, std::string path)
-//                                         stored a copy of `owner`'s checkpoint
-// (served_atom, host, std::string peer, u32 stage, u64 iteration, u64 bytes, std::string path)
-//                                         sent a peer that resumes the checkpoint it asked for
-// (restore_atom, host, u32 stage, u64 iteration, std::string restorer, i32 from_stage,
-//  std::string decided_by, i32 next_stage)  node mode: a lost stage is restored; this process
-//                                         starts again at `iteration`, at `next_stage` (-1: a
-//                                         data holder); `decided_by` empty: decided here
 
 // --- one host ------------------------------------------------------------------------
 // The supervisor of a host spawns its membership, link probe, flow balancer and stage (or
@@ -232,7 +183,7 @@ class freeze_watch; // actors/core/freeze_watch.hpp
 /// A host: its supervisor (crash_atom and stop_atom are app/'s controls).
 /// `watch` (node mode): the process's freeze watch, which silences the host after a freeze.
 supervisor_actor spawn_host(caf::actor_system& sys, std::shared_ptr<const cluster_spec> spec,
-                      host_config host, caf::actor link_layer, caf::actor reporter,
+                      host_config host, link_actor link_layer, reporter_actor reporter,
                       bool joining, std::shared_ptr<freeze_watch> watch = nullptr);
 
 } // namespace gwtf::actors

@@ -56,4 +56,10 @@ stage_span heaviest_relay_stage(const model_config& cfg) {
                            [](const stage_span& a, const stage_span& b) { return a.blocks() < b.blocks(); });
 }
 
+double relay_gradient_bytes(const model_config& cfg, double bytes_per_value) {
+  if (partition(cfg).size() < 2)
+    return 0;
+  return static_cast<double>(size_of(cfg, heaviest_relay_stage(cfg)).parameters) * bytes_per_value;
+}
+
 } // namespace gwtf::model

@@ -39,4 +39,9 @@ stage_size size_of(const model_config& cfg, const stage_span& span);
 /// The relay stage with the most blocks (the pipeline's heaviest; the first on ties).
 stage_span heaviest_relay_stage(const model_config& cfg);
 
+/// One relay stage's gradients as its replicas average them: the heaviest relay stage's
+/// parameters x `bytes_per_value` (the trainer sends fp32: 4); 0 without relay stages. DT-FM's
+/// placement (app/config/derive.cpp) and the simulator (sim/scenario.cpp) size it with this.
+double relay_gradient_bytes(const model_config& cfg, double bytes_per_value);
+
 } // namespace gwtf::model

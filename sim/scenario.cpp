@@ -320,7 +320,7 @@ derived_scenario derive_scenario(const sim_scenario_config& cfg, network_matrix 
   }
   if (holders == 0)
     fail("hosts", "expected at least one group with role: data_holder");
-  s.stage_gradient_bytes = stage_params * m.bytes_per_value;
+  s.stage_gradient_bytes = model::relay_gradient_bytes(shape, m.bytes_per_value);
   if (relay_stages >= 1 && holders > 0)
     if (auto why = place_relays(s, undeclared, cfg.placement.policy, cfg.seed); !why.empty())
       fail("placement.policy", why);

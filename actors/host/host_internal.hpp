@@ -17,11 +17,11 @@
 namespace gwtf::actors {
 
 /// What a host's actors share.
-/// `self` sends to a dynamically typed actor (the link, the reporter, a supervisor). CAF 0.17
-/// lets a typed actor (compute_actor) send() only to typed ones, so it sends anonymously;
-/// nobody reads the sender of these messages.
-template <class Self, class... Ts>
-void tell(Self* self, const caf::actor& dest, Ts&&... xs) {
+/// `self` tells the link or the reporter. A typed actor (compute_actor) sends anonymously, as
+/// it would have to to a dynamically typed actor; nobody reads the sender of these messages.
+/// Either way CAF checks the message against `dest`'s interface (actors/protocols.hpp).
+template <class Self, class Dest, class... Ts>
+void tell(Self* self, const Dest& dest, Ts&&... xs) {
   if constexpr (caf::statically_typed<Self>())
     caf::anon_send(dest, std::forward<Ts>(xs)...);
   else
@@ -32,8 +32,8 @@ struct host_context {
   std::shared_ptr<const cluster_spec> spec;
   host_config host;
   int stage = 0; ///< 0 for data holders
-  caf::actor link;
-  caf::actor reporter;
+  link_actor link;
+  reporter_actor reporter;
   bool joining = false;
   std::uint64_t incarnation = 0;
   /// Node mode: the process's freeze watch (app/run/node.cpp). Once it saw a gap longer than

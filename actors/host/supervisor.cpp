@@ -23,7 +23,7 @@ std::vector<caf::actor> children(const supervisor_state& st) {
           caf::actor_cast<caf::actor>(st.balancer), caf::actor_cast<caf::actor>(st.compute)};
 }
 
-void register_service(supervisor_ptr self, service s, const caf::actor& a) {
+void register_service(supervisor_ptr self, service s, const frame_sink_actor& a) {
   auto& ctx = self->state.ctx;
   tell(self, ctx->link, register_atom::value, ctx->host.name, static_cast<std::int32_t>(s), a);
 }
@@ -37,9 +37,9 @@ void start_stage_children(supervisor_ptr self) {
   st.probe = spawn_probe(self, ctx, st.balancer, st.compute);
   self->send(st.compute, probe_atom::value, st.probe);
   self->send(st.compute, balancer_handle_atom::value, st.balancer);
-  register_service(self, service::probe, caf::actor_cast<caf::actor>(st.probe));
-  register_service(self, service::balancer, caf::actor_cast<caf::actor>(st.balancer));
-  register_service(self, service::stage, caf::actor_cast<caf::actor>(st.compute));
+  register_service(self, service::probe, st.probe);
+  register_service(self, service::balancer, st.balancer);
+  register_service(self, service::stage, st.compute);
   self->send(st.membership, subscribe_atom::value, peer_listener_actor{st.probe});
   self->send(st.membership, subscribe_atom::value, peer_listener_actor{st.balancer});
   self->send(st.membership, subscribe_atom::value, peer_listener_actor{st.compute});
@@ -52,8 +52,8 @@ void start_children(supervisor_ptr self, bool joining) {
   ctx->incarnation = st.ctx->incarnation + (joining && st.generation > 0 ? 1 : 0);
   st.ctx = ctx;
   st.membership = spawn_membership(self, ctx, supervisor_actor{self});
-  register_service(self, service::membership, caf::actor_cast<caf::actor>(st.membership));
-  tell(self, ctx->link, subscribe_atom::value, caf::actor_cast<caf::actor>(st.membership)); // peers found (node mode)
+  register_service(self, service::membership, st.membership);
+  tell(self, ctx->link, subscribe_atom::value, peer_finder_actor{st.membership}); // peers found (node mode)
   if (ctx->stage >= 0) {
     start_stage_children(self);
     return;
@@ -238,7 +238,7 @@ supervisor_actor::behavior_type supervisor(supervisor_ptr self, ctx_ptr ctx) {
     restart_children(self, self->system().render(m.reason), m.source);
   });
   start_children(self, ctx->joining);
-  register_service(self, service::inspect, caf::actor_cast<caf::actor>(self));
+  register_service(self, service::inspect, frame_sink_actor{supervisor_actor{self}});
   return {
     [self](crash_atom, const std::string& phase) {
       if (phase == "process") // the shell's lab control (node mode): die like a crashed host
@@ -352,7 +352,7 @@ supervisor_actor::behavior_type supervisor(supervisor_ptr self, ctx_ptr ctx) {
 } // namespace
 
 supervisor_actor spawn_host(caf::actor_system& sys, std::shared_ptr<const cluster_spec> spec,
-                      host_config host, caf::actor link_layer, caf::actor reporter, bool joining,
+                      host_config host, link_actor link_layer, reporter_actor reporter, bool joining,
                       std::shared_ptr<freeze_watch> watch) {
   auto ctx = std::make_shared<host_context>();
   ctx->spec = std::move(spec);

@@ -11,6 +11,7 @@
 #include <caf/actor_system.hpp>
 
 #include "actors/net/tls_session.hpp"
+#include "actors/protocols.hpp"
 
 namespace gwtf::actors {
 
@@ -25,7 +26,7 @@ struct inspect_server_options {
   std::uint16_t port = 0;         ///< 0 = any
   caf::actor supervisor;          ///< the host's supervisor (supervisor_actor)
   std::string host_name;          ///< this host, for reports
-  caf::actor reporter;            ///< (failure_atom, host, what) per refused connection
+  failure_sink_actor reporter;          ///< (failure_atom, host, what) per refused connection
   int timeout_ms = 2000;          ///< the supervisor's answer must come within this
   bool control = false;           ///< node.inspect_control: obey `drain` and `crash`
   /// node.tls: the shell must complete mutual TLS with a certificate of the cluster CA first

@@ -19,11 +19,11 @@ struct link_state {
   std::unique_ptr<link_emulator> emu;
   double time_scale = 1;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
-  std::map<std::pair<std::string, std::int32_t>, caf::actor> endpoints;
+  std::map<std::pair<std::string, std::int32_t>, frame_sink_actor> endpoints;
   std::map<caf::actor_addr, std::pair<std::string, std::int32_t>> by_addr;
 };
 
-caf::behavior link_layer(caf::stateful_actor<link_state>* self, routing::network_matrix net,
+link_actor::behavior_type link_layer(link_actor::stateful_pointer<link_state> self, routing::network_matrix net,
                          std::vector<host_config> hosts, double time_scale) {
   auto& st = self->state;
   st.emu = std::make_unique<link_emulator>(std::move(net));
@@ -40,7 +40,7 @@ caf::behavior link_layer(caf::stateful_actor<link_state>* self, routing::network
     self->state.by_addr.erase(it);
   });
   return {
-    [self](register_atom, const std::string& host, std::int32_t svc, caf::actor a) {
+    [self](register_atom, const std::string& host, std::int32_t svc, frame_sink_actor a) {
       self->monitor(a);
       self->state.by_addr[a.address()] = {host, svc};
       self->state.endpoints[{host, svc}] = std::move(a);
@@ -72,15 +72,19 @@ caf::behavior link_layer(caf::stateful_actor<link_state>* self, routing::network
     [](restart_atom, std::uint64_t) {
       // Embedded hosts share one link that knows them by name only: nothing to re-introduce.
     },
-    [](subscribe_atom, const caf::actor&) {
+    [](subscribe_atom, const peer_finder_actor&) {
       // Every host of an embedded cluster is declared in the config: nothing to discover.
+    },
+    [](slow_atom, caf::get_atom, const std::string&, double) -> std::string {
+      // Hosts share this link; the embedded shell's front slows a link between two of them.
+      return "the embedded cluster's links are slowed by its shell's front (slow-link PEER FACTOR there)";
     },
   };
 }
 
 } // namespace
 
-caf::actor spawn_link_layer(caf::actor_system& sys, routing::network_matrix net,
+link_actor spawn_link_layer(caf::actor_system& sys, routing::network_matrix net,
                             std::vector<host_config> hosts, double time_scale) {
   return sys.spawn(link_layer, std::move(net), std::move(hosts), time_scale);
 }

@@ -11,6 +11,7 @@
 #include <caf/actor_system.hpp>
 
 #include "actors/net/tls_session.hpp"
+#include "actors/protocols.hpp"
 
 namespace gwtf::actors {
 
@@ -34,7 +35,7 @@ struct net_guard_options {
   std::uint16_t inner_port = 0;   ///< the middleman's port on 127.0.0.1
   std::uint64_t max_payload = 0;  ///< largest frame payload accepted
   std::string host_name;          ///< this host, for reports
-  caf::actor reporter;            ///< (failure_atom, host, what) per closed connection
+  failure_sink_actor reporter;          ///< (failure_atom, host, what) per closed connection
 };
 caf::actor spawn_net_guard(caf::actor_system& sys, net_guard_options opts);
 

@@ -33,13 +33,13 @@ struct net_state {
   std::unique_ptr<peer_directory> dir;
   std::unique_ptr<link_emulator> emu;
   clock::time_point start = clock::now();
-  std::map<std::int32_t, caf::actor> endpoints;      // local actors by service
+  std::map<std::int32_t, frame_sink_actor> endpoints; // local actors by service
   // Remote link actors (by node and actor id: a proxy's address may be reused by another
   // proxy once it is gone) -> connection id.
   std::map<std::pair<caf::node_id, caf::actor_id>, std::uint64_t> conn_of;
-  std::map<std::uint64_t, caf::actor> handle_of;     // connection id -> remote link actor
+  std::map<std::uint64_t, net_link_actor> handle_of; // connection id -> remote link actor
   std::uint64_t next_conn = 1;
-  caf::actor subscriber;                             // membership: told of new peer names
+  peer_finder_actor subscriber;                      // membership: told of new peer names
   // The host's net guard: every dial goes through it (it connects, checks each frame header
   // the peer sends and, with node.tls, runs the TLS client), so that no byte of a dialled
   // peer reaches the middleman unchecked. Null: nothing is dialled.
@@ -71,7 +71,7 @@ std::uint64_t connection_of(self_ptr self, const caf::strong_actor_ptr& src) {
     return it->second;
   auto id = st.next_conn++;
   st.conn_of.emplace(key, id);
-  auto handle = caf::actor_cast<caf::actor>(src);
+  auto handle = caf::actor_cast<net_link_actor>(src);
   st.handle_of.emplace(id, handle);
   self->monitor(handle);
   return id;
@@ -113,7 +113,7 @@ void handshake(self_ptr self, const std::string& address, const std::string& hos
         }
         st.dir->dial_done(address, true, now_ms());
         // Introduce ourselves; the peer binds us and answers with its own gossip.
-        self->send(caf::actor_cast<caf::actor>(ptr), net_atom::value, st.opts.self.name, std::string{},
+        self->send(caf::actor_cast<net_link_actor>(ptr), net_atom::value, st.opts.self.name, std::string{},
                    static_cast<std::int32_t>(service::link), gossip_frame(st));
       },
       [self, address](caf::error& err) { dial_failed(self, address, err); });
@@ -242,17 +242,22 @@ void start(self_ptr self) {
   });
 }
 
-// Started: dials the bootstrap peers, gossips, carries frames.
-caf::behavior running(self_ptr self) {
+// Started: dials the bootstrap peers, gossips, carries frames. The handlers are checked against
+// net_link_actor (actors/protocols.hpp) at compile time; the actor itself is dynamically
+// typed for its start phase, which keeps (skips) what arrives before it knows its address.
+net_link_actor::behavior_type running(self_ptr self) {
   self->send(self, tick_atom::value);
   return {
-    [self](register_atom, const std::string& host, std::int32_t svc, caf::actor a) {
+    [self](start_atom, const std::string&, const caf::actor&) {
+      report(self, "start from " + describe(self->current_sender()) + " ignored: the link is running");
+    },
+    [self](register_atom, const std::string& host, std::int32_t svc, frame_sink_actor a) {
       if (host != self->state.opts.self.name)
         return;
       self->monitor(a);
       self->state.endpoints[svc] = std::move(a);
     },
-    [self](subscribe_atom, caf::actor a) {
+    [self](subscribe_atom, peer_finder_actor a) {
       self->state.subscriber = std::move(a);
       tell_subscriber(self, self->state.dir->known());
     },
@@ -341,15 +346,15 @@ caf::behavior net_link(self_ptr self, net_link_options opts) {
       self->state.opts.advertise = advertise;
       self->state.guard = std::move(guard);
       start(self);
-      self->become(running(self));
+      self->become(running(self).unbox());
     },
   };
 }
 
 } // namespace
 
-caf::actor spawn_net_link(caf::actor_system& sys, net_link_options opts) {
-  return sys.spawn(net_link, std::move(opts));
+net_link_actor spawn_net_link(caf::actor_system& sys, net_link_options opts) {
+  return caf::actor_cast<net_link_actor>(sys.spawn(net_link, std::move(opts)));
 }
 
 } // namespace gwtf::actors

@@ -11,15 +11,14 @@
 #include <caf/actor_system.hpp>
 
 #include "actors/node_config.hpp"
+#include "actors/protocols.hpp"
 #include "routing/network.hpp"
 
 namespace gwtf::actors {
 
 // --- TCP link (node mode: one host per process) -------------------------------------------
-// The same handlers as the link layer (actors/net/link_layer.hpp, protocol in actors/interfaces.hpp), for this process's one host, plus
-// (subscribe_atom, actor)   sends it (known_atom, name) for every peer it finds (membership)
-// and between the links of two processes, over CAF's middleman:
-// (net_atom, from, to, int32 service, frame)   service::link carries GOSSIP (discovery)
+// net_link_actor (actors/protocols.hpp): the link layer's protocol for this process's one host,
+// plus its start, and net_atom between the links of two processes over CAF's middleman.
 struct net_link_options {
   host_config self;                         ///< this process's host
   std::string advertise;                    ///< "host:port" peers dial
@@ -31,8 +30,8 @@ struct net_link_options {
   std::int64_t max_message_bytes = 64 << 20;
   int connect_timeout_ms = 2000;            ///< a dial that takes longer fails
   int gossip_interval_ms = 500;             ///< gossip to a few peers, redial lost ones
-  caf::actor reporter;                      ///< (failure_atom, host, what) for refused input
+  failure_sink_actor reporter;              ///< (failure_atom, host, what) for refused input
 };
-caf::actor spawn_net_link(caf::actor_system& sys, net_link_options opts);
+net_link_actor spawn_net_link(caf::actor_system& sys, net_link_options opts);
 
 } // namespace gwtf::actors

@@ -4,6 +4,7 @@
 
 #include "model/hash.hpp"
 #include "model/partition.hpp"
+#include "model/sizing.hpp"
 #include "routing/placement.hpp"
 
 namespace gwtf::app {
@@ -18,9 +19,7 @@ routing::dtfm_request dtfm_request_for(const cluster_config& cfg) {
   routing::dtfm_request r;
   r.relay_stages = cfg.model.stages - 1;
   r.activation_bytes = static_cast<double>(model::activation_bytes(cfg.model, cfg.training.microbatch_size));
-  // A relay stage's gradients in fp32: 12 hidden^2 parameters per block.
-  double blocks = r.relay_stages > 0 ? static_cast<double>(cfg.model.layers) / r.relay_stages : 0;
-  r.gradient_bytes = 12.0 * cfg.model.hidden * cfg.model.hidden * blocks * 4;
+  r.gradient_bytes = model::relay_gradient_bytes(cfg.model, 4); // the trainer averages fp32 gradients
   r.seed = static_cast<std::uint64_t>(cfg.training.seed);
   return r;
 }

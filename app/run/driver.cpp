@@ -69,7 +69,6 @@ struct driver_state {
 };
 
 using driver_ptr = caf::stateful_actor<driver_state>*;
-using settle_atom = caf::atom_constant<caf::atom("settle")>;
 
 /// How long the end waits for the last reports before it stops anyway (a host that never
 /// reports: hung, or its messages lost); the run says so.
@@ -316,7 +315,7 @@ void finish(driver_ptr self) {
     self->quit();
   };
   // The run report's final flow graph: every live host's flows, each asked with a bound.
-  std::map<std::string, caf::actor> asked;
+  std::map<std::string, supervisor_actor> asked;
   if (!st.cfg->training.loss_out.empty())
     for (auto& [name, sup] : st.control->supervisors())
       if (st.hosts.count(name) > 0 && sup)
@@ -410,7 +409,7 @@ caf::behavior driver(driver_ptr self, const cluster_config* cfg, std::shared_ptr
       self->state.result.failures.push_back("driver: a linked actor failed: " + self->system().render(m.reason));
     finish(self);
   });
-  return {
+  return driver_actor::behavior_type{
     [self](iteration_atom, const std::string& holder, std::uint64_t i, std::uint32_t mbs, double loss_sum,
            std::uint32_t flows) {
       self->state.reports[i][holder] = {mbs, loss_sum, flows};
@@ -549,9 +548,17 @@ caf::behavior driver(driver_ptr self, const cluster_config* cfg, std::shared_ptr
       self->state.control->resume(self, host);
     },
     [self](register_atom, const std::string& host, caf::actor supervisor, caf::actor link) {
-      self->state.control->attached(self, host, std::move(supervisor), std::move(link));
+      self->state.control->attached(self, host, caf::actor_cast<supervisor_actor>(supervisor),
+                                    caf::actor_cast<net_link_actor>(link));
     },
-  };
+    [self](restore_atom, const std::string& host, std::uint32_t stage, std::uint64_t i, const std::string& restorer,
+           std::int32_t, const std::string&, std::int32_t) {
+      // Node mode's self-restore: a node's reporter handles it (it restarts its process);
+      // the driver only tells.
+      *self->state.out << "# " << host << ": stage " << stage << " is restored by " << restorer << " at iteration "
+                       << i << std::endl;
+    },
+  }.unbox();
 }
 
 } // namespace
@@ -566,7 +573,7 @@ embedded_result run_driver(const cluster_config& cfg, std::shared_ptr<const acto
   auto finished = done.get_future();
   {
     caf::actor_system sys{sc};
-    auto d = sys.spawn(driver, &cfg, spec, &control, &out, &done, &result);
+    auto d = caf::actor_cast<driver_actor>(sys.spawn(driver, &cfg, spec, &control, &out, &done, &result));
     if (finished.wait_for(std::chrono::duration<double>(timeout_s)) != std::future_status::ready) {
       out << "# timed out after " << timeout_s << " s\n";
       caf::anon_send(d, timeout_atom::value);

@@ -24,6 +24,7 @@
 
 #include "actors/interfaces.hpp"
 #include "app/run/embedded.hpp"
+#include "app/run/launcher_protocol.hpp"
 
 namespace gwtf::app {
 
@@ -31,6 +32,23 @@ namespace gwtf::app {
 using exited_atom = caf::atom_constant<caf::atom("exited")>;
 /// (resume_atom, host): a hang is over.
 using resume_atom = caf::atom_constant<caf::atom("resume")>;
+/// (settle_atom): the end waited its bound for the last reports.
+using settle_atom = caf::atom_constant<caf::atom("settle")>;
+
+/// The driver: the reporter of every host of the run (embedded: directly; launch: through
+/// each node's reporter), and its own controls. Its behaviour is checked against this at
+/// compile time; the actor is dynamically typed so that host_control can drive hosts with it.
+using driver_actor = launcher_actor::extend<
+    /// the end waited its bound for the last reports (internal)
+    caf::reacts_to<settle_atom>,
+    /// stop now (launch: the driver could not be published)
+    caf::reacts_to<actors::stop_atom>,
+    /// the run's time is up
+    caf::reacts_to<actors::timeout_atom>,
+    /// a host is gone (launch: its process ended); whether it crashed
+    caf::reacts_to<exited_atom, std::string, bool>,
+    /// a hang of this host is over
+    caf::reacts_to<resume_atom, std::string>>;
 
 /// Starts, crashes and stops the hosts of a run on behalf of the driver actor.
 class host_control {
@@ -57,9 +75,9 @@ public:
   /// A monitored actor went down: the host it stood for, and whether it crashed.
   virtual std::optional<std::pair<std::string, bool>> on_down(const caf::down_msg&) { return std::nullopt; }
   /// The supervisors of the hosts started so far (the run report asks them for their flows).
-  virtual std::map<std::string, caf::actor> supervisors() { return {}; }
+  virtual std::map<std::string, actors::supervisor_actor> supervisors() { return {}; }
   /// A launched host attached itself: its supervisor and link (launch only).
-  virtual void attached(caf::event_based_actor*, const std::string&, caf::actor, caf::actor) {}
+  virtual void attached(caf::event_based_actor*, const std::string&, actors::supervisor_actor, actors::net_link_actor) {}
 };
 
 /// Runs the driver with `control` until training ends, a whole relay stage is lost with

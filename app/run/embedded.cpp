@@ -29,22 +29,24 @@ using namespace gwtf::actors;
 // queries this actor hands to the host they are for (actors::route_front): the first data
 // holder, or the one `use HOST` names. Every host is in this process: no relaying needed.
 struct front_state {
-  std::map<std::string, caf::actor> hosts; // running: name -> supervisor
+  std::map<std::string, supervisor_actor> hosts; // running: name -> supervisor
   std::string attached;
   bool control = false;
-  caf::actor link;
+  link_actor link;
   int timeout_ms = 1000;
 };
 
 caf::behavior inspect_front(caf::stateful_actor<front_state>* self, std::string attached, bool control,
-                            caf::actor link, int timeout_ms) {
+                            link_actor link, int timeout_ms) {
   auto& st = self->state;
   st.attached = std::move(attached);
   st.control = control;
   st.link = std::move(link);
   st.timeout_ms = timeout_ms;
   return {
-    [self](register_atom, const std::string& host, caf::actor supervisor) { self->state.hosts[host] = std::move(supervisor); },
+    [self](register_atom, const std::string& host, supervisor_actor supervisor) {
+      self->state.hosts[host] = std::move(supervisor);
+    },
     [self](peer_down_atom, const std::string& host) { self->state.hosts.erase(host); },
     [self](inspect_atom, const std::string& query) -> caf::result<std::string> {
       auto& st = self->state;
@@ -104,11 +106,11 @@ public:
   }
 
   void start(caf::event_based_actor* driver, const host_config& h, bool joining) override {
-    auto a = spawn_host(driver->system(), spec_, h, link_, caf::actor_cast<caf::actor>(driver), joining);
+    auto a = spawn_host(driver->system(), spec_, h, link_, caf::actor_cast<reporter_actor>(driver), joining);
     driver->monitor(a);
     hosts_[h.name] = a;
     if (front_)
-      driver->send(front_, register_atom::value, h.name, caf::actor_cast<caf::actor>(a));
+      driver->send(front_, register_atom::value, h.name, a);
   }
 
   void crash(caf::event_based_actor* driver, const std::string& host, const std::string& phase) override {
@@ -136,12 +138,7 @@ public:
     driver->send_exit(link_, caf::exit_reason::kill);
   }
 
-  std::map<std::string, caf::actor> supervisors() override {
-    std::map<std::string, caf::actor> out;
-    for (auto& [name, a] : hosts_)
-      out[name] = caf::actor_cast<caf::actor>(a);
-    return out;
-  }
+  std::map<std::string, supervisor_actor> supervisors() override { return hosts_; }
 
   std::optional<std::pair<std::string, bool>> on_down(const caf::down_msg& m) override {
     for (auto it = hosts_.begin(); it != hosts_.end(); ++it)
@@ -172,7 +169,7 @@ private:
     so.port = at->port;
     so.supervisor = front_;
     so.host_name = "embedded";
-    so.reporter = caf::actor_cast<caf::actor>(driver);
+    so.reporter = caf::actor_cast<failure_sink_actor>(driver);
     so.timeout_ms = timeout_ms * 2; // the front asks a host within one
     so.control = true;               // the front decides, per host (route_front)
     if (cfg_.node.tls) {
@@ -198,7 +195,8 @@ private:
   const cluster_config& cfg_;
   std::shared_ptr<const cluster_spec> spec_;
   std::ostream& out_;
-  caf::actor link_, front_, server_;
+  link_actor link_;
+  caf::actor front_, server_;
   std::map<std::string, supervisor_actor> hosts_; // the hosts' supervisors (crash_atom, stop_atom: checked)
 };
 

@@ -82,7 +82,8 @@ std::optional<std::uint16_t> free_port() {
 
 struct child {
   pid_t pid = -1;
-  caf::actor supervisor, link;  // once attached
+  actors::supervisor_actor supervisor; // once attached
+  actors::net_link_actor link;
   std::vector<std::string> queued_phases; // crashes asked for before it attached
   std::thread reaper;
   bool exited = false; // reaped (guarded by the control's mutex): the pid is no longer ours
@@ -168,7 +169,7 @@ public:
   void init(caf::event_based_actor* driver) override {
     {
       std::lock_guard<std::mutex> guard{mtx_};
-      driver_ = caf::actor_cast<caf::actor>(driver);
+      driver_ = caf::actor_cast<driver_actor>(driver);
     }
     auto& mm = driver->system().middleman();
     driver->request(mm.actor_handle(), std::chrono::seconds(10), caf::publish_atom::value, std::uint16_t{0},
@@ -269,7 +270,8 @@ public:
     }
     c.pid = pid;
     c.exited = false;
-    c.supervisor = c.link = caf::actor{};
+    c.supervisor = actors::supervisor_actor{};
+    c.link = actors::net_link_actor{};
     auto name = h.name;
     auto driver = driver_;
     guard.unlock();
@@ -323,17 +325,17 @@ public:
         driver->send(it->second.link, slow_atom::value, host, peer, factor);
   }
 
-  std::map<std::string, caf::actor> supervisors() override {
+  std::map<std::string, actors::supervisor_actor> supervisors() override {
     std::lock_guard<std::mutex> guard{mtx_};
-    std::map<std::string, caf::actor> out;
+    std::map<std::string, actors::supervisor_actor> out;
     for (auto& [name, child] : children_)
       if (child.supervisor && !child.exited)
         out[name] = child.supervisor;
     return out;
   }
 
-  void attached(caf::event_based_actor* driver, const std::string& host, caf::actor supervisor,
-                caf::actor link) override {
+  void attached(caf::event_based_actor* driver, const std::string& host, actors::supervisor_actor supervisor,
+                actors::net_link_actor link) override {
     std::lock_guard<std::mutex> guard{mtx_};
     auto it = children_.find(host);
     if (it == children_.end())
@@ -360,7 +362,7 @@ public:
     reap_all();
   }
 
-  caf::actor driver() {
+  driver_actor driver() {
     std::lock_guard<std::mutex> guard{mtx_};
     return driver_;
   }
@@ -393,7 +395,7 @@ private:
   std::shared_ptr<const cluster_spec> spec_;
   launch_options opts_;
   std::ostream& out_;
-  caf::actor driver_;
+  driver_actor driver_;
   std::string report_to_;
   std::vector<std::pair<host_config, bool>> pending_;
   std::map<std::string, std::string> address_, config_;

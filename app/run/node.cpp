@@ -119,7 +119,7 @@ std::string listen_problem(const std::string& address) {
   return why;
 }
 
-std::optional<caf::actor> connect_upstream(caf::actor_system& sys, const std::string& address,
+std::optional<launcher_actor> connect_upstream(caf::actor_system& sys, const std::string& address,
                                            std::ostream& err) {
   auto ep = parse_endpoint(address);
   if (!ep || ep->port == 0) {
@@ -127,13 +127,13 @@ std::optional<caf::actor> connect_upstream(caf::actor_system& sys, const std::st
     return std::nullopt;
   }
   caf::scoped_actor self{sys};
-  std::optional<caf::actor> out;
+  std::optional<launcher_actor> out;
   self->request(sys.middleman().actor_handle(), std::chrono::seconds(10), caf::connect_atom::value, ep->host,
                 ep->port)
     .receive(
       [&](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
         if (ptr)
-          out = caf::actor_cast<caf::actor>(ptr);
+          out = caf::actor_cast<launcher_actor>(ptr);
         else
           err << "caf-gwtf: nothing is published at " << address << "\n";
       },
@@ -233,7 +233,7 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
   int code = exit_code::failure;
   {
     caf::actor_system sys{sc};
-    caf::actor upstream;
+    launcher_actor upstream;
     if (!opts.report.empty()) {
       auto up = connect_upstream(sys, opts.report, std::cerr);
       if (!up)
@@ -289,7 +289,7 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
     if (!port) {
       std::cerr << "caf-gwtf: node.listen: cannot listen on " << cfg.node.listen << ": " << sys.render(port.error())
                 << "\n";
-      for (auto& a : {link, reporter, guard})
+      for (auto& a : {caf::actor_cast<caf::actor>(link), caf::actor_cast<caf::actor>(reporter), guard})
         caf::anon_send_exit(a, caf::exit_reason::kill);
       return exit_code::failure;
     }
@@ -315,7 +315,7 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
     auto watch = std::make_shared<actors::freeze_watch>(cfg.faults.connection_timeout_ms, actors::steady_ms());
     watchdog stamper{watch, std::chrono::milliseconds(std::clamp(cfg.faults.heartbeat_interval_ms / 5, 5, 100))};
     auto supervisor = spawn_host(sys, spec, spec->hosts.front(), link, reporter, opts.join, watch);
-    caf::anon_send(reporter, register_atom::value, caf::actor_cast<caf::actor>(supervisor), link);
+    caf::anon_send(reporter, register_atom::value, supervisor, link);
     // The inspection shell's server (docs/shell.md; node.inspect, loopback by default) and,
     // when node.metrics is set, Prometheus metrics, /healthz and /readyz (docs/metrics.md).
     auto serve = [&](const std::string& at_text, const char* key,

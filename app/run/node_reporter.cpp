@@ -31,6 +31,7 @@
 #include "actors/errors.hpp"
 #include "actors/interfaces.hpp"
 #include "app/cli.hpp"
+#include "app/run/launcher_protocol.hpp"
 
 namespace gwtf::app {
 
@@ -43,12 +44,13 @@ struct reporter_state {
   std::ostream* out = nullptr;
   std::string me;
   std::uint64_t last_iteration = 0;
-  caf::actor upstream; // the launcher's driver, if any
+  launcher_actor upstream; // the launcher's driver, if any
   std::string upstream_address;
   bool reconnecting = false;
-  std::vector<std::function<void(const caf::actor&)>> buffered; // events while reconnecting
-  std::deque<std::function<void(const caf::actor&)>> recent;  // idempotent reports, sent again after a reconnect
-  caf::actor supervisor, link;
+  std::vector<std::function<void(const launcher_actor&)>> buffered; // events while reconnecting
+  std::deque<std::function<void(const launcher_actor&)>> recent;  // idempotent reports, sent again after a reconnect
+  supervisor_actor supervisor;
+  net_link_actor link;
   std::promise<int>* exit_code = nullptr;
   restore_order* restore = nullptr; // where to start again after a restore of a lost stage
   bool finishing = false, finished = false, restoring = false;
@@ -57,8 +59,6 @@ struct reporter_state {
 };
 
 using reporter_ptr = caf::stateful_actor<reporter_state>*;
-/// Internal: the restore's last reports had their time to go out; the process ends to start again.
-using restore_exit_atom = caf::atom_constant<caf::atom("restexit")>;
 
 // One log line: seconds since start, then the event.
 std::ostream& line(reporter_ptr self) {
@@ -68,7 +68,7 @@ std::ostream& line(reporter_ptr self) {
 }
 
 // Keeps the last reports the launcher can take twice, to send again after a reconnect.
-void remember(reporter_ptr self, std::function<void(const caf::actor&)> f) {
+void remember(reporter_ptr self, std::function<void(const launcher_actor&)> f) {
   auto& recent = self->state.recent;
   recent.push_back(std::move(f));
   if (recent.size() > 64)
@@ -88,7 +88,7 @@ void finish(reporter_ptr self, int code) {
 // The node's reporter: logs what its host reports, forwards it to the launcher when there is
 // one, watches the host's supervisor, and ends the process with it.
 caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me, std::uint64_t last_iteration,
-                            caf::actor upstream, std::string upstream_address, std::promise<int>* exit_code,
+                            launcher_actor upstream, std::string upstream_address, std::promise<int>* exit_code,
                             int linger_ms, restore_order* restore) {
   auto& st = self->state;
   st.out = out;
@@ -105,7 +105,7 @@ caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me
       // The connection to the launcher dropped: after a hang (SIGSTOP) its heartbeats timed
       // out. Dial again; if the launcher is really gone, it took this process with it
       // (PR_SET_PDEATHSIG), or the dial fails and the host leaves.
-      st.upstream = caf::actor{};
+      st.upstream = launcher_actor{};
       st.reconnecting = true;
       auto ep = parse_endpoint(st.upstream_address);
       self->request(self->system().middleman().actor_handle(), std::chrono::seconds(5), caf::connect_atom::value,
@@ -119,10 +119,11 @@ caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me
               self->send(self, stop_atom::value);
               return;
             }
-            st.upstream = caf::actor_cast<caf::actor>(p);
+            st.upstream = caf::actor_cast<launcher_actor>(p);
             self->monitor(st.upstream);
             line(self) << "reconnected to the launcher" << std::endl;
-            self->send(st.upstream, register_atom::value, st.me, st.supervisor, st.link);
+            self->send(st.upstream, register_atom::value, st.me, caf::actor_cast<caf::actor>(st.supervisor),
+                       caf::actor_cast<caf::actor>(st.link));
             st.reconnecting = false;
             // Reports sent just before the connection dropped may be lost: the recent
             // idempotent ones (share keys, averaging contributors) go again.
@@ -169,15 +170,15 @@ caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me
     if (st.upstream)
       self->send(st.upstream, xs...);
     else if (st.reconnecting && st.buffered.size() < 100000)
-      st.buffered.push_back([self, xs...](const caf::actor& to) { self->send(to, xs...); });
+      st.buffered.push_back([self, xs...](const launcher_actor& to) { self->send(to, xs...); });
   };
-  return {
-    [self, up](register_atom, caf::actor supervisor, caf::actor link) {
+  return node_reporter_actor::behavior_type{
+    [self, up](register_atom, supervisor_actor supervisor, net_link_actor link) {
       auto& st = self->state;
       st.supervisor = supervisor;
       st.link = link;
       self->monitor(supervisor);
-      up(register_atom::value, st.me, supervisor, link);
+      up(register_atom::value, st.me, caf::actor_cast<caf::actor>(supervisor), caf::actor_cast<caf::actor>(link));
     },
     [self, up](iteration_atom, const std::string& holder, std::uint64_t i, std::uint32_t mbs, double loss_sum,
                std::uint32_t flows) {
@@ -188,7 +189,7 @@ caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me
     [self, up](share_atom, const std::string& host, std::uint32_t stage, std::uint64_t i,
                const std::vector<std::uint64_t>& keys) {
       line(self) << "shared iteration " << i << " (" << keys.size() << " microbatches counted)" << std::endl;
-      remember(self, [self, host, stage, i, keys](const caf::actor& to) {
+      remember(self, [self, host, stage, i, keys](const launcher_actor& to) {
         self->send(to, share_atom::value, host, stage, i, keys);
       });
       up(share_atom::value, host, stage, i, keys);
@@ -196,7 +197,7 @@ caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me
     [self, up](averaged_atom, const std::string& host, std::uint32_t stage, std::uint64_t i,
                const std::vector<std::string>& contributors) {
       up(averaged_atom::value, host, stage, i, contributors);
-      remember(self, [self, host, stage, i, contributors](const caf::actor& to) {
+      remember(self, [self, host, stage, i, contributors](const launcher_actor& to) {
         self->send(to, averaged_atom::value, host, stage, i, contributors);
       });
       auto& l = line(self) << "averaged iteration " << i << " over the shares of";
@@ -311,16 +312,17 @@ caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me
       else
         finish(self, exit_code::ok);
     },
-  };
+  }.unbox();
 }
 
 } // namespace
 
-caf::actor spawn_node_reporter(caf::actor_system& sys, std::ostream* out, std::string me, std::uint64_t last_iteration,
-                               caf::actor upstream, std::string upstream_address, std::promise<int>* exit_code,
-                               int linger_ms, restore_order* restore) {
-  return sys.spawn(node_reporter, out, std::move(me), last_iteration, std::move(upstream), std::move(upstream_address),
-                   exit_code, linger_ms, restore);
+node_reporter_actor spawn_node_reporter(caf::actor_system& sys, std::ostream* out, std::string me,
+                                        std::uint64_t last_iteration, launcher_actor upstream,
+                                        std::string upstream_address, std::promise<int>* exit_code, int linger_ms,
+                                        restore_order* restore) {
+  return caf::actor_cast<node_reporter_actor>(sys.spawn(node_reporter, out, std::move(me), last_iteration, std::move(upstream), std::move(upstream_address),
+                   exit_code, linger_ms, restore));
 }
 
 } // namespace gwtf::app

@@ -363,7 +363,9 @@ TEST_CASE("placement.policy dtfm: the founding relays as DT-FM places them, late
     CHECK(std::count(expected.begin(), expected.end(), s) == 2);
   CHECK(stage["j1"] >= 1); // the joiner: the bottleneck rule
   CHECK(stage["dh-a"] == 0);
-  CHECK(req.gradient_bytes == doctest::Approx(12.0 * 128 * 128 * 2 * 4)); // two blocks per relay stage, fp32
+  // Two GPT blocks of hidden 128 per relay stage, fp32: (12 d^2 + 13 d) parameters per block
+  // (model/sizing.cpp; test/model checks the count against the torch modules).
+  CHECK(req.gradient_bytes == doctest::Approx((12.0 * 128 * 128 + 13 * 128) * 2 * 4));
   // The policy is part of the cluster hash (every host must place alike), its file is not.
   auto other = cfg;
   other.placement.policy = placement_policy::gwtf;
