@@ -30,6 +30,7 @@ struct cluster_spec {
   std::vector<std::string> holders;   ///< data holders in config order (holder index)
   double time_scale = 1.0;            ///< emulated delays x this; 0 = no emulated delay
   std::int64_t max_message_bytes = 64 << 20;
+  std::int64_t chunk_bytes = 1 << 20; ///< node.chunk_bytes: the largest piece of a tensor on the wire
   double activation_bytes = 0;        ///< one microbatch's activation, for edge costs
   std::string advertise;              ///< node mode: the address peers dial; empty: embedded
   /// Checkpoints (docs/checkpoints.md) go to data_dir/HOST/stage-S/; empty: none written.

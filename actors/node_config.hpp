@@ -52,6 +52,10 @@ struct node_config {
   bool insecure = false;                   ///< allow plain TCP on a non-loopback listen address
   int scheduler_threads = 2;               ///< CAF worker threads (more oversubscribes torch)
   std::int64_t max_message_bytes = 64 << 20; ///< larger wire messages are rejected unread
+  /// Tensors larger than this cross the wire in chunks of at most this many bytes (gradient
+  /// shares, states, checkpoint copies): no frame is bounded by the model, and a peer's
+  /// control messages pass between the chunks. At most half of max_message_bytes.
+  std::int64_t chunk_bytes = 1 << 20;
   std::string data_dir;                    ///< checkpoints (docs/checkpoints.md); empty = none
 
   /// Reports every invalid field.
@@ -165,6 +169,7 @@ void visit_fields(F& f, node_config& x) {
   f("insecure", x.insecure);
   f("scheduler_threads", x.scheduler_threads);
   f("max_message_bytes", x.max_message_bytes);
+  f("chunk_bytes", x.chunk_bytes);
   f("data_dir", x.data_dir);
 }
 

@@ -36,6 +36,15 @@ const std::map<std::string, std::uint32_t>* share_filter(const compute_state& st
   return is_holder(st) ? nullptr : st.barrier->verdict(i);
 }
 
+void send_share_chunks(self_ptr self, const std::vector<std::string>& to, const wire::gradient_chunk& whole) {
+  auto& st = self->state;
+  auto pieces = cut_share(whole, wire_chunk_bytes(*st.ctx->spec) / sizeof(float));
+  // Chunk by chunk to every replica: each gets its first chunk as early as possible.
+  for (auto& piece : pieces)
+    for (auto& r : to)
+      st.ctx->send(self, r, service::stage, piece);
+}
+
 // Sends this replica's gradient sum of iteration i to the live replicas of its stage (again
 // after a repair changed it: receivers keep the latest share of each replica).
 void send_share(self_ptr self, std::uint64_t i) {
@@ -76,8 +85,7 @@ void send_share(self_ptr self, std::uint64_t i) {
   auto c = share_chunk(st, i, mine);
   for (auto& [h, d] : st.barrier->reports(i))
     c.reports.push_back(d);
-  for (auto& r : same_stage(st))
-    st.ctx->send(self, r, service::stage, c);
+  send_share_chunks(self, same_stage(st), c);
   st.agg.shares[i][me(st)] = std::move(mine);
   st.barrier->share(i, me(st));
 }
@@ -276,6 +284,8 @@ boundary try_apply(self_ptr self, std::uint64_t i) {
       st.agg.last_share->reports.push_back(d);
   }
   st.agg.shares.erase(i);
+  if (st.agg.incoming)
+    st.agg.incoming->forget_before(i + 1);
   // The norm of i stays until i + 1 is applied: a peer that learns of this host only now
   // (catch_up) may still be in i and wait for it (a launch run once stalled for good so).
   st.agg.my_norm.erase(st.agg.my_norm.begin(), st.agg.my_norm.lower_bound(i));
@@ -422,6 +432,8 @@ boundary on_state_chunk(self_ptr self, const std::string& from, const wire::stat
   // (a catch-up sends the one just applied too) are of no use; those of the iteration in
   // progress are kept.
   st.agg.shares.erase(st.agg.shares.begin(), st.agg.shares.lower_bound(st.current));
+  if (st.agg.incoming)
+    st.agg.incoming->forget_before(st.current);
   auto bytes = static_cast<std::uint64_t>(blob.size());
   self->send(st.supervisor, stage_atom::value, static_cast<std::int32_t>(st.ctx->stage));
   if (copy) { // a resume, not a join: at the iteration every host resumes at

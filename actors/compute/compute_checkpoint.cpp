@@ -51,9 +51,7 @@ void report(writer_ptr self, const ctx_ptr& ctx, const std::string& what) {
   tell(self, ctx->reporter, failure_atom::value, ctx->host.name, what);
 }
 
-std::size_t chunk_bytes(const ctx_ptr& ctx) {
-  return std::min(state_chunk_bytes, static_cast<std::size_t>(ctx->spec->max_message_bytes / 2));
-}
+std::size_t chunk_bytes(const ctx_ptr& ctx) { return wire_chunk_bytes(*ctx->spec); }
 
 // Sends a state blob to `to` as the STATE_CHUNKs of transfer `id`, each well below the
 // peers' frame limit (node.max_message_bytes).

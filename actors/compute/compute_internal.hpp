@@ -9,6 +9,7 @@
 // `boundary`, and the behaviour resumes the role (resume()).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <deque>
@@ -26,6 +27,7 @@
 #include "actors/host/host_internal.hpp"
 #include "actors/core/iteration_barrier.hpp"
 #include "actors/core/replica_vote.hpp"
+#include "actors/core/share_assembly.hpp"
 #include "actors/core/state_download.hpp"
 #include "actors/compute/tensor_bridge.hpp"
 
@@ -33,7 +35,12 @@ namespace gwtf::actors::compute {
 
 using ctx_ptr = std::shared_ptr<const host_context>;
 using clock = std::chrono::steady_clock;
-constexpr std::size_t state_chunk_bytes = 1 << 20;
+/// The largest piece of a tensor on the wire: node.chunk_bytes (validation keeps it at most
+/// half a frame; so does this, for a spec built by hand).
+inline std::size_t wire_chunk_bytes(const cluster_spec& spec) {
+  return static_cast<std::size_t>(
+    std::clamp<std::int64_t>(spec.chunk_bytes, 1024, std::max<std::int64_t>(1024, spec.max_message_bytes / 2)));
+}
 
 inline double since(clock::time_point t) {
   return std::chrono::duration<double>(clock::now() - t).count();
@@ -82,6 +89,8 @@ struct relay_stash {
 /// The iteration boundary: shares, averages, norms, the replica vote (compute_aggregation.cpp).
 struct aggregation_state {
   std::map<std::uint64_t, std::map<std::string, share_data>> shares;
+  /// The stage-mates' shares under way, chunk by chunk (actors/core/share_assembly.hpp).
+  std::optional<share_assembler> incoming;
   std::set<std::uint64_t> shared, normed;
   std::map<std::uint64_t, std::vector<torch::Tensor>> averaged;
   std::map<std::uint64_t, wire::norm_share> my_norm; // this stage's norm, until the next is applied
@@ -255,6 +264,8 @@ void resume_stalled(self_ptr self);
 // aggregation (compute_aggregation.cpp)
 wire::gradient_chunk share_chunk(const compute_state& st, std::uint64_t i, const share_data& mine);
 void send_share(self_ptr self, std::uint64_t i);
+/// Sends a share to `to` in chunks of node.chunk_bytes (actors/core/share_assembly.hpp).
+void send_share_chunks(self_ptr self, const std::vector<std::string>& to, const wire::gradient_chunk& whole);
 void maybe_drained(self_ptr self);
 void take_report(compute_state& st, wire::iteration_done&& d);
 boundary try_share(self_ptr self, std::uint64_t i);

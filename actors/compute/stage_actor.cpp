@@ -189,6 +189,7 @@ void on_peer_down(self_ptr self, const std::string& id) {
   auto it_stage = it->second;
   st.peers.erase(it);
   st.gone.insert(id);
+  st.agg.incoming->forget(id);   // its shares under way will not complete
   st.encoder.links.erase(id);    // measured afresh if it comes back
   st.encoder.residual.erase(id); // what it was owed went with it
   if (st.departed.count(id) == 0)
@@ -287,8 +288,12 @@ void catch_up(self_ptr self, const std::string& id, std::int32_t stage) {
       share = share_chunk(st, st.current, mine->second);
   c.current_share = share ? &*share : nullptr;
   c.last_hash = st.agg.last_hash ? &*st.agg.last_hash : nullptr;
-  for (auto& m : catch_up_messages(c))
-    st.ctx->send(self, id, service::stage, m);
+  for (auto& m : catch_up_messages(c)) {
+    if (auto* share = std::get_if<wire::gradient_chunk>(&m))
+      send_share_chunks(self, {id}, *share);
+    else
+      st.ctx->send(self, id, service::stage, m);
+  }
 }
 
 // --- the behaviour ---------------------------------------------------------------
@@ -302,6 +307,10 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
                    ctx->spec->routing.gwtf.backward == routing::gwtf_backward::rematerialize);
   st.ledger = std::make_unique<hop_ledger>(ctx->host.name);
   st.barrier = std::make_unique<iteration_barrier>(ctx->spec->model.stages);
+  std::uint64_t share_elements = 0; // a share holds one value per parameter of this stage
+  for (auto& p : st.model->parameters())
+    share_elements += static_cast<std::uint64_t>(p.tensor.numel());
+  st.agg.incoming.emplace(share_elements);
   st.ready = !ctx->joining;
   st.run_origin = ctx->incarnation;
   if (ctx->awaits_cut()) {
@@ -363,6 +372,14 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
             if (m.stage != static_cast<std::uint32_t>(st.ctx->stage) || m.iteration < st.current
                 || st.gone.count(from) > 0 || st.agg.averaged.count(m.iteration) > 0)
               return;
+            auto piece = st.agg.incoming->add(from, std::move(m));
+            if (!piece.error.empty()) {
+              report_failure(self, "gradient share from " + from + ": " + piece.error);
+              return;
+            }
+            if (!piece.whole)
+              return; // more chunks to come
+            m = std::move(*piece.whole);
             share_data s;
             s.count = static_cast<std::int64_t>(m.microbatches);
             s.values = m.values;
@@ -402,8 +419,8 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
               return;
             }
             auto blob = st.model->export_state();
-            // Chunks stay well below the peers' frame limit (node.max_message_bytes).
-            auto chunk = std::min(state_chunk_bytes, static_cast<std::size_t>(st.ctx->spec->max_message_bytes / 2));
+            // Chunks of node.chunk_bytes, at most half the peers' frame limit.
+            auto chunk = wire_chunk_bytes(*st.ctx->spec);
             for (std::size_t off = 0; off < blob.size(); off += chunk) {
               auto n = std::min(chunk, blob.size() - off);
               wire::state_chunk c{m.transfer_id, m.stage, off, blob.size(),

@@ -32,6 +32,7 @@ std::shared_ptr<actors::cluster_spec> make_spec(const cluster_config& cfg) {
   spec->holders = cfg.training.data_holders.empty() ? holder_names(cfg) : cfg.training.data_holders;
   spec->time_scale = cfg.emulation ? cfg.emulation->time_scale : 0.0;
   spec->max_message_bytes = cfg.node.max_message_bytes;
+  spec->chunk_bytes = cfg.node.chunk_bytes;
   spec->activation_bytes = static_cast<double>(model::activation_bytes(cfg.model, cfg.training.microbatch_size));
   spec->data_dir = cfg.node.data_dir;
   spec->checkpoint_hash = checkpoint_hash(cfg);

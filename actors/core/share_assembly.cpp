@@ -1,0 +1,154 @@
+#include "actors/core/share_assembly.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace gwtf::actors {
+
+namespace {
+
+constexpr std::size_t value_bytes = 4; // float32
+
+// The chunk's values: dense float32, one dimension, as many bytes as values.
+bool plain(const wire::tensor_payload& v) {
+  return v.type == wire::dtype::float32 && !v.sparse && v.shape.size() == 1 && v.shape[0] >= 0
+         && v.size == static_cast<std::size_t>(v.shape[0]) * value_bytes;
+}
+
+} // namespace
+
+std::vector<wire::gradient_chunk> cut_share(const wire::gradient_chunk& whole, std::size_t max_elements) {
+  auto total = whole.total_elements;
+  if (total == 0 || max_elements == 0 || total <= max_elements || !plain(whole.values))
+    return {whole};
+  std::vector<wire::gradient_chunk> out;
+  for (std::uint64_t off = 0; off < total; off += max_elements) {
+    auto n = std::min<std::uint64_t>(max_elements, total - off);
+    wire::gradient_chunk c;
+    c.iteration = whole.iteration;
+    c.stage = whole.stage;
+    c.contributors = whole.contributors;
+    c.microbatches = whole.microbatches;
+    c.holders = whole.holders; // the decoder checks that they add up to microbatches, per chunk
+    c.offset = off;
+    c.total_elements = total;
+    if (off == 0)
+      c.reports = whole.reports;
+    c.values.type = wire::dtype::float32;
+    c.values.shape = {static_cast<std::int64_t>(n)};
+    c.values.size = static_cast<std::size_t>(n) * value_bytes;
+    // A view into the whole share's bytes (the aliasing constructor keeps them alive).
+    c.values.bytes = std::shared_ptr<const std::uint8_t>(whole.values.bytes,
+                                                         whole.values.bytes.get() + off * value_bytes);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+share_assembler::share_assembler(std::uint64_t stage_elements, std::size_t max_pending, std::uint64_t min_values)
+  : stage_elements_(stage_elements), max_pending_(std::max<std::size_t>(1, max_pending)), min_values_(min_values) {
+}
+
+share_assembler::outcome share_assembler::add(const std::string& from, wire::gradient_chunk&& c) {
+  outcome out;
+  auto key = std::make_pair(from, c.iteration);
+  if (c.total_elements == 0) { // an empty share: no microbatch counted there
+    if (c.offset != 0 || c.microbatches != 0 || c.values.size != 0) {
+      out.error = "an empty gradient share with values or microbatches";
+      return out;
+    }
+    parts_.erase(key);
+    out.whole = std::move(c);
+    return out;
+  }
+  if (c.total_elements != stage_elements_) {
+    out.error = "a gradient share of " + std::to_string(c.total_elements) + " values; this stage has "
+                + std::to_string(stage_elements_);
+    return out;
+  }
+  if (!plain(c.values)) {
+    out.error = "a gradient chunk that is not a dense float32 vector";
+    return out;
+  }
+  auto n = static_cast<std::uint64_t>(c.values.shape[0]);
+  if (n == 0 || c.offset > c.total_elements || n > c.total_elements - c.offset) {
+    out.error = "a gradient chunk of " + std::to_string(n) + " values at offset " + std::to_string(c.offset)
+                + " in a share of " + std::to_string(c.total_elements);
+    return out;
+  }
+  if (c.offset == 0 && n == c.total_elements) { // whole in one frame: nothing to put together
+    parts_.erase(key);
+    out.whole = std::move(c);
+    return out;
+  }
+  if (n < min_values_ && c.offset + n != c.total_elements) {
+    out.error = "a gradient chunk of " + std::to_string(n) + " values, fewer than " + std::to_string(min_values_)
+                + " and not the share's last";
+    return out;
+  }
+  auto it = parts_.find(key);
+  if (it != parts_.end()) {
+    // A chunk that overlaps what came, or whose share differs, begins the share again (a
+    // repaired share replaces the one under way).
+    auto& p = it->second;
+    auto next = p.ranges.upper_bound(c.offset);
+    bool overlaps = (next != p.ranges.end() && next->first < c.offset + n)
+                    || (next != p.ranges.begin() && std::prev(next)->second > c.offset);
+    if (overlaps || c.microbatches != p.head.microbatches || c.contributors != p.head.contributors) {
+      parts_.erase(it);
+      it = parts_.end();
+    }
+  }
+  if (it == parts_.end()) {
+    // A peer has at most max_pending shares under way: the oldest makes room.
+    std::vector<std::map<std::pair<std::string, std::uint64_t>, part>::iterator> mine;
+    for (auto p = parts_.begin(); p != parts_.end(); ++p)
+      if (p->first.first == from)
+        mine.push_back(p);
+    if (mine.size() >= max_pending_)
+      parts_.erase(mine.front()); // keys are ordered by iteration within one peer
+    it = parts_.emplace(key, part{}).first;
+    auto& p = it->second;
+    p.head = c;
+    p.head.values = {};
+    p.head.reports.clear();
+    p.buffer = std::shared_ptr<std::uint8_t>(new std::uint8_t[c.total_elements * value_bytes],
+                                             std::default_delete<std::uint8_t[]>());
+  }
+  if (c.offset == 0) // the first chunk carries the holders' reports
+    it->second.head.reports = std::move(c.reports);
+  auto& p = it->second;
+  std::memcpy(p.buffer.get() + c.offset * value_bytes, c.values.bytes.get(), n * value_bytes);
+  p.received += n;
+  p.ranges.emplace(c.offset, c.offset + n);
+  if (p.received < p.head.total_elements)
+    return out;
+  auto whole = std::move(p.head);
+  whole.offset = 0;
+  whole.values.type = wire::dtype::float32;
+  whole.values.shape = {static_cast<std::int64_t>(whole.total_elements)};
+  whole.values.size = static_cast<std::size_t>(whole.total_elements) * value_bytes;
+  whole.values.bytes = std::move(p.buffer);
+  parts_.erase(it);
+  out.whole = std::move(whole);
+  return out;
+}
+
+void share_assembler::forget_before(std::uint64_t iteration) {
+  for (auto it = parts_.begin(); it != parts_.end();)
+    it = it->first.second < iteration ? parts_.erase(it) : std::next(it);
+}
+
+void share_assembler::forget(const std::string& from) {
+  for (auto it = parts_.begin(); it != parts_.end();)
+    it = it->first.first == from ? parts_.erase(it) : std::next(it);
+}
+
+std::size_t share_assembler::pending_bytes() const {
+  std::size_t n = 0;
+  for (auto& [k, p] : parts_)
+    n += static_cast<std::size_t>(p.head.total_elements) * value_bytes;
+  return n;
+}
+
+} // namespace gwtf::actors

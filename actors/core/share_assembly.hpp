@@ -1,0 +1,65 @@
+// A replica's gradient share on the wire (docs/runtime.md, "Shares in chunks"), a pure core:
+// the sender cuts it into GRADIENT_CHUNKs of bounded size, so that no frame is bounded by the
+// model (node.max_message_bytes bounds a frame, node.chunk_bytes a chunk), and the receiver
+// puts each peer's chunks back together with bounded memory: a share must have exactly as
+// many values as the receiver's own stage, its chunks may come in any order but each holds at
+// least `min_values` values (the last excepted), a chunk that overlaps what came or belongs to
+// another share (a repaired one) begins the share again, and a peer has at most `max_pending`
+// shares under way.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "messages/types.hpp"
+
+namespace gwtf::actors {
+
+/// `whole` (one share: offset 0, all of its values) as chunks of at most `max_elements`
+/// values each, in order, sharing `whole`'s bytes (no copy). The first chunk carries the
+/// holders' reports; every chunk carries the iteration, stage, contributors, microbatches,
+/// their count per holder and the total. An empty share (no values) is one chunk.
+std::vector<wire::gradient_chunk> cut_share(const wire::gradient_chunk& whole, std::size_t max_elements);
+
+class share_assembler {
+public:
+  /// `stage_elements`: the values of this stage's share (its parameter count); `min_values`:
+  /// the fewest values a chunk other than a share's last may hold (node.chunk_bytes' floor of
+  /// 1024 bytes: 256), which bounds the bookkeeping of a share to stage_elements / min_values.
+  explicit share_assembler(std::uint64_t stage_elements, std::size_t max_pending = 2, std::uint64_t min_values = 256);
+
+  /// What a chunk did.
+  struct outcome {
+    std::optional<wire::gradient_chunk> whole; ///< the peer's share is complete: offset 0, all values
+    std::string error;                         ///< the chunk was refused: why (the rest is unchanged)
+  };
+  /// Takes one chunk of `from`'s share.
+  outcome add(const std::string& from, wire::gradient_chunk&& chunk);
+
+  /// Drops the shares under way of iterations before `iteration` (applied).
+  void forget_before(std::uint64_t iteration);
+  /// Drops `from`'s shares under way (it is gone).
+  void forget(const std::string& from);
+
+  /// Bytes held by shares under way.
+  std::size_t pending_bytes() const;
+  std::size_t pending() const { return parts_.size(); }
+
+private:
+  struct part {
+    wire::gradient_chunk head;                ///< the first chunk, its values dropped
+    std::shared_ptr<std::uint8_t> buffer;     ///< total values, float32
+    std::uint64_t received = 0;               ///< values so far
+    std::map<std::uint64_t, std::uint64_t> ranges; ///< what came: [offset, end) by offset
+  };
+  std::uint64_t stage_elements_;
+  std::size_t max_pending_;
+  std::uint64_t min_values_;
+  std::map<std::pair<std::string, std::uint64_t>, part> parts_; ///< (peer, iteration) -> share under way
+};
+
+} // namespace gwtf::actors

@@ -1,0 +1,184 @@
+// Gradient shares in chunks (actors/core/share_assembly.hpp): cut on one side, put together on
+// the other with bounded memory; bad chunks are refused with a reason and lose nothing else.
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "actors/core/share_assembly.hpp"
+#include "doctest/doctest.h"
+
+using namespace gwtf;
+using namespace gwtf::actors;
+
+namespace {
+
+wire::gradient_chunk share_of(std::uint64_t iteration, const std::vector<float>& values, std::uint64_t mbs = 3) {
+  wire::gradient_chunk c;
+  c.iteration = iteration;
+  c.stage = 2;
+  c.contributors = {"r1"};
+  c.microbatches = mbs;
+  c.total_elements = values.size();
+  c.values = wire::tensor_payload::copy_of(wire::dtype::float32, {static_cast<std::int64_t>(values.size())},
+                                           values.data(), values.size() * sizeof(float));
+  c.holders = {{"dh-a", 2}, {"dh-b", 1}};
+  wire::iteration_done d;
+  d.holder = "dh-a";
+  d.iteration = iteration;
+  c.reports = {d};
+  return c;
+}
+
+std::vector<float> values_of(const wire::gradient_chunk& c) {
+  std::vector<float> v(static_cast<std::size_t>(c.values.shape.at(0)));
+  std::memcpy(v.data(), c.values.bytes.get(), v.size() * sizeof(float));
+  return v;
+}
+
+std::vector<float> ramp(std::size_t n, unsigned seed) {
+  std::mt19937 rng{seed};
+  std::uniform_real_distribution<float> u{-1, 1};
+  std::vector<float> v(n);
+  for (auto& x : v)
+    x = u(rng);
+  return v;
+}
+
+} // namespace
+
+TEST_CASE("share assembly: a share cut into chunks comes back whole in any order, bit for bit, with its metadata") {
+  for (unsigned seed : {1u, 2u, 3u}) {
+    INFO("seed " << seed);
+    std::mt19937 rng{seed};
+    auto n = 1 + rng() % 5000;
+    auto chunk = 1 + rng() % 700;
+    auto v = ramp(n, seed);
+    auto pieces = cut_share(share_of(7, v), chunk);
+    CHECK(pieces.size() == (n + chunk - 1) / chunk);
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      CHECK(pieces[i].offset == i * chunk);
+      CHECK(static_cast<std::size_t>(pieces[i].values.shape[0]) <= chunk);
+      CHECK(pieces[i].reports.size() == (i == 0 ? 1u : 0u)); // the reports ride on the first
+      CHECK(pieces[i].holders.size() == 2u);                  // the counts on every chunk
+    }
+    share_assembler a{n, 2, 1};
+    std::shuffle(pieces.begin(), pieces.end(), rng); // any order: the embedded link's timers reorder
+    std::optional<wire::gradient_chunk> whole;
+    for (auto& p : pieces) {
+      CHECK_FALSE(whole); // complete only with the last chunk
+      auto out = a.add("r1", std::move(p));
+      CHECK(out.error.empty());
+      whole = std::move(out.whole);
+    }
+    REQUIRE(whole);
+    CHECK(values_of(*whole) == v);
+    CHECK(whole->offset == 0);
+    CHECK(whole->microbatches == 3);
+    CHECK(whole->holders.size() == 2);
+    CHECK(whole->reports.size() == 1);
+    CHECK(a.pending() == 0);
+    CHECK(a.pending_bytes() == 0);
+  }
+}
+
+TEST_CASE("share assembly: a share that fits one chunk and an empty share pass through") {
+  share_assembler a{4};
+  auto one = cut_share(share_of(1, {1, 2, 3, 4}), 4);
+  REQUIRE(one.size() == 1);
+  auto out = a.add("r1", std::move(one.front()));
+  REQUIRE(out.whole);
+  CHECK(values_of(*out.whole) == std::vector<float>{1, 2, 3, 4});
+  wire::gradient_chunk empty;
+  empty.iteration = 1;
+  empty.values = {wire::dtype::float32, {0}, nullptr, 0, false, {}};
+  out = a.add("r2", std::move(empty));
+  CHECK(out.error.empty());
+  CHECK(out.whole);
+}
+
+TEST_CASE("share assembly: refused chunks name what is wrong and leave other shares alone") {
+  auto v = ramp(100, 9);
+  share_assembler a{100, 2, 30};
+  // r2's share is under way and must survive everything r1 does wrong.
+  auto r2 = cut_share(share_of(4, v), 30);
+  CHECK(a.add("r2", std::move(r2[0])).error.empty());
+  SUBCASE("a share of another size") {
+    auto out = a.add("r1", share_of(4, ramp(99, 1)));
+    CHECK(out.error.find("99 values; this stage has 100") != std::string::npos);
+  }
+  SUBCASE("a small chunk that is not the share's last (it would make the bookkeeping grow)") {
+    auto p = cut_share(share_of(4, v), 10);
+    auto out = a.add("r1", std::move(p[3]));
+    CHECK(out.error.find("fewer than 30") != std::string::npos);
+    auto last = cut_share(share_of(4, v), 30).back(); // 10 values, but the last: taken
+    CHECK(a.add("r1", std::move(last)).error.empty());
+  }
+  SUBCASE("a chunk that overlaps what came begins the share again") {
+    auto p = cut_share(share_of(4, v), 30);
+    CHECK(a.add("r1", std::move(p[0])).error.empty());
+    CHECK(a.add("r1", std::move(p[1])).error.empty());
+    auto again = cut_share(share_of(4, v), 30);
+    CHECK(a.add("r1", std::move(again[1])).error.empty()); // overlaps [30, 60): a new share
+    CHECK_FALSE(a.add("r1", std::move(again[2])).whole);
+    CHECK_FALSE(a.add("r1", std::move(again[3])).whole); // [0, 30) of the new one is missing
+    auto out = a.add("r1", std::move(again[0]));
+    REQUIRE(out.whole);
+    CHECK(values_of(*out.whole) == v);
+  }
+  SUBCASE("a chunk of a repaired share (other microbatches) begins the share again") {
+    auto p = cut_share(share_of(4, v), 30);
+    CHECK(a.add("r1", std::move(p[0])).error.empty());
+    auto repaired = cut_share(share_of(4, v, 2), 30);
+    std::optional<wire::gradient_chunk> whole;
+    for (std::size_t i = repaired.size(); i-- > 0;) { // backwards, to be sure
+      auto out = a.add("r1", std::move(repaired[i]));
+      CHECK(out.error.empty());
+      if (out.whole)
+        whole = std::move(out.whole);
+    }
+    REQUIRE(whole);
+    CHECK(whole->microbatches == 2);
+    CHECK(whole->reports.size() == 1); // from the first chunk, which came last
+  }
+  SUBCASE("an empty share that claims microbatches") {
+    wire::gradient_chunk e;
+    e.iteration = 4;
+    e.microbatches = 2;
+    e.values = {wire::dtype::float32, {0}, nullptr, 0, false, {}};
+    CHECK_FALSE(a.add("r1", std::move(e)).error.empty());
+  }
+  for (std::size_t i = 1; i < r2.size(); ++i) {
+    auto out = a.add("r2", std::move(r2[i]));
+    CHECK(out.error.empty());
+    if (i + 1 == r2.size()) {
+      REQUIRE(out.whole);
+      CHECK(values_of(*out.whole) == v);
+    }
+  }
+}
+
+TEST_CASE("share assembly: memory is bounded per peer, a share sent again replaces the one under way") {
+  auto v = ramp(1000, 5);
+  share_assembler a{1000, 2, 100};
+  for (std::uint64_t i = 10; i < 20; ++i) // a peer starts ten shares and finishes none
+    CHECK(a.add("r1", std::move(cut_share(share_of(i, v), 100)[0])).error.empty());
+  CHECK(a.pending() == 2); // the two newest
+  CHECK(a.pending_bytes() == 2 * 1000 * sizeof(float));
+  // The oldest were dropped: iteration 18's share still completes.
+  auto p = cut_share(share_of(18, v), 100);
+  std::optional<wire::gradient_chunk> whole;
+  for (auto& c : p) {
+    auto out = a.add("r1", std::move(c)); // offset 0 starts iteration 18 again (a repaired share)
+    CHECK(out.error.empty());
+    if (out.whole)
+      whole = std::move(out.whole);
+  }
+  REQUIRE(whole);
+  CHECK(values_of(*whole) == v);
+  a.forget_before(19);
+  CHECK(a.pending() == 1); // 19
+  a.forget("r1");
+  CHECK(a.pending() == 0);
+}
