@@ -45,6 +45,11 @@ struct cluster_spec {
   /// Node mode with checkpoints and no launcher: a relay stage whose every replica is gone is
   /// restored by the hosts themselves (docs/checkpoints.md; launch restores it itself).
   bool self_restore = false;
+  /// Node mode (one host per process): the compute runs on a thread of its own, so that a
+  /// long forward, backward or averaging never holds up the actors that send heartbeats, read
+  /// the network and balance flows (they share the scheduler's few threads). The embedded
+  /// cluster keeps its computes on the scheduler: there its threads bound the parallelism.
+  bool compute_detached = false;
   /// compression.mode: the type activations and their gradients travel in (float32: as
   /// computed; float16 / bfloat16: rounded for the wire, fp32 again at the receiver).
   wire::dtype activation_wire_type = wire::dtype::float32;

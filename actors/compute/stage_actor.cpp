@@ -521,6 +521,8 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
 
 compute_actor spawn_compute(caf::local_actor* parent, supervisor_actor supervisor,
                             std::shared_ptr<const host_context> ctx) {
+  if (ctx->spec->compute_detached)
+    return parent->spawn<caf::linked + caf::detached>(compute::compute, std::move(ctx), std::move(supervisor));
   return parent->spawn<caf::linked>(compute::compute, std::move(ctx), std::move(supervisor));
 }
 

@@ -58,6 +58,7 @@ struct driver_state {
   std::map<std::pair<std::uint32_t, std::uint64_t>, std::map<std::string, std::uint64_t>> hashes;
   std::set<std::uint64_t> injected;
   std::set<std::string> doomed; // armed with a random crash
+  std::set<std::string> faulted; // any fault was injected into it: its peers may rightly declare it dead
   std::uint64_t printed = 0;
   bool any_printed = false;
   // The end (docs/runtime.md): once the holders applied the last iteration, every host still
@@ -85,6 +86,7 @@ void crash(driver_ptr self, const std::string& host, const std::string& phase) {
   auto& st = self->state;
   if (st.hosts.count(host) == 0)
     return;
+  st.faulted.insert(host);
   if (phase == "any")
     st.fault_at[host] = std::chrono::steady_clock::now(); // detection time: until a peer declares it dead
   st.control->crash(self, host, phase);
@@ -130,8 +132,10 @@ void inject(driver_ptr self, std::uint64_t i) {
           }
         break;
       case fault_action::leave:
-        if (st.hosts.count(f.host) > 0)
+        if (st.hosts.count(f.host) > 0) {
+          st.faulted.insert(f.host);
           st.control->leave(self, f.host);
+        }
         break;
       case fault_action::slow_link:
         st.control->slow(self, f.host, f.peer, f.slowdown);
@@ -143,6 +147,7 @@ void inject(driver_ptr self, std::uint64_t i) {
         if (st.hosts.count(f.host) > 0 && st.control->hang(self, f.host)) {
           *st.out << "# " << f.host << " hangs for " << f.duration_ms << " ms" << std::endl;
           st.fault_at[f.host] = std::chrono::steady_clock::now();
+          st.faulted.insert(f.host);
           self->delayed_send(self, std::chrono::milliseconds(f.duration_ms), resume_atom::value, f.host);
         }
         break;
@@ -461,6 +466,8 @@ caf::behavior driver(driver_ptr self, const cluster_config* cfg, std::shared_ptr
     },
     [self](peer_down_atom, const std::string& host, const std::string& peer) {
       auto& st = self->state;
+      if (!st.done && st.hosts.count(peer) > 0 && st.faulted.count(peer) == 0 && st.result.false_deaths.size() < 1000)
+        st.result.false_deaths.push_back(host + " declared " + peer + " dead");
       auto f = st.fault_at.find(peer);
       if (f == st.fault_at.end())
         return;

@@ -74,6 +74,10 @@ struct embedded_result {
   std::map<std::uint64_t, double> live_compute;
   int recoveries = 0;                  ///< whole stages restored from checkpoints
   int reloads = 0;                     ///< replicas that fell behind and loaded their stage state again
+  /// "HOST declared PEER dead": a live peer that no fault was injected into (not crashed,
+  /// hung or asked to leave) declared dead by a host: a false suspicion (a busy host taken for
+  /// a dead one). Empty = every death a host declared was a fault's.
+  std::vector<std::string> false_deaths;
 };
 
 /// Runs `cfg` until training.iterations are done or `timeout_s` passes. Prints one progress

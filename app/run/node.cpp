@@ -208,6 +208,7 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
   // checkpoints; under launch, the launcher restores it (docs/checkpoints.md).
   spec->self_restore = restore != nullptr && opts.report.empty() && !cfg.node.data_dir.empty()
                        && cfg.training.checkpoint_every > 0;
+  spec->compute_detached = true; // a busy host stays alive to its peers (docs/runtime.md)
   // The TLS identity is loaded before anything starts: a bad file is one clear line here, not
   // an exception inside CAF's multiplexer at the first dial.
   std::shared_ptr<const tls_context> tls, tls_client;

@@ -68,6 +68,9 @@ void print_summary(const cluster_config& cfg, const embedded_result& result, std
     out << "# exactly-once violation: " << v << "\n";
   for (auto& v : result.replica_disagreements)
     out << "# replica disagreement: " << v << "\n";
+  if (!result.false_deaths.empty())
+    out << "# false deaths (a live host without a fault declared dead): " << result.false_deaths.size() << ", first: "
+        << result.false_deaths.front() << "\n";
   if (result.checkpoints > 0)
     out << "# checkpoints: " << result.checkpoints << " written (newest at iteration " << result.last_checkpoint
         << "), " << std::setprecision(1) << result.checkpoint_ms / result.checkpoints << " ms each on average; "
