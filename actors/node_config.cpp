@@ -105,10 +105,6 @@ void node_config::validate(const issue_sink& report) const {
   check_int(report, "max_message_bytes", max_message_bytes, 4096, std::int64_t{1} << 34,
             "a message size limit in bytes");
   check_int(report, "chunk_bytes", chunk_bytes, 1024, std::int64_t{1} << 33, "a chunk size in bytes");
-  if (chunk_bytes >= 1024 && max_message_bytes >= 4096 && chunk_bytes > max_message_bytes / 2)
-    report("chunk_bytes", "at most half of node.max_message_bytes (" + std::to_string(max_message_bytes / 2)
-                            + "): a chunk and its frame's header must fit a frame, got "
-                            + std::to_string(chunk_bytes));
 }
 
 void host_config::validate(int stages, const issue_sink& report) const {

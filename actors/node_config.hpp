@@ -54,7 +54,7 @@ struct node_config {
   std::int64_t max_message_bytes = 64 << 20; ///< larger wire messages are rejected unread
   /// Tensors larger than this cross the wire in chunks of at most this many bytes (gradient
   /// shares, states, checkpoint copies): no frame is bounded by the model, and a peer's
-  /// control messages pass between the chunks. At most half of max_message_bytes.
+  /// control messages pass between the chunks. At most half of max_message_bytes is used.
   std::int64_t chunk_bytes = 1 << 20;
   std::string data_dir;                    ///< checkpoints (docs/checkpoints.md); empty = none
 

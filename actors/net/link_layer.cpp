@@ -86,7 +86,9 @@ link_actor::behavior_type link_layer(link_actor::stateful_pointer<link_state> se
 
 link_actor spawn_link_layer(caf::actor_system& sys, routing::network_matrix net,
                             std::vector<host_config> hosts, double time_scale) {
-  return sys.spawn(link_layer, std::move(net), std::move(hosts), time_scale);
+  // On a thread of its own: the hosts' computes share the scheduler's threads, and frames
+  // (heartbeats first of all) must not wait for a pass of seconds to end.
+  return sys.spawn<caf::detached>(link_layer, std::move(net), std::move(hosts), time_scale);
 }
 
 } // namespace gwtf::actors

@@ -136,6 +136,9 @@ public:
         driver->send_exit(a, caf::exit_reason::kill);
     driver->unlink_from(link_);
     driver->send_exit(link_, caf::exit_reason::kill);
+    // The link runs on a thread of its own, which the actor system's end waits for until
+    // nothing holds the link: this control outlives the system.
+    link_ = link_actor{};
   }
 
   std::map<std::string, supervisor_actor> supervisors() override { return hosts_; }

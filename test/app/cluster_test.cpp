@@ -151,7 +151,7 @@ TEST_CASE("cluster: relays that rematerialise train as the reference does, throu
 // No frame is bounded by the model (node.chunk_bytes): with a frame limit below a relay
 // stage's gradient share (2 blocks of d=128: 1.6 MB) the shares, the joiner's state and the
 // shares it is caught up with cross in chunks, and the run trains as the reference does.
-TEST_CASE("cluster: gradient shares larger than a frame cross in chunks; the loss stays the reference's") {
+TEST_CASE("cluster: gradient shares larger than a frame cross in chunks, and the loss stays the reference's") {
   auto cfg = local(10, {fault(4, actors::fault_action::join, "r2-tokyo")});
   cfg.node.max_message_bytes = 256 << 10;
   cfg.node.chunk_bytes = 64 << 10;

