@@ -100,13 +100,10 @@ struct launched {
   std::string logs;
 };
 
-// Runs the config with launch (`extra`: YAML appended to its config only) and with the
-// reference trainer.
-launched launch_and_reference(const fs::path& dir, const std::string& hosts, int iterations,
-                              const std::string& script, const std::string& node = "", const std::string& extra = "") {
+// Runs DIR/cluster.yaml with launch and DIR/reference.yaml with the reference trainer; their
+// losses go to DIR/launch-loss.csv and DIR/reference-loss.csv.
+launched launch_written(const fs::path& dir) {
   launched out;
-  std::ofstream{dir / "cluster.yaml"} << config(dir, hosts, iterations, script, "launch-loss.csv", node, extra);
-  std::ofstream{dir / "reference.yaml"} << config(dir, hosts, iterations, "", "reference-loss.csv");
   out.r = gwtf::test::run_command("timeout -s INT 150 '" + std::string{GWTF_EXE} + "' launch --config '" + (dir / "cluster.yaml").string()
               + "' --logs '" + (dir / "logs").string() + "'");
   out.logs = logs_of(dir);
@@ -115,6 +112,15 @@ launched launch_and_reference(const fs::path& dir, const std::string& hosts, int
   out.loss = losses(dir / "launch-loss.csv");
   out.reference = losses(dir / "reference-loss.csv");
   return out;
+}
+
+// Runs the config with launch (`extra`: YAML appended to its config only) and with the
+// reference trainer.
+launched launch_and_reference(const fs::path& dir, const std::string& hosts, int iterations,
+                              const std::string& script, const std::string& node = "", const std::string& extra = "") {
+  std::ofstream{dir / "cluster.yaml"} << config(dir, hosts, iterations, script, "launch-loss.csv", node, extra);
+  std::ofstream{dir / "reference.yaml"} << config(dir, hosts, iterations, "", "reference-loss.csv");
+  return launch_written(dir);
 }
 
 // Per iteration, the launched run's loss within `relative` of the reference's.
@@ -258,21 +264,13 @@ TEST_CASE("launch: hosts busy in long passes are never declared dead, but a SIGK
   };
   std::ofstream{dir / "cluster.yaml"} << text("launch-loss.csv", "{at_iteration: 2, action: crash, host: r1b}");
   std::ofstream{dir / "reference.yaml"} << text("reference-loss.csv", "");
-  launched l;
-  l.r = gwtf::test::run_command("timeout -s INT 150 '" + std::string{GWTF_EXE} + "' launch --config '"
-                                + (dir / "cluster.yaml").string() + "' --logs '" + (dir / "logs").string() + "'");
-  l.logs = logs_of(dir);
+  auto l = launch_written(dir);
   INFO(findings(l.r.out) << l.r.out << l.logs);
   REQUIRE(l.r.code == 0);
   CHECK_FALSE(has(l.r.out, "# false deaths"));
   CHECK(has(l.r.out, "crashes 1"));
   CHECK(has(l.r.out, "# r1b declared dead by"));
   CHECK(has(l.r.out, "exactly-once violations 0; replica disagreements 0"));
-  auto ref = gwtf::test::run_command("'" + std::string{GWTF_EXE} + "' reference --config '"
-                                     + (dir / "reference.yaml").string() + "'");
-  REQUIRE(ref.code == 0);
-  l.loss = losses(dir / "launch-loss.csv");
-  l.reference = losses(dir / "reference-loss.csv");
   REQUIRE(l.loss.size() == 4);
   check_band(l, 1e-3);
   fs::remove_all(dir);
