@@ -31,6 +31,7 @@ using fetch_atom = caf::atom_constant<caf::atom("fetch")>;
 using start_atom = caf::atom_constant<caf::atom("start")>;
 using stop_atom = caf::atom_constant<caf::atom("stop")>;
 using net_atom = caf::atom_constant<caf::atom("net")>;
+using closed_atom = caf::atom_constant<caf::atom("closed")>;
 using drained_atom = caf::atom_constant<caf::atom("drained")>;
 using known_atom = caf::atom_constant<caf::atom("known")>;
 using place_atom = caf::atom_constant<caf::atom("place")>;

@@ -48,12 +48,14 @@ using link_actor = caf::typed_actor<
 
 /// The TCP link of node mode (actors/net/net_link.hpp): one host per process.
 using net_link_actor = link_actor::extend<
-    /// (advertise, guard): published before it listens; starts it with the address peers dial
-    /// and the net guard in front of its middleman
+    /// (advertise, transport): spawned before it listens; starts it with the address peers
+    /// dial and the transport that owns its connections (actors/net/peer_transport.hpp)
     caf::reacts_to<start_atom, std::string, caf::actor>,
-    /// between the links of two processes, over CAF's middleman: (from, to, service, frame);
-    /// service::link carries GOSSIP (discovery)
-    caf::reacts_to<net_atom, std::string, std::string, std::int32_t, wire_frame>,
+    /// from the transport: (connection, service, introduction, frame) arrived; service::link
+    /// carries GOSSIP (discovery), an introduction is the first one of a dialling peer
+    caf::reacts_to<net_atom, std::uint64_t, std::int32_t, bool, wire_frame>,
+    /// from the transport: (connection, why) ended
+    caf::reacts_to<closed_atom, std::uint64_t, std::string>,
     /// internal: gossip to a few peers, redial lost ones
     caf::reacts_to<tick_atom>>;
 

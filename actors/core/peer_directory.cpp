@@ -12,8 +12,7 @@ peer_directory::peer_directory(wire::hello self, std::vector<std::string> bootst
     backoff_max_(std::max(backoff_min_ms, backoff_max_ms)) {
 }
 
-gossip_outcome peer_directory::on_gossip(std::uint64_t conn, const wire::gossip& g, std::int64_t now_ms,
-                                         const std::string& origin) {
+gossip_outcome peer_directory::on_gossip(std::uint64_t conn, const wire::gossip& g, std::int64_t now_ms) {
   gossip_outcome out;
   if (g.peers.empty()) {
     out.error = "gossip without a sender record";
@@ -32,8 +31,8 @@ gossip_outcome peer_directory::on_gossip(std::uint64_t conn, const wire::gossip&
   }
   if (auto b = by_conn_.find(conn); b != by_conn_.end() && b->second != intro.peer_id) {
     out.error = "connection of '" + b->second + "' now claims to be '" + intro.peer_id + "'";
-    // Not bound; but if the claim is true (seen in launch: an introduction routed through a
-    // third node), dialling the claimed address lets the peer introduce itself directly.
+    // Not bound; but if the claim is true, dialling the claimed address lets the peer
+    // introduce itself directly.
     // At most 32 such addresses pending: a hostile peer's claims cannot grow the list.
     if (!intro.address.empty() && intro.address != self_.address && hinted_.size() < 32)
       hinted_.insert(intro.address);
@@ -41,34 +40,42 @@ gossip_outcome peer_directory::on_gossip(std::uint64_t conn, const wire::gossip&
     return out;
   }
   auto it = peers_.find(intro.peer_id);
-  if (it != peers_.end() && !origin.empty() && !it->second.origin.empty() && it->second.origin != origin
-      && intro.incarnation <= it->second.hello.incarnation) {
-    out.error = "peer '" + intro.peer_id + "' introduced from another process than before (" + origin
-                + ", was " + it->second.origin + ") with the same incarnation: relayed or spoofed, not bound";
-    return out;
-  }
   if (it != peers_.end() && it->second.conn && *it->second.conn != conn) {
+    auto& e = it->second;
+    if (intro.incarnation == e.hello.incarnation && intro.address == e.hello.address) {
+      // The same peer on a second connection (both ends dialled at once): bound too.
+      e.more.insert(conn);
+      by_conn_[conn] = intro.peer_id;
+      learn(g, out);
+      return out;
+    }
     // The name is bound elsewhere: only a newer incarnation (a restart) takes it over.
-    if (intro.incarnation <= it->second.hello.incarnation) {
+    if (intro.incarnation <= e.hello.incarnation) {
       out.error = "peer '" + intro.peer_id + "' at " + intro.address
                   + " is already connected elsewhere with the same or a newer incarnation";
       return out;
     }
-    by_conn_.erase(*it->second.conn);
-    it->second.conn.reset();
+    by_conn_.erase(*e.conn);
+    for (auto c : e.more)
+      by_conn_.erase(c);
+    e.more.clear();
+    e.conn.reset();
   }
   if (it == peers_.end()) {
     it = peers_.emplace(intro.peer_id, entry{}).first;
     out.learned.push_back(intro.peer_id);
   }
   it->second.hello = intro;
-  if (!origin.empty())
-    it->second.origin = origin;
   out.newly_bound = !it->second.conn;
   it->second.conn = conn;
   by_conn_[conn] = intro.peer_id;
   hinted_.erase(intro.address);
   dial_done(intro.address, true, now_ms);
+  learn(g, out);
+  return out;
+}
+
+void peer_directory::learn(const wire::gossip& g, gossip_outcome& out) {
   for (std::size_t i = 1; i < g.peers.size(); ++i) {
     const auto& h = g.peers[i].peer;
     if (h.peer_id == self_.peer_id || h.cluster != self_.cluster || peers_.count(h.peer_id) > 0)
@@ -76,7 +83,6 @@ gossip_outcome peer_directory::on_gossip(std::uint64_t conn, const wire::gossip&
     peers_.emplace(h.peer_id, entry{h, std::nullopt, {}});
     out.learned.push_back(h.peer_id);
   }
-  return out;
 }
 
 std::optional<std::string> peer_directory::bound_name(std::uint64_t conn) const {
@@ -100,6 +106,13 @@ std::optional<std::string> peer_directory::connection_lost(std::uint64_t conn, s
   auto name = it->second;
   by_conn_.erase(it);
   auto& e = peers_.at(name);
+  if (e.more.erase(conn) > 0)
+    return std::nullopt; // a second connection: the peer still has its first
+  if (!e.more.empty()) {
+    e.conn = *e.more.begin(); // the first one: the peer goes on over its second
+    e.more.erase(e.more.begin());
+    return std::nullopt;
+  }
   e.conn.reset();
   // Redial after the shortest back-off: a restarted peer comes back at the same address.
   auto& d = dials_[e.hello.address];

@@ -2,14 +2,13 @@
 // machine (no CAF, no clock) behind the TCP link (actors/net/net_link.cpp), fed by the link-level
 // GOSSIP of peers and by the transport's connection events.
 //
-// A connection (an opaque id the transport gives each remote sender) is bound to a host name
-// by the first valid GOSSIP it sends, whose first record introduces the sender. From then on
-// only frames that claim that name are accepted on that connection: a peer cannot speak for
-// another. A peer of another cluster (different `cluster` hash) is never bound. A name is
-// bound only from the process (the transport's `origin`) it was first bound from, unless a
-// newer incarnation introduces it: CAF 0.17 delivers a message it relayed through a third
-// host as if that host had sent it, and such a relayed introduction must not bind the relay's
-// connection to the name.
+// A connection (an opaque id the transport gives each peer connection) is bound to a host
+// name by the first valid GOSSIP it sends, whose first record introduces the sender. From then
+// on every frame on that connection is that peer's: a peer cannot speak for another. A peer of
+// another cluster (different `cluster` hash) is never bound. Two hosts that dial each other at
+// once hold two connections: the second introduction with the same incarnation and address
+// binds its connection as a second one of the same peer (either carries its frames; losing
+// one is not losing the peer).
 #pragma once
 
 #include <algorithm>
@@ -41,14 +40,14 @@ public:
   peer_directory(wire::hello self, std::vector<std::string> bootstrap, std::int64_t backoff_min_ms,
                  std::int64_t backoff_max_ms);
 
-  /// A GOSSIP arrived on connection `conn` from process `origin` (empty: not checked).
-  gossip_outcome on_gossip(std::uint64_t conn, const wire::gossip& g, std::int64_t now_ms,
-                           const std::string& origin = {});
+  /// A GOSSIP arrived on connection `conn`.
+  gossip_outcome on_gossip(std::uint64_t conn, const wire::gossip& g, std::int64_t now_ms);
   /// The name `conn` is bound to, if any.
   std::optional<std::string> bound_name(std::uint64_t conn) const;
   /// The connection bound to `peer`, if any.
   std::optional<std::uint64_t> connection(const std::string& peer) const;
-  /// The transport lost `conn`; returns the peer it was bound to, if any.
+  /// The transport lost `conn`; returns the peer it was bound to, if that was its last
+  /// connection.
   std::optional<std::string> connection_lost(std::uint64_t conn, std::int64_t now_ms);
   /// Addresses to dial now: known peers without a connection whose back-off has passed, and
   /// the bootstrap addresses that no connected peer has. Each returned address is marked as being
@@ -73,7 +72,7 @@ private:
   struct entry {
     wire::hello hello;
     std::optional<std::uint64_t> conn;
-    std::string origin; // the process it was bound from
+    std::set<std::uint64_t> more; // further connections of the same peer (simultaneous dials)
   };
   struct dial_state {
     std::int64_t not_before = 0;
@@ -81,6 +80,7 @@ private:
     bool in_flight = false;
   };
   bool dialable(const std::string& address, std::int64_t now_ms) const;
+  void learn(const wire::gossip& g, gossip_outcome& out); // the records after the sender's
 
   wire::hello self_;
   std::vector<std::string> bootstrap_;
@@ -88,9 +88,8 @@ private:
   std::map<std::string, entry> peers_;
   std::map<std::uint64_t, std::string> by_conn_;
   std::map<std::string, dial_state> dials_;
-  /// Addresses of peers whose introduction came over another peer's connection (CAF can
-  /// route a message through a third node): dialled until a peer binds there, so that the
-  /// peer introduces itself over its own connection.
+  /// Addresses claimed on another peer's connection: dialled until a peer binds there, so
+  /// that a true claim is heard over the claimant's own connection.
   std::set<std::string> hinted_;
 };
 

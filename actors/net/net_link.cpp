@@ -1,16 +1,15 @@
 // The link of one host in node mode: the same interface as the embedded link layer
-// (register / send / slow), but frames go to the link actor of the peer's process over
-// CAF's middleman (TCP). Discovery and authentication of peers live in peer_directory (pure);
-// this actor dials, moves bytes and keeps every remote input at arm's length: a frame is
-// delivered only when its connection introduced itself with the name the frame claims, of
-// this cluster, within the size limit. Anything else is reported with the sender's node and
-// dropped. With an emulated network the sender delays each frame like the embedded link.
+// (register / send / slow), but frames go to the peer's process over the transport's TCP
+// connections (actors/net/peer_transport.hpp). Discovery and authentication of peers live in
+// peer_directory (pure); this actor dials, routes frames and keeps every remote input at
+// arm's length: a frame is delivered only once its connection introduced itself as a peer of
+// this cluster, and as that peer. Anything else is reported and dropped. With an emulated
+// network the sender delays each frame like the embedded link.
 #include <chrono>
 #include <map>
 #include <random>
 
 #include <caf/all.hpp>
-#include <caf/io/all.hpp>
 
 #include "actors/net/net_link.hpp"
 #include "actors/interfaces.hpp"
@@ -34,16 +33,9 @@ struct net_state {
   std::unique_ptr<link_emulator> emu;
   clock::time_point start = clock::now();
   std::map<std::int32_t, frame_sink_actor> endpoints; // local actors by service
-  // Remote link actors (by node and actor id: a proxy's address may be reused by another
-  // proxy once it is gone) -> connection id.
-  std::map<std::pair<caf::node_id, caf::actor_id>, std::uint64_t> conn_of;
-  std::map<std::uint64_t, net_link_actor> handle_of; // connection id -> remote link actor
-  std::uint64_t next_conn = 1;
   peer_finder_actor subscriber;                      // membership: told of new peer names
-  // The host's net guard: every dial goes through it (it connects, checks each frame header
-  // the peer sends and, with node.tls, runs the TLS client), so that no byte of a dialled
-  // peer reaches the middleman unchecked. Null: nothing is dialled.
-  caf::actor guard;
+  // The host's transport: owns every connection (dials, TLS, framing). Null: not started.
+  caf::actor transport;
   std::minstd_rand rng{42};
   std::uint64_t refused = 0;                         // frames dropped as hostile or unbound
 };
@@ -63,18 +55,8 @@ std::string describe(const caf::strong_actor_ptr& src) {
 
 wire_frame gossip_frame(const net_state& st) { return make_frame(st.dir->gossip()); }
 
-std::uint64_t connection_of(self_ptr self, const caf::strong_actor_ptr& src) {
-  auto& st = self->state;
-  auto key = std::make_pair(src->node(), src->id());
-  auto it = st.conn_of.find(key);
-  if (it != st.conn_of.end())
-    return it->second;
-  auto id = st.next_conn++;
-  st.conn_of.emplace(key, id);
-  auto handle = caf::actor_cast<net_link_actor>(src);
-  st.handle_of.emplace(id, handle);
-  self->monitor(handle);
-  return id;
+void send_on(self_ptr self, std::uint64_t conn, std::int32_t svc, bool introduction, wire_frame frame) {
+  self->send(self->state.transport, send_atom::value, conn, svc, introduction, std::move(frame));
 }
 
 void tell_subscriber(self_ptr self, const std::vector<std::string>& names) {
@@ -99,75 +81,61 @@ void place(self_ptr self, const std::string& peer) {
     st.emu->place(peer, r->region);
 }
 
-// The middleman's BASP handshake through the guard's loopback port for the peer at
-// `address` (the peer's, for the directory and the logs).
-void handshake(self_ptr self, const std::string& address, const std::string& host, std::uint16_t port) {
-  auto timeout = std::chrono::milliseconds(self->state.opts.connect_timeout_ms);
-  self->request(self->system().middleman().actor_handle(), timeout, caf::connect_atom::value, host, port)
-    .then(
-      [self, address](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
-        auto& st = self->state;
-        if (!ptr) {
-          st.dir->dial_done(address, false, now_ms());
-          return;
-        }
-        st.dir->dial_done(address, true, now_ms());
-        // Introduce ourselves; the peer binds us and answers with its own gossip.
-        self->send(caf::actor_cast<net_link_actor>(ptr), net_atom::value, st.opts.self.name, std::string{},
-                   static_cast<std::int32_t>(service::link), gossip_frame(st));
-      },
-      [self, address](caf::error& err) { dial_failed(self, address, err); });
-}
-
 void dial(self_ptr self, const std::string& address) {
   auto ep = parse_endpoint(address);
   if (!ep || ep->port == 0) {
     self->state.dir->dial_done(address, false, now_ms());
     return;
   }
-  if (!self->state.guard) { // never dial unguarded
-    dial_failed(self, address, caf::make_error(caf::sec::cannot_connect_to_node, "no net guard to dial through"));
-    return;
-  }
-  // The guard connects (and runs TLS with node.tls) and checks every frame header the peer
-  // sends; the middleman then connects to the loopback port it answers.
-  self->request(self->state.guard, std::chrono::milliseconds(self->state.opts.connect_timeout_ms),
+  // The transport connects (TLS with node.tls) and answers once the peer said hello; this
+  // host then introduces itself, and the peer binds it and answers with its own gossip.
+  self->request(self->state.transport, std::chrono::milliseconds(self->state.opts.connect_timeout_ms * 2 + 2000),
                 caf::connect_atom::value, ep->host, ep->port)
-    .then([self, address](std::uint16_t local) { handshake(self, address, "127.0.0.1", local); },
-          [self, address](caf::error& err) { dial_failed(self, address, err); });
+    .then(
+      [self, address](std::uint64_t conn) {
+        auto& st = self->state;
+        st.dir->dial_done(address, true, now_ms());
+        send_on(self, conn, static_cast<std::int32_t>(service::link), true, gossip_frame(st));
+      },
+      [self, address](caf::error& err) { dial_failed(self, address, err); });
 }
 
-// `introduction`: sent by a peer that just dialled this host (addressed to nobody).
-void on_gossip(self_ptr self, const caf::strong_actor_ptr& src, wire_frame&& frame, bool introduction) {
+// Who is behind a connection, for reports.
+std::string describe(const net_state& st, std::uint64_t conn) {
+  auto name = st.dir->bound_name(conn);
+  return name ? "'" + *name + "' (connection " + std::to_string(conn) + ")"
+              : "connection " + std::to_string(conn) + " (not introduced)";
+}
+
+// `introduction`: the first gossip of a peer that dialled this host.
+void on_gossip(self_ptr self, std::uint64_t conn, wire_frame&& frame, bool introduction) {
   auto& st = self->state;
   wire::decode_limits limits;
   limits.max_bytes = static_cast<std::size_t>(st.opts.max_message_bytes);
   auto msg = open_frame(std::move(frame), limits);
   if (!msg) {
-    report(self, "bad link frame from " + describe(src) + ": " + self->system().render(msg.error()));
+    report(self, "bad link frame from " + describe(st, conn) + ": " + self->system().render(msg.error()));
     return;
   }
   auto* g = std::get_if<wire::gossip>(&*msg);
   if (!g) {
-    report(self, std::string{"link frame of kind "} + wire::kind_name(*msg) + " from " + describe(src));
+    report(self, std::string{"link frame of kind "} + wire::kind_name(*msg) + " from " + describe(st, conn));
     return;
   }
-  auto conn = connection_of(self, src);
-  auto out = st.dir->on_gossip(conn, *g, now_ms(), caf::to_string(src->node()));
+  auto out = st.dir->on_gossip(conn, *g, now_ms());
   if (!out.error.empty()) {
-    report(self, "refused " + describe(src) + ": " + out.error);
+    report(self, "refused " + describe(st, conn) + ": " + out.error);
     return;
   }
   place(self, out.peer);
   if (out.newly_bound)
-    caf::aout(self) << "link: connected to " << out.peer << " (" << g->peers.front().peer.address << ", "
-                    << describe(src) << ")" << std::endl;
+    caf::aout(self) << "link: connected to " << out.peer << " (" << g->peers.front().peer.address
+                    << ", connection " << conn << ")" << std::endl;
   // Answer a new binding, so that both ends are bound, and every introduction: a peer dials
   // again when its end lost the binding (after a hang, a stale connection's teardown can
   // unbind a live peer at one end only) and binds again on this answer.
   if (out.newly_bound || introduction)
-    self->send(st.handle_of.at(conn), net_atom::value, st.opts.self.name, out.peer,
-               static_cast<std::int32_t>(service::link), gossip_frame(st));
+    send_on(self, conn, static_cast<std::int32_t>(service::link), false, gossip_frame(st));
   // Membership beats to every name it was told; a name learned by hearsay is told again
   // once connected, in case membership subscribed in between.
   auto tell = out.learned;
@@ -183,18 +151,17 @@ void forward(self_ptr self, const std::string& to, std::int32_t svc, wire_frame&
   auto conn = st.dir->connection(to);
   if (!conn)
     return; // not connected (down, or not yet found): lost, as on a real network
-  auto& handle = st.handle_of.at(*conn);
   auto& me = st.opts.self.name;
   if (st.emu && st.opts.time_scale > 0) {
     double now = std::chrono::duration<double>(clock::now() - st.start).count() / st.opts.time_scale;
     if (auto at = st.emu->deliver_at(me, to, frame.bytes.size(), now)) {
       auto delay = std::chrono::duration<double>((*at - now) * st.opts.time_scale);
-      self->delayed_send(handle, std::chrono::duration_cast<std::chrono::microseconds>(delay), net_atom::value,
-                         me, to, svc, std::move(frame));
+      self->delayed_send(st.transport, std::chrono::duration_cast<std::chrono::microseconds>(delay), send_atom::value,
+                         *conn, svc, false, std::move(frame));
       return;
     }
   }
-  self->send(handle, net_atom::value, me, to, svc, std::move(frame));
+  send_on(self, *conn, svc, false, std::move(frame));
 }
 
 void start(self_ptr self) {
@@ -227,18 +194,8 @@ void start(self_ptr self) {
     auto& st = self->state;
     if (auto ep = std::find_if(st.endpoints.begin(), st.endpoints.end(),
                                [&](auto& kv) { return kv.second.address() == m.source; });
-        ep != st.endpoints.end()) {
+        ep != st.endpoints.end())
       st.endpoints.erase(ep);
-      return;
-    }
-    auto it = st.conn_of.find(std::make_pair(m.source.node(), m.source.id()));
-    if (it == st.conn_of.end())
-      return;
-    if (auto name = st.dir->connection_lost(it->second, now_ms()))
-      caf::aout(self) << "link: lost the connection to " << *name << " (" << self->system().render(m.reason) << ")"
-                      << std::endl;
-    st.handle_of.erase(it->second);
-    st.conn_of.erase(it);
   });
 }
 
@@ -265,33 +222,31 @@ net_link_actor::behavior_type running(self_ptr self) {
       if (from == self->state.opts.self.name)
         forward(self, to, svc, std::move(frame));
     },
-    [self](net_atom, const std::string& from, const std::string& to, std::int32_t svc, wire_frame& frame) {
+    [self](net_atom, std::uint64_t conn, std::int32_t svc, bool introduction, wire_frame& frame) {
       auto& st = self->state;
-      auto src = self->current_sender();
-      if (!src || src->node() == self->node())
-        return;
-      if (frame.bytes.size() > static_cast<std::size_t>(st.opts.max_message_bytes)) {
-        report(self, "frame of " + std::to_string(frame.bytes.size()) + " bytes from " + describe(src)
-                       + " exceeds node.max_message_bytes");
-        return;
-      }
+      if (caf::actor_cast<caf::actor_addr>(self->current_sender()) != st.transport.address())
+        return report(self, "a peer frame not from this host's transport, from "
+                              + describe(self->current_sender()) + ": dropped");
       if (svc == static_cast<std::int32_t>(service::link)) {
-        on_gossip(self, src, std::move(frame), to.empty());
+        on_gossip(self, conn, std::move(frame), introduction);
         return;
       }
-      auto conn = st.conn_of.find(std::make_pair(src->node(), src->id()));
-      auto name = conn == st.conn_of.end() ? std::nullopt : st.dir->bound_name(conn->second);
-      if (!name || *name != from) {
-        report(self, "frame claiming to be from '" + from + "' on the connection of "
-                       + (name ? "'" + *name + "'" : describe(src) + " (never introduced)") + ": dropped");
+      auto name = st.dir->bound_name(conn);
+      if (!name) {
+        report(self, "a frame on " + describe(st, conn) + ": dropped");
         return;
       }
-      if (to != st.opts.self.name)
-        return;
       auto ep = st.endpoints.find(svc);
       if (ep == st.endpoints.end())
         return; // that service is restarting: lost, and recovered like any lost frame
-      self->send(ep->second, deliver_atom::value, from, std::move(frame));
+      self->send(ep->second, deliver_atom::value, *name, std::move(frame));
+    },
+    [self](closed_atom, std::uint64_t conn, const std::string& why) {
+      auto& st = self->state;
+      if (caf::actor_cast<caf::actor_addr>(self->current_sender()) != st.transport.address())
+        return;
+      if (auto name = st.dir->connection_lost(conn, now_ms()))
+        caf::aout(self) << "link: lost the connection to " << *name << " (" << why << ")" << std::endl;
     },
     [self](slow_atom, const std::string& a, const std::string& b, double factor) {
       if (self->state.emu)
@@ -315,8 +270,7 @@ net_link_actor::behavior_type running(self_ptr self) {
       st.dir->set_incarnation(st.dir->self().incarnation + 1);
       auto frame = gossip_frame(st);
       for (auto& p : st.dir->bound())
-        self->send(st.handle_of.at(*st.dir->connection(p)), net_atom::value, st.opts.self.name, p,
-                   static_cast<std::int32_t>(service::link), frame);
+        send_on(self, *st.dir->connection(p), static_cast<std::int32_t>(service::link), false, frame);
     },
     [self](tick_atom) {
       auto& st = self->state;
@@ -329,22 +283,21 @@ net_link_actor::behavior_type running(self_ptr self) {
         peers.resize(3);
       auto frame = gossip_frame(st);
       for (auto& p : peers)
-        self->send(st.handle_of.at(*st.dir->connection(p)), net_atom::value, st.opts.self.name, p,
-                   static_cast<std::int32_t>(service::link), frame);
+        send_on(self, *st.dir->connection(p), static_cast<std::int32_t>(service::link), false, frame);
       self->delayed_send(self, std::chrono::milliseconds(st.opts.gossip_interval_ms), tick_atom::value);
     },
   };
 }
 
-// The link is published before peers can be told where it listens: it waits for
-// (start_atom, advertised address, guard) and keeps what arrives meanwhile.
+// The link is spawned before peers can be told where it listens: it waits for
+// (start_atom, advertised address, transport) and keeps what arrives meanwhile.
 caf::behavior net_link(self_ptr self, net_link_options opts) {
   self->state.opts = std::move(opts);
   self->set_default_handler(caf::skip);
   return {
-    [self](start_atom, const std::string& advertise, caf::actor guard) {
+    [self](start_atom, const std::string& advertise, caf::actor transport) {
       self->state.opts.advertise = advertise;
-      self->state.guard = std::move(guard);
+      self->state.transport = std::move(transport);
       start(self);
       self->become(running(self).unbox());
     },

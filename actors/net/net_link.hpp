@@ -18,7 +18,7 @@ namespace gwtf::actors {
 
 // --- TCP link (node mode: one host per process) -------------------------------------------
 // net_link_actor (actors/protocols.hpp): the link layer's protocol for this process's one host,
-// plus its start, and net_atom between the links of two processes over CAF's middleman.
+// plus its start, and the frames and closes of the transport's connections.
 struct net_link_options {
   host_config self;                         ///< this process's host
   std::string advertise;                    ///< "host:port" peers dial

@@ -25,7 +25,7 @@
 #include <caf/io/all.hpp>
 
 #include "actors/net/net_link.hpp"
-#include "actors/net/net_guard.hpp"
+#include "actors/net/peer_transport.hpp"
 #include "actors/inspect/inspect_server.hpp"
 #include "actors/errors.hpp"
 #include "actors/core/freeze_watch.hpp"
@@ -261,36 +261,32 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
     lo.gossip_interval_ms = std::max(200, cfg.faults.heartbeat_interval_ms * 2);
     lo.reporter = reporter;
     auto link = spawn_net_link(sys, lo);
-    // The middleman listens on loopback only; peers reach it through the guard, which
-    // checks every frame header before CAF allocates for it (actors/net/frame_guard.hpp).
-    auto inner = sys.middleman().publish(link, 0, "127.0.0.1", true);
-    net_guard_options go;
-    go.host = listen->host;
-    go.port = listen->port;
-    go.inner_port = inner ? *inner : 0;
-    // A wire frame plus CAF's message framing (type names, actor ids, stages): 1 MiB slack.
-    go.max_payload = static_cast<std::uint64_t>(cfg.node.max_message_bytes) + (1u << 20);
-    go.host_name = host.name;
-    go.reporter = reporter;
-    go.tls = tls;
-    go.tls_client = tls_client;
-    go.dial_timeout_ms = lo.connect_timeout_ms;
+    // Every peer connection is the transport's: one hop from the socket through TLS and the
+    // frame reader, which checks each header before it allocates (actors/net/peer_framing.hpp).
+    peer_transport_options po;
+    po.host = listen->host;
+    po.port = listen->port;
+    po.max_frame = static_cast<std::uint64_t>(cfg.node.max_message_bytes);
+    po.host_name = host.name;
+    po.reporter = reporter;
+    po.tls = tls;
+    po.tls_client = tls_client;
+    po.dial_timeout_ms = lo.connect_timeout_ms;
     // Longer than any honest handshake (the heartbeat interval must exceed it too), short
     // enough that idle half-open connections do not pile up.
-    go.handshake_timeout_ms = std::max(2000, cfg.faults.connection_timeout_ms);
-    auto guard = spawn_net_guard(sys, go);
+    po.handshake_timeout_ms = std::max(2000, cfg.faults.connection_timeout_ms);
+    po.link = caf::actor_cast<caf::actor>(link);
+    auto transport = spawn_peer_transport(sys, po);
     caf::expected<std::uint16_t> port = caf::sec::request_timeout;
-    if (inner) {
+    {
       caf::scoped_actor asker{sys};
-      asker->request(guard, std::chrono::seconds(10), caf::get_atom::value)
+      asker->request(transport, std::chrono::seconds(10), caf::get_atom::value)
         .receive([&](std::uint16_t p) { port = p; }, [&](caf::error& e) { port = std::move(e); });
-    } else {
-      port = inner.error();
     }
     if (!port) {
       std::cerr << "caf-gwtf: node.listen: cannot listen on " << cfg.node.listen << ": " << sys.render(port.error())
                 << "\n";
-      for (auto& a : {caf::actor_cast<caf::actor>(link), caf::actor_cast<caf::actor>(reporter), guard})
+      for (auto& a : {caf::actor_cast<caf::actor>(link), caf::actor_cast<caf::actor>(reporter), transport})
         caf::anon_send_exit(a, caf::exit_reason::kill);
       return exit_code::failure;
     }
@@ -304,7 +300,7 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
                   + std::to_string(adv.port == 0 ? *port : adv.port);
     }
     spec->advertise = advertise;
-    caf::anon_send(link, start_atom::value, advertise, guard);
+    caf::anon_send(link, start_atom::value, advertise, transport);
     out << "caf-gwtf node " << host.name << " (" << (host.role == host_role::data_holder ? "data holder" : "relay")
         << ", " << (spec->hosts.front().stage < 0 ? std::string{"stage to be placed"}
                                                    : "stage " + std::to_string(spec->hosts.front().stage))
@@ -373,7 +369,7 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
     [[maybe_unused]] auto n = ::write(shutdown_pipe[1], &stop, 1);
     signal_thread.join();
     caf::anon_send_exit(link, caf::exit_reason::kill);
-    caf::anon_send_exit(guard, caf::exit_reason::kill);
+    caf::anon_send_exit(transport, caf::exit_reason::kill);
     for (auto& a : {inspector, metrics})
       if (a)
         caf::anon_send_exit(a, caf::exit_reason::kill);

@@ -1,5 +1,5 @@
 // Node mode: this process runs the one host of its cluster.yaml and trains with its peers
-// over TCP (CAF's middleman). `caf-gwtf --config cluster.yaml` on every host.
+// over TCP (actors/net/peer_transport). `caf-gwtf --config cluster.yaml` on every host.
 #pragma once
 
 #include <cstdint>

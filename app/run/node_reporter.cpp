@@ -158,7 +158,7 @@ caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me
       return;
     }
     line(self) << "host stopped (" << self->system().render(m.reason) << ")" << std::endl;
-    // The last frames (shares, LEAVE) are still in the middleman's send buffers: an exit
+    // The last frames (shares, LEAVE) are still in the transport's send buffers: an exit
     // now would drop them and the peers would wait for a share that never comes. Linger.
     self->delayed_send(self, std::chrono::milliseconds(st.linger_ms / 2), done_atom::value);
   });
@@ -293,7 +293,7 @@ caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me
       l << "; this host starts again at iteration " << i << (next >= 0 ? " at stage " + std::to_string(next) : std::string{})
         << std::endl;
       *st.restore = restore_order{i, next};
-      // The RESTORE frames it forwarded are still in the middleman's send buffers: linger.
+      // The RESTORE frames it forwarded are still in the transport's send buffers: linger.
       self->delayed_send(self, std::chrono::milliseconds(st.linger_ms / 2), restore_exit_atom::value);
     },
     [self](restore_exit_atom) {

@@ -1,31 +1,27 @@
-// A node (caf-gwtf in node mode, its own process) faced with a hostile peer that speaks CAF:
-// frames for names it never introduced, another cluster's gossip, garbage, a wrong protocol
-// version, oversized frames, messages that are not ours, and a spoofed name on an introduced
-// connection. Each is logged and dropped; the node stays up and still binds an honest peer.
+// A node (caf-gwtf in node mode, its own process) faced with a hostile peer that speaks its
+// framing (actors/net/peer_framing.hpp): frames on a connection that never introduced itself,
+// another cluster's gossip, garbage, a wrong protocol version, frames above the limit, a
+// second name on an introduced connection, and activations LibTorch must never see. Each is
+// logged and dropped (or its connection closed); the node stays up and still binds an honest
+// peer.
 #include <chrono>
 #include <cstdio>
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sstream>
 #include <string>
-#include <sys/wait.h>
-#include <thread>
 #include <unistd.h>
-
-#include <caf/all.hpp>
-#include <caf/io/all.hpp>
 
 #include <doctest/doctest.h>
 
-#include "actors/interfaces.hpp"
-#include "actors/system_setup.hpp"
+#include "actors/atoms.hpp"
+#include "actors/net/peer_framing.hpp"
 #include "actors/net/wire_frame.hpp"
 #include "node_process.hpp"
-
-extern char** environ;
 
 using namespace gwtf;
 using namespace gwtf::actors;
@@ -46,9 +42,62 @@ wire::gossip introduce(const std::string& name, std::uint64_t cluster) {
   return wire::gossip{{wire::peer_record{h, 0, false}}};
 }
 
+// One connection to the node, speaking its framing with a hello first.
+class raw_peer {
+public:
+  explicit raw_peer(std::uint16_t port) : fd_(gwtf::test::connect_loopback(port)) {
+    REQUIRE(fd_ >= 0);
+    write_all(peer_framing::hello_bytes());
+  }
+  ~raw_peer() { ::close(fd_); }
+  void send(service svc, const wire_frame& f, bool introduction = false) {
+    frame_writer w;
+    w.push(static_cast<std::int32_t>(svc), introduction, f.bytes);
+    std::vector<std::uint8_t> out;
+    while (w.next(out)) {
+    }
+    write_all(out);
+  }
+  void write_all(const std::vector<std::uint8_t>& b) {
+    REQUIRE(::write(fd_, b.data(), b.size()) == static_cast<ssize_t>(b.size()));
+  }
+  /// The next frame the node sends, within 10 s.
+  std::optional<inbound_frame> receive() {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (pending_.empty()) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      pollfd p{fd_, POLLIN, 0};
+      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0)
+        return std::nullopt;
+      std::uint8_t buf[65536];
+      auto n = ::read(fd_, buf, sizeof buf);
+      if (n <= 0)
+        return std::nullopt;
+      REQUIRE(reader_.feed(buf, static_cast<std::size_t>(n), pending_).empty());
+    }
+    auto f = std::move(pending_.front());
+    pending_.erase(pending_.begin());
+    return f;
+  }
+  /// True once the node closed the connection (within 10 s).
+  bool closed() {
+    pollfd p{fd_, POLLIN, 0};
+    std::uint8_t buf[4096];
+    while (::poll(&p, 1, 10000) > 0)
+      if (::read(fd_, buf, sizeof buf) <= 0)
+        return true;
+    return false;
+  }
+
+private:
+  int fd_;
+  frame_reader reader_{64u << 20};
+  std::vector<inbound_frame> pending_;
+};
+
 } // namespace
 
-TEST_CASE("a node logs and drops what a hostile CAF peer sends, and still binds an honest one") {
+TEST_CASE("a node logs and drops what a hostile peer sends, and still binds an honest one") {
   auto dir = fs::temp_directory_path() / ("gwtf-hostile-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -67,58 +116,49 @@ TEST_CASE("a node logs and drops what a hostile CAF peer sends, and still binds 
   REQUIRE(c != std::string::npos);
   auto cluster = std::stoull(start.substr(c + 10, 16), nullptr, 16);
 
-  system_config cfg{node_config{}, fault_config{}, true};
-  caf::actor_system sys{cfg};
-  caf::scoped_actor self{sys};
-  caf::actor link;
-  self->request(sys.middleman().actor_handle(), std::chrono::seconds(10), caf::connect_atom::value,
-                std::string{"127.0.0.1"}, port)
-    .receive([&](const caf::node_id&, caf::strong_actor_ptr& p,
-                 const std::set<std::string>&) { link = caf::actor_cast<caf::actor>(p); },
-             [&](caf::error& e) { FAIL(sys.render(e)); });
-  REQUIRE(link);
-  auto svc = [](service s) { return static_cast<std::int32_t>(s); };
-
-  // 1. A stage frame from a name this connection never introduced.
-  self->send(link, net_atom::value, std::string{"dh"}, std::string{"r1"}, svc(service::stage),
-             make_frame(wire::iteration_done{0, "dh", 4, 1.0, {"dh"}}));
-  // 2. Another cluster's introduction.
-  self->send(link, net_atom::value, std::string{"x1"}, std::string{"r1"}, svc(service::link),
-             make_frame(introduce("x1", cluster ^ 1)));
-  // 3. Garbage where a link frame belongs.
-  self->send(link, net_atom::value, std::string{"x2"}, std::string{"r1"}, svc(service::link),
-             wire_frame{std::vector<std::uint8_t>(200, 0x5a)});
-  // 4. A valid gossip with another protocol version (bytes 20-21: the envelope's version).
-  auto versioned = make_frame(introduce("x3", cluster));
-  versioned.bytes.at(20) ^= 0x7f;
-  REQUIRE(!open_frame(versioned, wire::decode_limits{}));
-  self->send(link, net_atom::value, std::string{"x3"}, std::string{"r1"}, svc(service::link), versioned);
-  // 5. A frame above node.max_message_bytes (65536), below the guard's framing slack.
-  self->send(link, net_atom::value, std::string{"x4"}, std::string{"r1"}, svc(service::stage),
-             wire_frame{std::vector<std::uint8_t>(100000, 1)});
-  // 6. A message that is not ours at all.
-  self->send(link, std::string{"not a caf-gwtf message"}, 42);
+  auto frame = [](const wire::message& m) { return make_frame(m); };
+  // 1. A stage frame on a connection that never introduced itself.
+  {
+    raw_peer stranger{port};
+    stranger.send(service::stage, frame(wire::iteration_done{0, "dh", 4, 1.0, {"dh"}}));
+    // 2. Another cluster's introduction, on another connection.
+    raw_peer other{port};
+    other.send(service::link, frame(introduce("x1", cluster ^ 1)), true);
+    // 3. Garbage where a link frame belongs.
+    stranger.send(service::link, wire_frame{std::vector<std::uint8_t>(200, 0x5a)}, true);
+    // 4. A valid gossip with another protocol version (bytes 20-21: the envelope's version).
+    auto versioned = frame(introduce("x3", cluster));
+    versioned.bytes.at(20) ^= 0x7f;
+    REQUIRE(!open_frame(versioned, wire::decode_limits{}));
+    stranger.send(service::link, versioned, true);
+  }
+  // 5. A frame above node.max_message_bytes (65536): the connection is closed at its header.
+  {
+    raw_peer big{port};
+    big.send(service::stage, wire_frame{std::vector<std::uint8_t>(100000, 1)});
+    CHECK(big.closed());
+  }
+  // 6. Bytes that are not ours at all.
+  {
+    int fd = gwtf::test::connect_loopback(port);
+    REQUIRE(fd >= 0);
+    std::string junk = "not a caf-gwtf message";
+    REQUIRE(::write(fd, junk.data(), junk.size()) == static_cast<ssize_t>(junk.size()));
+    ::close(fd);
+  }
   // 7. An honest introduction: the node binds us and answers with its own gossip.
-  self->send(link, net_atom::value, std::string{"t1"}, std::string{}, svc(service::link),
-             make_frame(introduce("t1", cluster)));
-  bool answered = false;
-  self->receive(
-    [&](net_atom, const std::string& from, const std::string& to, std::int32_t s, wire_frame& f) {
-      auto msg = open_frame(std::move(f), wire::decode_limits{});
-      REQUIRE(msg);
-      auto* g = std::get_if<wire::gossip>(&*msg);
-      REQUIRE(g != nullptr);
-      CHECK(from == "r1");
-      CHECK(to == "t1");
-      CHECK(s == svc(service::link));
-      CHECK(g->peers.front().peer.peer_id == "r1");
-      answered = true;
-    },
-    caf::after(std::chrono::seconds(10)) >> [&] {});
-  CHECK(answered);
+  raw_peer t1{port};
+  t1.send(service::link, frame(introduce("t1", cluster)), true);
+  auto answer = t1.receive();
+  REQUIRE(answer.has_value());
+  CHECK(answer->service == static_cast<std::int32_t>(service::link));
+  auto msg = open_frame(wire_frame{answer->bytes}, wire::decode_limits{});
+  REQUIRE(msg);
+  auto* g = std::get_if<wire::gossip>(&*msg);
+  REQUIRE(g != nullptr);
+  CHECK(g->peers.front().peer.peer_id == "r1");
   // 8. Now introduced as t1, this connection claims to be someone else.
-  self->send(link, net_atom::value, std::string{"dh"}, std::string{"r1"}, svc(service::stage),
-             make_frame(wire::iteration_done{0, "dh", 4, 1.0, {"dh"}}));
+  t1.send(service::link, frame(introduce("dh", cluster)));
   // 9. As t1, activations LibTorch must never see: a wrong shape, and integers.
   auto bad_activation = [](std::vector<std::int64_t> shape, wire::dtype type) {
     wire::activation a;
@@ -132,22 +172,20 @@ TEST_CASE("a node logs and drops what a hostile CAF peer sends, and still binds 
     a.tensor = wire::tensor_payload::copy_of(type, std::move(shape), zeros.data(), n);
     return make_frame(a);
   };
-  self->send(link, net_atom::value, std::string{"t1"}, std::string{"r1"}, svc(service::stage),
-             bad_activation({1, 2, 3}, wire::dtype::float32));
-  self->send(link, net_atom::value, std::string{"t1"}, std::string{"r1"}, svc(service::stage),
-             bad_activation({4, 16, 32}, wire::dtype::int64));
+  t1.send(service::stage, bad_activation({1, 2, 3}, wire::dtype::float32));
+  t1.send(service::stage, bad_activation({4, 16, 32}, wire::dtype::int64));
 
   auto log = node.wait_for("not a float tensor");
   INFO(log);
-  CHECK(log.find("frame claiming to be from 'dh' on the connection of node") != std::string::npos);
-  CHECK(log.find("(never introduced): dropped") != std::string::npos);
+  CHECK(log.find("a frame on connection ") != std::string::npos);
+  CHECK(log.find(" (not introduced): dropped") != std::string::npos);
   CHECK(log.find("belongs to another cluster") != std::string::npos);
-  CHECK(log.find("bad link frame from node") != std::string::npos);
+  CHECK(log.find("bad link frame from connection") != std::string::npos);
   CHECK(log.find("protocol_mismatch") != std::string::npos);
-  CHECK(log.find("frame of 100000 bytes from node") != std::string::npos);
-  CHECK(log.find("unexpected message") != std::string::npos);
+  CHECK(log.find("a frame announcing 100000 bytes (limit 65536, node.max_message_bytes)") != std::string::npos);
+  CHECK(log.find("not a caf-gwtf peer (a fragment starting 6e 6f 74 20") != std::string::npos);
   CHECK(log.find("link: connected to t1") != std::string::npos);
-  CHECK(log.find("frame claiming to be from 'dh' on the connection of 't1': dropped") != std::string::npos);
+  CHECK(log.find("connection of 't1' now claims to be 'dh'") != std::string::npos);
   CHECK(log.find("activation from t1: shape [1, 2, 3], expected [") != std::string::npos);
   CHECK(log.find("activation from t1: not a float tensor: dropped") != std::string::npos);
   CHECK(log.find("restart") == std::string::npos); // no actor failed

@@ -1,9 +1,10 @@
-// Frames from peers this host dials pass the same guard as inbound ones (actors/net/net_guard.cpp).
-// CAF 0.17 allocates and zeroes whatever a BASP header announces before reading it: a "peer"
-// named in node.bootstrap that answers the dial with a 32-byte header announcing 4 GiB made
-// the host's middleman allocate 4 GiB. Now the guard closes that connection with a log line
-// naming the peer's address, the host stays small and up, and keeps dialling. (With node.tls
-// a dialled peer must show a certificate of the cluster CA: tls_test.cpp.)
+// Frames from peers this host dials pass the same checks as inbound ones (actors/net/
+// peer_transport.cpp). CAF 0.17's BASP allocated and zeroed whatever a header announced before
+// reading it: a "peer" named in node.bootstrap that answered the dial with a header announcing
+// 4 GiB made the host allocate 4 GiB. The transport's frame reader checks every header against
+// node.max_message_bytes first: it closes that connection with a log line naming the peer's
+// address, the host stays small and up, and keeps dialling. (With node.tls a dialled peer must
+// show a certificate of the cluster CA: tls_test.cpp.)
 #include <doctest/doctest.h>
 
 #include <arpa/inet.h>
@@ -16,6 +17,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "actors/net/peer_framing.hpp"
 #include "node_process.hpp"
 
 namespace fs = std::filesystem;
@@ -33,14 +35,12 @@ std::string node_yaml(const std::string& name, const std::string& extra, const s
          "faults: {heartbeat_interval_ms: 250, connection_timeout_ms: 2000}\n";
 }
 
-// A BASP header announcing `len` payload bytes: operation 0 (a server handshake), and as
-// operation data CAF 0.17's BASP version (3), so that CAF takes it for a valid header.
+// A hello and a fragment header announcing a frame of `len` bytes (actors/net/peer_framing.hpp).
 std::string header(std::uint32_t len) {
-  std::string h(32, '\0');
-  for (int i = 0; i < 4; ++i)
-    h[4 + i] = static_cast<char>((len >> (8 * (3 - i))) & 0xff);
-  h[15] = 3;
-  return h;
+  auto b = gwtf::actors::peer_framing::hello_bytes();
+  gwtf::actors::peer_framing::write_header(b, gwtf::actors::peer_framing::bulk, gwtf::actors::peer_framing::first, 3,
+                                           0, len);
+  return {b.begin(), b.end()};
 }
 
 int listen_loopback(std::uint16_t& port) {
@@ -96,7 +96,7 @@ TEST_CASE("a peer this host dials that answers with a 4 GiB frame header is clos
   fs::remove_all(dir);
   fs::create_directories(dir);
   // The hostile "bootstrap peer": every connection gets the header, then it reads until the
-  // host closes (a middleman would wait for the 4 GiB meanwhile).
+  // host closes (a reader that trusted the header would wait for the 4 GiB meanwhile).
   std::uint16_t hostile_port = 0;
   int hostile = listen_loopback(hostile_port);
   std::atomic<int> accepted{0};

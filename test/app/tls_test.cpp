@@ -100,12 +100,12 @@ TEST_CASE("tls: a host refuses plain TCP, no certificate, another CA's, a plain 
   log = node.wait_for("certificate verify failed");
   CHECK(log.find("certificate verify failed") != std::string::npos);
 
-  // A caf-gwtf host without TLS dials it: its BASP bytes never reach the middleman.
+  // A caf-gwtf host without TLS dials it: its plain hello is refused.
   std::ofstream{dir / "r2.yaml"} << node_yaml("r2", "", "\"" + at + "\"");
   node_process plain;
   REQUIRE(plain.start(GWTF_EXE, dir / "r2.yaml", dir / "r2.log"));
-  log = node.wait_for("not a TLS handshake (first byte 0x01)");
-  CHECK(log.find("not a TLS handshake (first byte 0x01)") != std::string::npos);
+  log = node.wait_for("not a TLS handshake (first byte 0x47)");
+  CHECK(log.find("not a TLS handshake (first byte 0x47)") != std::string::npos);
   auto plain_log = plain.wait_for("dial " + at + " failed");
   CHECK(plain_log.find("dial " + at + " failed") != std::string::npos);
   plain.stop();

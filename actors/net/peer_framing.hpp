@@ -1,0 +1,112 @@
+// The byte stream of one peer connection in node mode, as a pure codec (no CAF, no sockets):
+// what the transport (actors/net/peer_transport.cpp) writes after TCP (and TLS), and checks
+// before it allocates anything a peer announced. docs/wire.md, "Peer connections".
+//
+// A stream is a sequence of fragments, each a 16-byte header and `length` payload bytes:
+//   0  magic "GWTF"            8  length (u32, big-endian): payload bytes of this fragment
+//   4  lane (0 control, 1 bulk) 12 total (u32, big-endian): bytes of the whole frame
+//   5  flags (first, last, introduction, hello)
+//   6  service                 7  protocol version
+// A frame (one Cap'n Proto wire message, actors/net/wire_frame.hpp) is cut into fragments of
+// at most `fragment_bytes`; the fragments of one lane arrive in order, and the two lanes
+// interleave at fragment boundaries. The sender always takes the control lane first, so a
+// heartbeat waits for at most one bulk fragment, never for a whole gradient share. The first
+// fragment of every stream is a hello (no payload): a stream that starts otherwise is not a
+// caf-gwtf peer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+namespace gwtf::actors {
+
+namespace peer_framing {
+constexpr std::size_t header_bytes = 16;
+constexpr std::uint8_t version = 1;
+constexpr std::uint8_t first = 1, last = 2, introduction = 4, hello = 8;
+constexpr std::size_t fragment_bytes = 64 * 1024; ///< payload per fragment a sender cuts
+enum lane : std::uint8_t { control = 0, bulk = 1 };
+constexpr std::size_t lanes = 2;
+
+/// The lane of a service's frames: the stage's (activations, gradients, shares, states) are
+/// bulk; membership, probes, flows, discovery and inspection are control. One service, one
+/// lane: every service's frames keep their order.
+lane lane_of(std::int32_t service);
+
+/// Appends a fragment header to `out` (the payload follows it).
+void write_header(std::vector<std::uint8_t>& out, std::uint8_t lane, std::uint8_t flags, std::int32_t service,
+                  std::uint32_t length, std::uint32_t total);
+std::uint32_t read32(const std::uint8_t* at); ///< big-endian
+
+/// A hello fragment (the first bytes of every stream).
+std::vector<std::uint8_t> hello_bytes();
+} // namespace peer_framing
+
+/// A whole frame taken out of the stream.
+struct inbound_frame {
+  std::int32_t service = 0;
+  bool introduction = false;
+  std::vector<std::uint8_t> bytes;
+};
+
+/// Follows the fragments of one inbound stream. Memory: at most one partial frame per lane,
+/// each at most `max_frame` bytes, allocated only once a header announcing it was checked.
+class frame_reader {
+public:
+  explicit frame_reader(std::uint64_t max_frame) : max_frame_(max_frame) {}
+
+  /// Takes the next `n` bytes; complete frames are appended to `out`. Returns an empty
+  /// string while the stream is acceptable, else why not (close the connection; later calls
+  /// keep failing).
+  std::string feed(const std::uint8_t* data, std::size_t n, std::vector<inbound_frame>& out);
+
+  bool greeted() const { return greeted_; } ///< the peer's hello arrived
+  std::uint64_t frames() const { return frames_; }
+
+private:
+  std::string fail(std::string why);
+  std::string on_header();
+
+  struct partial {
+    bool open = false;
+    std::uint32_t total = 0;
+    inbound_frame frame;
+  };
+  std::uint64_t max_frame_;
+  std::uint8_t header_[peer_framing::header_bytes] = {};
+  std::size_t have_ = 0;     // bytes of the current header
+  std::uint32_t payload_left_ = 0;
+  std::uint8_t lane_ = 0;
+  std::uint8_t flags_ = 0;
+  partial partial_[peer_framing::lanes];
+  bool greeted_ = false;
+  std::uint64_t frames_ = 0;
+  std::string error_;
+};
+
+/// The frames waiting to go to one peer, cut into fragments on demand, control lane first.
+class frame_writer {
+public:
+  /// Queues a frame (taken over). Frames of one lane leave in the order queued.
+  void push(std::int32_t service, bool introduction, std::vector<std::uint8_t> bytes);
+  /// Appends the next fragment (header and payload) to `out`; false when nothing is queued.
+  bool next(std::vector<std::uint8_t>& out);
+  bool empty() const { return queued_bytes_ == 0 && q_[0].empty() && q_[1].empty(); }
+  std::uint64_t queued_bytes() const { return queued_bytes_; } ///< payload not yet cut
+  std::size_t queued_frames() const { return q_[0].size() + q_[1].size(); }
+
+private:
+  struct pending {
+    std::int32_t service;
+    bool introduction;
+    std::vector<std::uint8_t> bytes;
+    std::size_t sent = 0;
+  };
+  std::deque<pending> q_[peer_framing::lanes];
+  std::uint64_t queued_bytes_ = 0;
+};
+
+} // namespace gwtf::actors
