@@ -299,13 +299,10 @@ membership_actor::behavior_type membership(metered_ptr<membership_actor, members
 } // namespace
 
 membership_actor spawn_membership(caf::local_actor* parent, ctx_ptr ctx, supervisor_actor supervisor) {
-  // Heartbeats on time. In the embedded cluster the hosts' computes share the scheduler's
-  // threads, and a pass of seconds there must not silence every host of the process: its
-  // membership runs on a thread of its own (mostly asleep). In node mode the compute has
-  // that thread instead (cluster_spec::compute_detached).
-  if (!ctx->spec->compute_detached)
-    return parent->spawn<caf::linked + caf::detached>(membership, std::move(ctx), std::move(supervisor));
-  return parent->spawn<caf::linked>(membership, std::move(ctx), std::move(supervisor));
+  // Heartbeats on time: on a thread of its own (mostly asleep), never behind a scheduler
+  // worker that is busy with another actor (in the embedded cluster the hosts' computes share
+  // the scheduler's threads; in node mode the link, balancer and probe do).
+  return parent->spawn<caf::linked + caf::detached>(membership, std::move(ctx), std::move(supervisor));
 }
 
 } // namespace gwtf::actors

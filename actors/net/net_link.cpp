@@ -307,7 +307,8 @@ caf::behavior net_link(self_ptr self, net_link_options opts) {
 } // namespace
 
 net_link_actor spawn_net_link(caf::actor_system& sys, net_link_options opts) {
-  return caf::actor_cast<net_link_actor>(sys.spawn(net_link, std::move(opts)));
+  // Its own thread: every frame of the host passes here, heartbeats included.
+  return caf::actor_cast<net_link_actor>(sys.spawn<caf::detached>(net_link, std::move(opts)));
 }
 
 } // namespace gwtf::actors
