@@ -102,9 +102,10 @@ void node_config::validate(const issue_sink& report) const {
   for (std::size_t i = 0; i < bootstrap.size(); ++i)
     check_endpoint(report, "bootstrap[" + std::to_string(i) + "]", bootstrap[i], false);
   check_int(report, "scheduler_threads", scheduler_threads, 1, 256, "a number of threads");
-  check_int(report, "max_message_bytes", max_message_bytes, 4096, std::int64_t{1} << 34,
+  // A frame's size is 32 bits on the wire (actors/net/peer_framing.hpp).
+  check_int(report, "max_message_bytes", max_message_bytes, 4096, (std::int64_t{1} << 32) - 1,
             "a message size limit in bytes");
-  check_int(report, "chunk_bytes", chunk_bytes, 1024, std::int64_t{1} << 33, "a chunk size in bytes");
+  check_int(report, "chunk_bytes", chunk_bytes, 1024, std::int64_t{1} << 31, "a chunk size in bytes");
 }
 
 void host_config::validate(int stages, const issue_sink& report) const {

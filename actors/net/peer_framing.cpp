@@ -29,7 +29,11 @@ void write_header(std::vector<std::uint8_t>& out, std::uint8_t lane, std::uint8_
                   std::uint32_t length, std::uint32_t total) {
   auto at = out.size();
   out.resize(at + header_bytes);
-  auto* h = out.data() + at;
+  write_header(out.data() + at, lane, flags, service, length, total);
+}
+
+void write_header(std::uint8_t* h, std::uint8_t lane, std::uint8_t flags, std::int32_t service,
+                  std::uint32_t length, std::uint32_t total) {
   std::copy(magic, magic + 4, h);
   h[4] = lane;
   h[5] = flags;
@@ -159,7 +163,7 @@ void frame_writer::push(std::int32_t service, bool introduction, std::vector<std
   q_[lane].push_back(pending{service, introduction, std::move(bytes), 0});
 }
 
-bool frame_writer::next(std::vector<std::uint8_t>& out) {
+bool frame_writer::cut(std::uint8_t* header, const std::uint8_t*& payload, std::size_t& length) {
   namespace pf = peer_framing;
   for (std::uint8_t lane = 0; lane < pf::lanes; ++lane) {
     auto& q = q_[lane];
@@ -174,17 +178,32 @@ bool frame_writer::next(std::vector<std::uint8_t>& out) {
       flags |= pf::last;
     if (f.introduction)
       flags |= pf::introduction;
-    pf::write_header(out, lane, flags, f.service, static_cast<std::uint32_t>(k),
+    pf::write_header(header, lane, flags, f.service, static_cast<std::uint32_t>(k),
                      static_cast<std::uint32_t>(f.bytes.size()));
-    out.insert(out.end(), f.bytes.begin() + static_cast<std::ptrdiff_t>(f.sent),
-               f.bytes.begin() + static_cast<std::ptrdiff_t>(f.sent + k));
+    payload = f.bytes.data() + f.sent;
+    length = k;
     f.sent += k;
     queued_bytes_ -= k;
-    if ((flags & pf::last) != 0)
-      q.pop_front();
+    cut_lane_ = lane;
     return true;
   }
   return false;
+}
+
+void frame_writer::done_with_fragment() {
+  if (cut_lane_ < 0)
+    return;
+  auto& q = q_[cut_lane_];
+  if (!q.empty() && q.front().sent == q.front().bytes.size())
+    q.pop_front();
+  cut_lane_ = -1;
+}
+
+bool frame_writer::next(std::vector<std::uint8_t>& out) {
+  return next_with([&](const std::uint8_t* h, std::size_t hn, const std::uint8_t* p, std::size_t pn) {
+    out.insert(out.end(), h, h + hn);
+    out.insert(out.end(), p, p + pn);
+  });
 }
 
 } // namespace gwtf::actors

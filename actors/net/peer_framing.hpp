@@ -39,6 +39,9 @@ lane lane_of(std::int32_t service);
 /// Appends a fragment header to `out` (the payload follows it).
 void write_header(std::vector<std::uint8_t>& out, std::uint8_t lane, std::uint8_t flags, std::int32_t service,
                   std::uint32_t length, std::uint32_t total);
+/// The same into `header_bytes` bytes at `at`.
+void write_header(std::uint8_t* at, std::uint8_t lane, std::uint8_t flags, std::int32_t service,
+                  std::uint32_t length, std::uint32_t total);
 std::uint32_t read32(const std::uint8_t* at); ///< big-endian
 
 /// A hello fragment (the first bytes of every stream).
@@ -94,11 +97,27 @@ public:
   void push(std::int32_t service, bool introduction, std::vector<std::uint8_t> bytes);
   /// Appends the next fragment (header and payload) to `out`; false when nothing is queued.
   bool next(std::vector<std::uint8_t>& out);
+  /// The same without a copy: calls `put(header, 16, payload, length)` with the fragment's
+  /// bytes (valid during the call only); false when nothing is queued.
+  template <class Put>
+  bool next_with(Put&& put) {
+    std::uint8_t header[peer_framing::header_bytes];
+    const std::uint8_t* payload = nullptr;
+    std::size_t length = 0;
+    if (!cut(header, payload, length))
+      return false;
+    put(static_cast<const std::uint8_t*>(header), peer_framing::header_bytes, payload, length);
+    done_with_fragment();
+    return true;
+  }
   bool empty() const { return queued_bytes_ == 0 && q_[0].empty() && q_[1].empty(); }
   std::uint64_t queued_bytes() const { return queued_bytes_; } ///< payload not yet cut
   std::size_t queued_frames() const { return q_[0].size() + q_[1].size(); }
 
 private:
+  bool cut(std::uint8_t* header, const std::uint8_t*& payload, std::size_t& length);
+  void done_with_fragment(); // drops the front frame of the lane just cut if it is complete
+
   struct pending {
     std::int32_t service;
     bool introduction;
@@ -107,6 +126,7 @@ private:
   };
   std::deque<pending> q_[peer_framing::lanes];
   std::uint64_t queued_bytes_ = 0;
+  int cut_lane_ = -1; // the lane of the fragment last cut
 };
 
 } // namespace gwtf::actors

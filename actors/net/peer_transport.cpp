@@ -110,14 +110,23 @@ bool pump(self_ptr self, caf::io::connection_handle hdl, connection& c) {
   auto& st = self->state;
   bool wrote = false;
   while (c.in_buffer < st.opts.send_window) {
+    if (!c.tls) {
+      // Straight from the frame into CAF's send buffer.
+      bool cut = c.writer.next_with([&](const std::uint8_t* h, std::size_t hn, const std::uint8_t* p, std::size_t pn) {
+        self->write(hdl, hn, h);
+        if (pn > 0)
+          self->write(hdl, pn, p);
+        c.in_buffer += hn + pn;
+      });
+      if (!cut)
+        break;
+      wrote = true;
+      continue;
+    }
     st.scratch.clear();
     if (!c.writer.next(st.scratch))
       break;
     wrote = true;
-    if (!c.tls) {
-      write_raw(self, hdl, c, st.scratch);
-      continue;
-    }
     st.records.clear();
     bool ok = c.tls->to_peer(st.scratch.data(), st.scratch.size(), st.records);
     write_raw(self, hdl, c, st.records);

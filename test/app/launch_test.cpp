@@ -249,11 +249,15 @@ TEST_CASE("launch: SIGKILL in a forward and in a backward pass loses no microbat
 // peers declared busy hosts dead 375 and 534 times in two such runs, with exactly-once
 // violations, replica disagreements and 15-20% wasted compute. A SIGKILL is still detected.
 // (Shares here are 6 MB: the stalls of large transfers are the next part of issue 37.)
-TEST_CASE("launch: hosts busy in long passes are never declared dead, but a SIGKILL is") {
+TEST_CASE("launch: hosts busy in long passes are never declared dead, but a SIGKILL is, and shares above the frame limit cross") {
+  // Each relay stage holds 2 blocks of 256: a gradient share of 2 x (12 x 256^2 + 13 x 256)
+  // x 4 bytes = 6.3 MB, above the 4 MiB frame limit (an activation, 2 x 1024 x 256 x 4 bytes,
+  // fits): the shares cross in chunks.
   auto dir = workdir("busy");
   auto text = [&](const std::string& loss, const std::string& script) {
     std::ostringstream y;
-    y << "hosts:\n" << replicated
+    y << "node: {max_message_bytes: 4194304}\n"
+      << "hosts:\n" << replicated
       << "model: {arch: gpt, layers: 6, hidden: 256, heads: 4, seq_len: 1024, vocab: 256, stages: 4}\n"
       << "data: {format: text, path: /usr/share/games/fortunes/cookie}\n"
       << "training: {seed: 42, iterations: 4, microbatch_size: 2, microbatches_per_holder: 2, loss_out: "
