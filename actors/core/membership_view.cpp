@@ -1,6 +1,48 @@
 #include "actors/core/membership_view.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 namespace gwtf::actors {
+
+namespace {
+constexpr double phi_z = 5.612;      // P(Z > z) = 1e-8 for a standard normal: phi = 8
+constexpr std::int64_t cap_factor = 4;
+constexpr std::size_t min_samples = 3;
+} // namespace
+
+void arrival_window::add(std::int64_t gap_ms) {
+  auto g = static_cast<double>(gap_ms);
+  if (gaps_.size() < window) {
+    gaps_.push_back(gap_ms);
+  } else {
+    auto old = static_cast<double>(gaps_[next_]);
+    sum_ -= old;
+    sum_sq_ -= old * old;
+    gaps_[next_] = gap_ms;
+    next_ = (next_ + 1) % window;
+  }
+  sum_ += g;
+  sum_sq_ += g * g;
+}
+
+double arrival_window::mean() const { return gaps_.empty() ? 0.0 : sum_ / static_cast<double>(gaps_.size()); }
+
+double arrival_window::stddev() const {
+  if (gaps_.empty())
+    return 0.0;
+  auto m = mean();
+  return std::sqrt(std::max(0.0, sum_sq_ / static_cast<double>(gaps_.size()) - m * m));
+}
+
+std::int64_t membership_view::suspect_after_ms(const peer_state& p) const {
+  if (p.gaps.size() < min_samples)
+    return timeout_ms_;
+  auto mean = p.gaps.mean();
+  auto sd = std::max(p.gaps.stddev(), mean / 4);
+  auto t = static_cast<std::int64_t>(std::ceil(mean + phi_z * sd));
+  return std::clamp(t, timeout_ms_, cap_factor * timeout_ms_);
+}
 
 membership_view::membership_view(std::string self, std::int64_t timeout_ms)
   : self_(std::move(self)), timeout_ms_(timeout_ms) {}
@@ -24,6 +66,10 @@ std::vector<view_change> membership_view::heard(const wire::hello& h, std::int64
     out.push_back({h.peer_id, false}); // it restarted: its old state is gone
   bool was_alive = p.alive && h.incarnation == p.hello.incarnation;
   bool moved = p.hello.stage != h.stage; // e.g. -1 -> its stage once its state is loaded
+  if (was_alive)
+    p.gaps.add(now_ms - p.last_heard_ms);
+  else
+    p.gaps = arrival_window{}; // back, or a new incarnation: its old rhythm says nothing
   p.hello = h;
   p.last_heard_ms = now_ms;
   p.alive = true;
@@ -46,7 +92,7 @@ std::vector<view_change> membership_view::left(const wire::leave& l) {
 std::vector<view_change> membership_view::tick(std::int64_t now_ms) {
   std::vector<view_change> out;
   for (auto& [id, p] : peers_)
-    if (p.alive && now_ms - p.last_heard_ms > timeout_ms_) {
+    if (p.alive && now_ms - p.last_heard_ms > suspect_after_ms(p)) {
       p.alive = false;
       out.push_back({id, false});
     }

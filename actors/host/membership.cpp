@@ -281,6 +281,7 @@ membership_actor::behavior_type membership(metered_ptr<membership_actor, members
                          {"capacity", p.hello.capacity},
                          {"state", p.alive ? "alive" : "down"},
                          {"last_heard_ms", now - p.last_heard_ms},
+                         {"suspect_after_ms", st.view->suspect_after_ms(p)},
                          {"incarnation", p.hello.incarnation}});
       return nlohmann::ordered_json{{"mailbox", self->mailbox().size()},
                             {"self",

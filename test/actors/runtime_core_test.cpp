@@ -172,6 +172,50 @@ TEST_CASE("membership view: heartbeats, silence, restarts and clean leaves") {
   CHECK(v.heard(wire::hello{"me", "x", wire::peer_role::relay, 1, 1, 1, "", 0, {}}, 0).empty());
 }
 
+TEST_CASE("membership view: suspicion adapts to bursty heartbeats, between the timeout and 4 times it") {
+  membership_view v{"me", 2000};
+  wire::hello steady{"r1", "x", wire::peer_role::relay, 1, 4, 7, "", 0, {}};
+  wire::hello bursty{"r2", "y", wire::peer_role::relay, 2, 4, 7, "", 0, {}};
+  std::int64_t t1 = 0, t2 = 0;
+  v.heard(steady, t1);
+  v.heard(bursty, t2);
+  // r1 beats every 250 ms; r2 too, but every fourth gap is 1.8 s (a host streaming shares).
+  for (int i = 1; i <= 40; ++i) {
+    v.heard(steady, t1 += 250);
+    v.heard(bursty, t2 += (i % 4 == 0 ? 1800 : 250));
+  }
+  REQUIRE(t2 > t1);
+  auto& r1 = v.peers().at("r1");
+  auto& r2 = v.peers().at("r2");
+  CHECK(v.suspect_after_ms(r1) == 2000); // the floor: a quiet peer is suspected as before
+  auto slack = v.suspect_after_ms(r2);
+  CHECK(slack > 2000);
+  CHECK(slack <= 8000);
+  // Both silent 2.1 s after their last heartbeat: r1 is suspected, r2 (whose bursts showed
+  // such gaps) is not yet; later it is.
+  auto down = v.tick(t1 + 2001);
+  REQUIRE(down.size() == 1);
+  CHECK(down[0].peer == "r1");
+  CHECK(v.tick(t2 + 2100).empty());
+  CHECK(v.alive("r2"));
+  CHECK(v.tick(t2 + slack).empty());
+  down = v.tick(t2 + slack + 1);
+  REQUIRE(down.size() == 1);
+  CHECK(down[0].peer == "r2");
+  auto last = t2;
+  // Back, its old rhythm is forgotten: the floor again.
+  v.heard(bursty, last + 9000);
+  CHECK(v.suspect_after_ms(v.peers().at("r2")) == 2000);
+  // However wild the gaps, suspicion comes by 4 times the timeout.
+  membership_view w{"me", 1000};
+  wire::hello wild{"r3", "z", wire::peer_role::relay, 3, 4, 7, "", 0, {}};
+  std::int64_t u = 0;
+  w.heard(wild, u);
+  for (int i = 0; i < 10; ++i)
+    w.heard(wild, u += (i % 2 == 0 ? 10 : 30000));
+  CHECK(w.suspect_after_ms(w.peers().at("r3")) == 4000);
+}
+
 TEST_CASE("iteration barrier: holders, then shares covering every reported microbatch, then a norm per stage") {
   iteration_barrier b{3};
   CHECK_FALSE(b.holders_done(5, {"dh1", "dh2"}));
