@@ -62,4 +62,25 @@ double relay_gradient_bytes(const model_config& cfg, double bytes_per_value) {
   return static_cast<double>(size_of(cfg, heaviest_relay_stage(cfg)).parameters) * bytes_per_value;
 }
 
+memory_estimate estimate_memory(const model_config& cfg, const stage_span& span, int microbatch_size, int capacity,
+                                int replicas, int holders, bool rematerialize) {
+  memory_estimate m;
+  auto p = static_cast<double>(size_of(cfg, span).parameters) * 4;
+  m.weights = p;
+  m.optimizer = 2 * p;
+  m.gradients = p * (1 + std::max(1, holders));
+  m.shares = p * std::max(1, replicas);
+  double b = microbatch_size, s = cfg.seq_len, h = cfg.hidden, a = cfg.heads;
+  double input = b * s * h * 4;
+  double per_block = b * s * h * (68 + 10 * a * s / h);
+  double blocks = static_cast<double>(span.blocks());
+  if (span.stage == 0)
+    m.activations = capacity * input + 3 * b * s * static_cast<double>(cfg.vocab) * 4;
+  else if (rematerialize)
+    m.activations = capacity * input + blocks * per_block;
+  else
+    m.activations = capacity * blocks * per_block;
+  return m;
+}
+
 } // namespace gwtf::model

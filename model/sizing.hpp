@@ -44,4 +44,22 @@ stage_span heaviest_relay_stage(const model_config& cfg);
 /// placement (app/config/derive.cpp) and the simulator (sim/scenario.cpp) size it with this.
 double relay_gradient_bytes(const model_config& cfg, double bytes_per_value);
 
+/// What one host of a stage needs in memory while training, in bytes (fp32 everywhere), an
+/// estimate for `--check`: weights; Adam's two moments; the parameters' gradients plus the
+/// gradient sums a replica keeps per data holder; the shares it averages (its own flattened
+/// sum and one per other replica); and the activations of the microbatches it holds at
+/// once. Activations per block and microbatch follow Korthikanti et al. (2022), doubled for
+/// fp32: b s h (68 + 10 a s / h) bytes; a relay that rematerialises keeps only each
+/// microbatch's input plus one microbatch's blocks; a data holder keeps the embedding output
+/// per microbatch plus one microbatch's logits, their softmax and its gradient (3 b s V x 4).
+struct memory_estimate {
+  double weights = 0, optimizer = 0, gradients = 0, shares = 0, activations = 0;
+  double total() const { return weights + optimizer + gradients + shares + activations; }
+};
+
+/// `span`'s host with `capacity` microbatches in flight, among `replicas` hosts of its stage
+/// and `holders` data holders; `rematerialize`: relays keep only their inputs.
+memory_estimate estimate_memory(const model_config& cfg, const stage_span& span, int microbatch_size, int capacity,
+                                int replicas, int holders, bool rematerialize);
+
 } // namespace gwtf::model

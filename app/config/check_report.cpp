@@ -1,7 +1,10 @@
 #include "app/config/check_report.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
+
+#include <unistd.h>
 
 #include "model/partition.hpp"
 #include "model/sizing.hpp"
@@ -19,9 +22,57 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
+std::string megabytes(double bytes) { return fixed(bytes / 1e6, 0); }
+
+// Each host's estimated memory (model::estimate_memory), and their sum against the machine's.
+void memory_report(std::ostringstream& out, const cluster_config& cfg, std::uint64_t machine_bytes) {
+  auto spans = model::partition(cfg.model);
+  int holders = static_cast<int>(cfg.training.data_holders.size());
+  if (holders == 0) // the embedded cluster's roster is its data holders
+    for (auto& h : cfg.hosts)
+      holders += h.role == actors::host_role::data_holder ? 1 : 0;
+  holders = std::max(1, holders);
+  bool remat = cfg.routing.gwtf.backward == routing::gwtf_backward::rematerialize;
+  out << "# memory per host (estimate, fp32; MB): weights + Adam moments + gradients and sums per data holder"
+         " + shares averaged + activations at its capacity"
+      << (remat ? " (rematerialised)" : " (stashed)") << "\n";
+  double total = 0;
+  for (auto& h : cfg.hosts) {
+    if (h.stage < 0) {
+      out << "#   " << h.name << ": placed at run time\n";
+      continue;
+    }
+    int replicas = 0;
+    for (auto& o : cfg.hosts)
+      replicas += o.stage == h.stage ? 1 : 0;
+    replicas = std::max(replicas, h.stage == 0 ? holders : 2); // node mode: assume a replicated stage
+    auto m = model::estimate_memory(cfg.model, spans[static_cast<std::size_t>(h.stage)],
+                                    cfg.training.microbatch_size, h.capacity, replicas, holders, remat);
+    total += m.total();
+    out << "#   " << h.name << ": " << megabytes(m.total()) << " (" << megabytes(m.weights) << " + "
+        << megabytes(m.optimizer) << " + " << megabytes(m.gradients) << " + " << megabytes(m.shares) << " + "
+        << megabytes(m.activations) << ")\n";
+  }
+  if (machine_bytes == 0)
+    return;
+  auto hosts = cfg.hosts.size();
+  out << "# this process's " << hosts << " host(s) need about " << megabytes(total) << " MB; this machine has "
+      << megabytes(static_cast<double>(machine_bytes)) << " MB\n";
+  if (total > static_cast<double>(machine_bytes))
+    out << "# warning: more than this machine's memory: lower the capacities, set routing.gwtf.backward: "
+           "rematerialize, or run the hosts on machines of their own (node mode)\n";
+}
+
 } // namespace
 
 std::string derived_report(const cluster_config& cfg) {
+  auto pages = ::sysconf(_SC_PHYS_PAGES);
+  auto page = ::sysconf(_SC_PAGESIZE);
+  return derived_report(cfg, pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
+                                                   : 0);
+}
+
+std::string derived_report(const cluster_config& cfg, std::uint64_t machine_bytes) {
   std::ostringstream out;
   auto spans = model::partition(cfg.model);
   out << "# --- derived (not config keys) ---\n";
@@ -63,6 +114,7 @@ std::string derived_report(const cluster_config& cfg) {
   auto act = model::activation_bytes(cfg.model, cfg.training.microbatch_size);
   out << "# activation per microbatch: " << act << " bytes (fp32 " << cfg.training.microbatch_size
       << " x " << cfg.model.seq_len << " x " << cfg.model.hidden << ")\n";
+  memory_report(out, cfg, machine_bytes);
 
   if (cfg.hosts.size() == 1) {
     char hash[17];

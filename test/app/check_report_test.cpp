@@ -38,6 +38,19 @@ TEST_CASE("--check derivations for the embedded cluster: partition, bottleneck, 
   CHECK(text.find("MLP width 512, 867072 parameters") != std::string::npos);
   CHECK(text.find("at most 2 microbatches in flight (bottleneck: stage 1, capacity 2)") != std::string::npos);
   CHECK(text.find("global batch: 4 microbatches per iteration (16 sequences)") != std::string::npos);
+  // Memory per host: stage 1 holds 396544 parameters (1.59 MB in fp32): weights 2, Adam 3,
+  // gradients plus one sum per data holder (1) 3, shares of 2 replicas (r1 and the assumed
+  // second one) 3; activations of 2 microbatches x 2 blocks x (b 4 x s 64 x h 128) x (68 +
+  // 10 x 4 heads x 64 / 128) bytes = 11.5 MB: 23 MB.
+  CHECK(text.find("#   r1: 23 (2 + 3 + 3 + 3 + 12)") != std::string::npos);
+  CHECK(text.find("need about") != std::string::npos);
+  CHECK(text.find("# warning:") == std::string::npos);
+  auto small = derived_report(cfg, 1000000); // a 1 MB machine
+  CHECK(small.find("# warning: more than this machine's memory") != std::string::npos);
+  auto remat = cfg;
+  remat.routing.gwtf.backward = gwtf::routing::gwtf_backward::rematerialize;
+  // Rematerialised: 2 inputs of 4 x 64 x 128 x 4 bytes, plus one microbatch's 2 blocks: 6 MB.
+  CHECK(derived_report(remat, 0).find("#   r1: 17 (2 + 3 + 3 + 3 + 6)") != std::string::npos);
   // Every line is a YAML comment, so that --check output stays a loadable config.
   std::size_t pos = 0;
   while (pos < text.size()) {
