@@ -119,6 +119,7 @@ TEST_CASE("a missing config file is an error that names it") {
 
 TEST_CASE("the shipped configs and the minimal test config are valid") {
   for (auto file : {source_dir / "configs" / "local.yaml", source_dir / "configs" / "cluster.yaml",
+                    source_dir / "configs" / "gpt2-small.yaml", source_dir / "configs" / "llama-350m.yaml",
                     test_dir / "good_configs" / "minimal.yaml"}) {
     auto result = load_cluster_config(file);
     INFO(file.string() << "\n" << all_errors(result.errors));
