@@ -65,8 +65,9 @@ struct transport_state {
   std::map<std::uint64_t, caf::io::connection_handle> by_id;
   std::map<std::uint64_t, dial_request> dials; // helper connecting, by serial
   std::uint64_t next_id = 0;
-  std::vector<std::uint8_t> scratch; // one fragment (plaintext)
+  std::vector<std::uint8_t> scratch; // fragments to encrypt (plaintext)
   std::vector<std::uint8_t> records; // the same, encrypted
+  std::vector<std::uint8_t> plain;   // decrypted bytes of one read (capacity reused)
 };
 
 using self_ptr = caf::stateful_actor<transport_state, caf::io::broker>*;
@@ -123,8 +124,11 @@ bool pump(self_ptr self, caf::io::connection_handle hdl, connection& c) {
       wrote = true;
       continue;
     }
+    // With TLS: the fragments that fit the window, encrypted in one go.
     st.scratch.clear();
-    if (!c.writer.next(st.scratch))
+    while (c.in_buffer + st.scratch.size() < st.opts.send_window && c.writer.next(st.scratch)) {
+    }
+    if (st.scratch.empty())
       break;
     wrote = true;
     st.records.clear();
@@ -242,7 +246,8 @@ void on_bytes(self_ptr self, caf::io::connection_handle hdl, const std::uint8_t*
   if (it == st.conns.end())
     return;
   auto& c = it->second;
-  std::vector<std::uint8_t> plain;
+  auto& plain = st.plain;
+  plain.clear();
   if (c.tls) {
     std::vector<std::uint8_t> back;
     bool was = c.tls->established();

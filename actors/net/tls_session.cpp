@@ -168,12 +168,17 @@ void tls_session::drain(std::vector<std::uint8_t>& to_network) {
   auto* out = static_cast<BIO*>(out_);
   if (out == nullptr)
     return;
-  std::uint8_t buf[16384];
+  // Straight into the caller's buffer: what is pending, in one read where it can.
   for (;;) {
-    int n = BIO_read(out, buf, sizeof(buf));
+    auto pending = BIO_ctrl_pending(out);
+    if (pending == 0)
+      break;
+    auto at = to_network.size();
+    to_network.resize(at + pending);
+    int n = BIO_read(out, to_network.data() + at, static_cast<int>(std::min<std::size_t>(pending, 1 << 30)));
+    to_network.resize(at + static_cast<std::size_t>(std::max(n, 0)));
     if (n <= 0)
       break;
-    to_network.insert(to_network.end(), buf, buf + n);
   }
 }
 
@@ -215,13 +220,15 @@ bool tls_session::drive(std::vector<std::uint8_t>& plain, std::vector<std::uint8
       if (!to_peer(held.data(), held.size(), to_network))
         return false;
     }
-    std::uint8_t buf[16384];
     for (;;) {
-      int n = SSL_read(ssl, buf, sizeof(buf));
-      if (n > 0) {
-        plain.insert(plain.end(), buf, buf + n);
+      // Decrypted straight into `plain`, a record (at most 16 KiB) at a time.
+      constexpr std::size_t record = 16384;
+      auto at = plain.size();
+      plain.resize(at + record);
+      int n = SSL_read(ssl, plain.data() + at, static_cast<int>(record));
+      plain.resize(at + static_cast<std::size_t>(std::max(n, 0)));
+      if (n > 0)
         continue;
-      }
       int code = SSL_get_error(ssl, n);
       if (code == SSL_ERROR_WANT_READ || code == SSL_ERROR_WANT_WRITE)
         break;
