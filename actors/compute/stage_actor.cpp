@@ -468,8 +468,10 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
     [self](stop_atom) {
       auto& st = self->state;
       st.draining = true;
-      // A planned leave of a stage's last replica costs what a crash of it does: said up front.
-      if (!is_holder(st) && st.ctx->stage >= 1 && live_at(st, st.ctx->stage).empty())
+      // A planned leave of a stage's last replica costs what a crash of it does: said up front
+      // (not once the run is complete: then every host leaves, the last one of each stage too).
+      if (!is_holder(st) && st.ctx->stage >= 1 && live_at(st, st.ctx->stage).empty()
+          && st.current < st.ctx->spec->end_iteration())
         report_failure(self, "leaving as the only live replica of stage " + std::to_string(st.ctx->stage)
                                + ": no ring can close without it; with checkpoints the hosts restore the stage "
                                  "from the newest iteration every stage has one of and train again from there "
