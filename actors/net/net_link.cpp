@@ -152,16 +152,29 @@ void forward(self_ptr self, const std::string& to, std::int32_t svc, wire_frame&
   if (!conn)
     return; // not connected (down, or not yet found): lost, as on a real network
   auto& me = st.opts.self.name;
+  // A LEAVE or a RESTORE must not overtake what this host sent the peer before it (its last
+  // gradient share: a peer that heard the LEAVE first would wait for that share in vain).
+  bool behind_bulk = false;
+  if (svc == static_cast<std::int32_t>(service::membership)) {
+    auto kind = wire::peek_kind(frame.bytes.data(), frame.bytes.size());
+    behind_bulk = kind == "leave" || kind == "restore";
+  }
   if (st.emu && st.opts.time_scale > 0) {
     double now = std::chrono::duration<double>(clock::now() - st.start).count() / st.opts.time_scale;
     if (auto at = st.emu->deliver_at(me, to, frame.bytes.size(), now)) {
-      auto delay = std::chrono::duration<double>((*at - now) * st.opts.time_scale);
-      self->delayed_send(st.transport, std::chrono::duration_cast<std::chrono::microseconds>(delay), send_atom::value,
-                         *conn, svc, false, std::move(frame));
+      auto delay = std::chrono::microseconds(
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>((*at - now) * st.opts.time_scale)));
+      if (behind_bulk)
+        self->delayed_send(st.transport, delay, send_atom::value, *conn, svc, std::move(frame), bulk_atom::value);
+      else
+        self->delayed_send(st.transport, delay, send_atom::value, *conn, svc, false, std::move(frame));
       return;
     }
   }
-  send_on(self, *conn, svc, false, std::move(frame));
+  if (behind_bulk)
+    self->send(st.transport, send_atom::value, *conn, svc, std::move(frame), bulk_atom::value);
+  else
+    send_on(self, *conn, svc, false, std::move(frame));
 }
 
 void start(self_ptr self) {

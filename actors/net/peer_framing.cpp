@@ -157,8 +157,8 @@ std::string frame_reader::feed(const std::uint8_t* data, std::size_t n, std::vec
   return error_;
 }
 
-void frame_writer::push(std::int32_t service, bool introduction, std::vector<std::uint8_t> bytes) {
-  auto lane = peer_framing::lane_of(service);
+void frame_writer::push(std::int32_t service, bool introduction, std::vector<std::uint8_t> bytes, bool behind_bulk) {
+  auto lane = behind_bulk ? peer_framing::bulk : peer_framing::lane_of(service);
   queued_bytes_ += bytes.size();
   q_[lane].push_back(pending{service, introduction, std::move(bytes), 0});
 }

@@ -93,8 +93,10 @@ private:
 /// The frames waiting to go to one peer, cut into fragments on demand, control lane first.
 class frame_writer {
 public:
-  /// Queues a frame (taken over). Frames of one lane leave in the order queued.
-  void push(std::int32_t service, bool introduction, std::vector<std::uint8_t> bytes);
+  /// Queues a frame (taken over) on its service's lane, or on the bulk lane with `behind_bulk`
+  /// (a frame that must not overtake what was sent before it). Frames of one lane leave in
+  /// the order queued.
+  void push(std::int32_t service, bool introduction, std::vector<std::uint8_t> bytes, bool behind_bulk = false);
   /// Appends the next fragment (header and payload) to `out`; false when nothing is queued.
   bool next(std::vector<std::uint8_t>& out);
   /// The same without a copy: calls `put(header, 16, payload, length)` with the fragment's

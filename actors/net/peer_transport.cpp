@@ -279,6 +279,17 @@ void on_bytes(self_ptr self, caf::io::connection_handle hdl, const std::uint8_t*
     refuse(self, hdl, why);
 }
 
+void queue_frame(self_ptr self, std::uint64_t id, std::int32_t svc, bool introduction, wire_frame&& frame,
+                 bool behind_bulk) {
+  auto& st = self->state;
+  auto h = st.by_id.find(id);
+  if (h == st.by_id.end())
+    return; // closed meanwhile: lost, as on a real network
+  auto& c = st.conns.at(h->second);
+  c.writer.push(svc, introduction, std::move(frame.bytes), behind_bulk);
+  pump(self, h->second, c);
+}
+
 caf::behavior peer_transport(self_ptr self, peer_transport_options opts) {
   auto& st = self->state;
   st.opts = std::move(opts);
@@ -325,13 +336,11 @@ caf::behavior peer_transport(self_ptr self, peer_transport_options opts) {
       greet(self, hdl, c);
     },
     [self](send_atom, std::uint64_t id, std::int32_t svc, bool introduction, wire_frame& frame) {
-      auto& st = self->state;
-      auto h = st.by_id.find(id);
-      if (h == st.by_id.end())
-        return; // closed meanwhile: lost, as on a real network
-      auto& c = st.conns.at(h->second);
-      c.writer.push(svc, introduction, std::move(frame.bytes));
-      pump(self, h->second, c);
+      queue_frame(self, id, svc, introduction, std::move(frame), false);
+    },
+    // The same, behind every bulk frame already queued to that peer (a LEAVE after the share).
+    [self](send_atom, std::uint64_t id, std::int32_t svc, wire_frame& frame, bulk_atom) {
+      queue_frame(self, id, svc, false, std::move(frame), true);
     },
     [self](const caf::io::data_transferred_msg& msg) {
       auto& st = self->state;
