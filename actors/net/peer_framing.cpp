@@ -106,53 +106,82 @@ std::string frame_reader::on_header() {
   if (std::uint64_t{p.frame.bytes.size()} + length > p.total)
     return fail("fragments beyond their frame's announced " + std::to_string(p.total) + " bytes");
   payload_left_ = length;
+  fragment_length_ = length;
+  fragment_at_ = p.frame.bytes.size();
   return {};
 }
 
-std::string frame_reader::feed(const std::uint8_t* data, std::size_t n, std::vector<inbound_frame>& out) {
+void frame_reader::fragment_done(std::vector<inbound_frame>& out) {
   namespace pf = peer_framing;
-  while (error_.empty()) {
-    if (payload_left_ > 0) {
-      if (n == 0)
-        break;
-      auto k = static_cast<std::size_t>(std::min<std::uint64_t>(payload_left_, n));
-      auto& bytes = partial_[lane_].frame.bytes;
-      bytes.insert(bytes.end(), data, data + k);
-      payload_left_ -= static_cast<std::uint32_t>(k);
-      data += k;
-      n -= k;
-      if (payload_left_ > 0)
-        break;
-    } else {
-      if (n == 0)
-        break;
-      auto k = std::min(pf::header_bytes - have_, n);
-      std::copy(data, data + k, header_ + have_);
-      have_ += k;
-      data += k;
-      n -= k;
-      if (have_ < pf::header_bytes)
-        break;
-      if (auto why = on_header(); !why.empty())
-        return why;
-      if ((flags_ & pf::hello) != 0) {
-        have_ = 0;
-        continue;
-      }
-      if (payload_left_ > 0)
-        continue;
-    }
-    // The fragment is complete.
+  have_ = 0;
+  auto& p = partial_[lane_];
+  if ((flags_ & pf::last) == 0)
+    return;
+  if (p.frame.bytes.size() != p.total) {
+    fail("a frame ended after " + std::to_string(p.frame.bytes.size()) + " of its announced "
+         + std::to_string(p.total) + " bytes");
+    return;
+  }
+  out.push_back(std::move(p.frame));
+  p = partial{};
+  ++frames_;
+}
+
+std::pair<std::uint8_t*, std::size_t> frame_reader::space() {
+  if (!error_.empty())
+    return {nullptr, 0};
+  if (payload_left_ == 0)
+    return {header_ + have_, peer_framing::header_bytes - have_};
+  auto& bytes = partial_[lane_].frame.bytes;
+  auto end = fragment_at_ + fragment_length_;
+  if (bytes.size() < end)
+    bytes.resize(end); // the whole fragment at once (at most fragment_bytes as we cut them)
+  return {bytes.data() + end - payload_left_, payload_left_};
+}
+
+std::string frame_reader::wrote(std::size_t n, std::vector<inbound_frame>& out) {
+  namespace pf = peer_framing;
+  if (!error_.empty() || n == 0)
+    return error_;
+  if (payload_left_ > 0) {
+    payload_left_ -= static_cast<std::uint32_t>(n);
+    if (payload_left_ == 0)
+      fragment_done(out);
+    return error_;
+  }
+  have_ += n;
+  if (have_ < pf::header_bytes)
+    return error_;
+  if (auto why = on_header(); !why.empty())
+    return why;
+  if ((flags_ & pf::hello) != 0)
     have_ = 0;
-    auto& p = partial_[lane_];
-    if ((flags_ & pf::last) != 0) {
-      if (p.frame.bytes.size() != p.total)
-        return fail("a frame ended after " + std::to_string(p.frame.bytes.size()) + " of its announced "
-                    + std::to_string(p.total) + " bytes");
-      out.push_back(std::move(p.frame));
-      p = partial{};
-      ++frames_;
+  else if (payload_left_ == 0)
+    fragment_done(out); // an empty fragment
+  return error_;
+}
+
+std::string frame_reader::feed(const std::uint8_t* data, std::size_t n, std::vector<inbound_frame>& out) {
+  while (error_.empty() && n > 0) {
+    if (payload_left_ > 0) {
+      auto& bytes = partial_[lane_].frame.bytes;
+      auto k = static_cast<std::size_t>(std::min<std::uint64_t>(payload_left_, n));
+      auto filled = fragment_at_ + (fragment_length_ - payload_left_);
+      if (bytes.size() == filled) // no space opened: append without zeroing first
+        bytes.insert(bytes.end(), data, data + k);
+      else
+        std::copy(data, data + k, bytes.data() + filled);
+      data += k;
+      n -= k;
+      wrote(k, out);
+      continue;
     }
+    auto [at, k] = space();
+    k = std::min(k, n);
+    std::copy(data, data + k, at);
+    data += k;
+    n -= k;
+    wrote(k, out);
   }
   return error_;
 }
@@ -160,50 +189,115 @@ std::string frame_reader::feed(const std::uint8_t* data, std::size_t n, std::vec
 void frame_writer::push(std::int32_t service, bool introduction, std::vector<std::uint8_t> bytes, bool behind_bulk) {
   auto lane = behind_bulk ? peer_framing::bulk : peer_framing::lane_of(service);
   queued_bytes_ += bytes.size();
-  q_[lane].push_back(pending{service, introduction, std::move(bytes), 0});
+  q_[lane].push_back(pending{service, introduction, std::move(bytes)});
 }
 
-bool frame_writer::cut(std::uint8_t* header, const std::uint8_t*& payload, std::size_t& length) {
+std::size_t frame_writer::header_for(const pending& f, std::uint8_t lane, std::size_t at, std::uint8_t* header) {
   namespace pf = peer_framing;
-  for (std::uint8_t lane = 0; lane < pf::lanes; ++lane) {
-    auto& q = q_[lane];
-    if (q.empty())
-      continue;
-    auto& f = q.front();
-    auto k = std::min(pf::fragment_bytes, f.bytes.size() - f.sent);
-    std::uint8_t flags = 0;
-    if (f.sent == 0)
-      flags |= pf::first;
-    if (f.sent + k == f.bytes.size())
-      flags |= pf::last;
-    if (f.introduction)
-      flags |= pf::introduction;
-    pf::write_header(header, lane, flags, f.service, static_cast<std::uint32_t>(k),
-                     static_cast<std::uint32_t>(f.bytes.size()));
-    payload = f.bytes.data() + f.sent;
-    length = k;
-    f.sent += k;
-    queued_bytes_ -= k;
-    cut_lane_ = lane;
-    return true;
-  }
-  return false;
+  auto k = std::min(pf::fragment_bytes, f.bytes.size() - at);
+  std::uint8_t flags = 0;
+  if (at == 0)
+    flags |= pf::first;
+  if (at + k == f.bytes.size())
+    flags |= pf::last;
+  if (f.introduction)
+    flags |= pf::introduction;
+  pf::write_header(header, lane, flags, f.service, static_cast<std::uint32_t>(k),
+                   static_cast<std::uint32_t>(f.bytes.size()));
+  return k;
 }
 
-void frame_writer::done_with_fragment() {
-  if (cut_lane_ < 0)
-    return;
-  auto& q = q_[cut_lane_];
-  if (!q.empty() && q.front().sent == q.front().bytes.size())
-    q.pop_front();
-  cut_lane_ = -1;
+std::size_t frame_writer::gather(iovec* iov, std::size_t max_iov, std::size_t max_bytes) {
+  namespace pf = peer_framing;
+  std::size_t used = 0, total = 0;
+  auto add = [&](const std::uint8_t* p, std::size_t n) {
+    if (n == 0 || used == max_iov || total >= max_bytes)
+      return;
+    n = std::min(n, max_bytes - total);
+    iov[used++] = iovec{const_cast<std::uint8_t*>(p), n};
+    total += n;
+  };
+  if (current_.active) {
+    auto& c = current_;
+    if (c.done < pf::header_bytes)
+      add(c.header + c.done, pf::header_bytes - c.done);
+    auto payload_done = c.done > pf::header_bytes ? c.done - pf::header_bytes : 0;
+    add(c.payload + payload_done, c.length - payload_done);
+  }
+  // The fragments that `consumed` will cut next, in its order, without cutting them.
+  headers_.clear();
+  headers_.reserve(max_iov / 2 + 1); // no reallocation below: the iovecs point into it
+  std::size_t index[pf::lanes] = {0, 0};
+  std::size_t at[pf::lanes] = {0, 0};
+  for (std::uint8_t lane = 0; lane < pf::lanes; ++lane)
+    if (!q_[lane].empty()) {
+      if (!has_more(q_[lane].front()))
+        index[lane] = 1; // its last fragment is the current one
+      else
+        at[lane] = q_[lane].front().cut;
+    }
+  while (used + 2 <= max_iov && total < max_bytes && headers_.size() < max_iov / 2 + 1) {
+    int lane = -1;
+    for (std::uint8_t l = 0; l < pf::lanes && lane < 0; ++l)
+      if (index[l] < q_[l].size())
+        lane = l;
+    if (lane < 0)
+      break;
+    auto& f = q_[lane][index[lane]];
+    auto& h = headers_.emplace_back();
+    auto k = header_for(f, static_cast<std::uint8_t>(lane), at[lane], h.data());
+    add(h.data(), pf::header_bytes);
+    add(f.bytes.data() + at[lane], k);
+    at[lane] += k;
+    if (at[lane] == f.bytes.size()) {
+      ++index[lane];
+      at[lane] = 0;
+    }
+  }
+  return used;
+}
+
+void frame_writer::consumed(std::size_t n) {
+  namespace pf = peer_framing;
+  while (n > 0) {
+    auto& c = current_;
+    if (!c.active) {
+      int lane = q_[0].empty() ? 1 : 0;
+      if (q_[lane].empty())
+        return; // more than was gathered: cannot happen
+      auto& f = q_[lane].front();
+      c.active = true;
+      c.lane = static_cast<std::uint8_t>(lane);
+      c.length = header_for(f, c.lane, f.cut, c.header);
+      c.payload = f.bytes.data() + f.cut;
+      c.done = 0;
+      f.cut += c.length;
+      f.begun = true;
+      queued_bytes_ -= c.length;
+    }
+    auto take = std::min(n, pf::header_bytes + c.length - c.done);
+    c.done += take;
+    n -= take;
+    if (c.done == pf::header_bytes + c.length) {
+      c.active = false;
+      auto& q = q_[c.lane];
+      if (!has_more(q.front()))
+        q.pop_front();
+    }
+  }
 }
 
 bool frame_writer::next(std::vector<std::uint8_t>& out) {
-  return next_with([&](const std::uint8_t* h, std::size_t hn, const std::uint8_t* p, std::size_t pn) {
-    out.insert(out.end(), h, h + hn);
-    out.insert(out.end(), p, p + pn);
-  });
+  iovec iov[2];
+  auto n = gather(iov, 2, static_cast<std::size_t>(-1));
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    auto* p = static_cast<const std::uint8_t*>(iov[i].iov_base);
+    out.insert(out.end(), p, p + iov[i].iov_len);
+    total += iov[i].iov_len;
+  }
+  consumed(total);
+  return n > 0;
 }
 
 } // namespace gwtf::actors

@@ -1,5 +1,5 @@
 // The byte stream of one peer connection in node mode, as a pure codec (no CAF, no sockets):
-// what the transport (actors/net/peer_transport.cpp) writes after TCP (and TLS), and checks
+// what the socket loop (actors/net/peer_io.cpp) writes after TCP (and TLS), and checks
 // before it allocates anything a peer announced. docs/wire.md, "Peer connections".
 //
 // A stream is a sequence of fragments, each a 16-byte header and `length` payload bytes:
@@ -15,11 +15,15 @@
 // caf-gwtf peer.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include <sys/uio.h>
 
 namespace gwtf::actors {
 
@@ -57,6 +61,8 @@ struct inbound_frame {
 
 /// Follows the fragments of one inbound stream. Memory: at most one partial frame per lane,
 /// each at most `max_frame` bytes, allocated only once a header announcing it was checked.
+/// Bytes go in by copy (`feed`) or straight from the socket (`space`, then `wrote`): a
+/// fragment's payload is read into its frame, with no buffer in between.
 class frame_reader {
 public:
   explicit frame_reader(std::uint64_t max_frame) : max_frame_(max_frame) {}
@@ -66,12 +72,22 @@ public:
   /// keep failing).
   std::string feed(const std::uint8_t* data, std::size_t n, std::vector<inbound_frame>& out);
 
+  /// Where the next bytes of the stream belong and how many of them this reader expects at
+  /// most: the rest of a fragment header, or of a fragment's payload, inside its frame (the
+  /// frame grows by the fragment the first time). {nullptr, 0} once failed.
+  std::pair<std::uint8_t*, std::size_t> space();
+  /// `n` bytes (at most what `space` offered) were written there; as `feed` otherwise.
+  std::string wrote(std::size_t n, std::vector<inbound_frame>& out);
+  /// The bytes `space` offers are a payload's (worth reading straight into the frame).
+  bool in_payload() const { return payload_left_ > 0; }
+
   bool greeted() const { return greeted_; } ///< the peer's hello arrived
   std::uint64_t frames() const { return frames_; }
 
 private:
   std::string fail(std::string why);
   std::string on_header();
+  void fragment_done(std::vector<inbound_frame>& out);
 
   struct partial {
     bool open = false;
@@ -82,6 +98,8 @@ private:
   std::uint8_t header_[peer_framing::header_bytes] = {};
   std::size_t have_ = 0;     // bytes of the current header
   std::uint32_t payload_left_ = 0;
+  std::uint32_t fragment_length_ = 0;
+  std::size_t fragment_at_ = 0; // where the current fragment's payload starts in its frame
   std::uint8_t lane_ = 0;
   std::uint8_t flags_ = 0;
   partial partial_[peer_framing::lanes];
@@ -91,44 +109,52 @@ private:
 };
 
 /// The frames waiting to go to one peer, cut into fragments on demand, control lane first.
+/// A sender gathers the next bytes as (pointer, length) pieces of the queued frames and of
+/// the fragment headers, writes what the socket takes, and says how much that was: no byte
+/// of a frame is copied on its way out. A fragment once begun is finished before any other.
 class frame_writer {
 public:
   /// Queues a frame (taken over) on its service's lane, or on the bulk lane with `behind_bulk`
   /// (a frame that must not overtake what was sent before it). Frames of one lane leave in
   /// the order queued.
   void push(std::int32_t service, bool introduction, std::vector<std::uint8_t> bytes, bool behind_bulk = false);
-  /// Appends the next fragment (header and payload) to `out`; false when nothing is queued.
+  /// Fills `iov` (at most `max_iov` entries, at most `max_bytes` bytes) with the next bytes
+  /// of the stream, in order; they stay valid until `consumed` or `push`. Returns the entries
+  /// used (0: nothing queued).
+  std::size_t gather(iovec* iov, std::size_t max_iov, std::size_t max_bytes);
+  /// The first `n` bytes of the last `gather` left (n at most what it gathered).
+  void consumed(std::size_t n);
+  /// Appends the next whole fragment (the rest of a begun one) to `out`; false when nothing
+  /// is queued.
   bool next(std::vector<std::uint8_t>& out);
-  /// The same without a copy: calls `put(header, 16, payload, length)` with the fragment's
-  /// bytes (valid during the call only); false when nothing is queued.
-  template <class Put>
-  bool next_with(Put&& put) {
-    std::uint8_t header[peer_framing::header_bytes];
-    const std::uint8_t* payload = nullptr;
-    std::size_t length = 0;
-    if (!cut(header, payload, length))
-      return false;
-    put(static_cast<const std::uint8_t*>(header), peer_framing::header_bytes, payload, length);
-    done_with_fragment();
-    return true;
-  }
-  bool empty() const { return queued_bytes_ == 0 && q_[0].empty() && q_[1].empty(); }
+  bool empty() const { return !current_.active && q_[0].empty() && q_[1].empty(); }
   std::uint64_t queued_bytes() const { return queued_bytes_; } ///< payload not yet cut
   std::size_t queued_frames() const { return q_[0].size() + q_[1].size(); }
 
 private:
-  bool cut(std::uint8_t* header, const std::uint8_t*& payload, std::size_t& length);
-  void done_with_fragment(); // drops the front frame of the lane just cut if it is complete
-
   struct pending {
     std::int32_t service;
     bool introduction;
     std::vector<std::uint8_t> bytes;
-    std::size_t sent = 0;
+    std::size_t cut = 0;  // payload bytes in fragments begun
+    bool begun = false;   // its first fragment was cut
   };
+  struct fragment {
+    bool active = false;
+    std::uint8_t lane = 0;
+    std::uint8_t header[peer_framing::header_bytes] = {};
+    const std::uint8_t* payload = nullptr;
+    std::size_t length = 0;
+    std::size_t done = 0; // header and payload bytes gone
+  };
+  // The header of the fragment of `f` starting at payload offset `at`; its length.
+  static std::size_t header_for(const pending& f, std::uint8_t lane, std::size_t at, std::uint8_t* header);
+  static bool has_more(const pending& f) { return !f.begun || f.cut < f.bytes.size(); }
+
   std::deque<pending> q_[peer_framing::lanes];
+  fragment current_; // begun and not yet gone whole
+  std::vector<std::array<std::uint8_t, peer_framing::header_bytes>> headers_; // of the last gather
   std::uint64_t queued_bytes_ = 0;
-  int cut_lane_ = -1; // the lane of the fragment last cut
 };
 
 } // namespace gwtf::actors

@@ -1,7 +1,7 @@
-// Node mode's transport: every peer connection of this host in one hop, owned by one broker
-// that frames, checks and (with node.tls) encrypts in place. No relay, no second hop through
-// CAF's middleman: the bytes of a peer go from the socket through TLS and the frame reader
-// (actors/net/peer_framing.hpp) to the link. docs/runtime.md, "The transport".
+// Node mode's transport: every peer connection of this host in one hop, owned by a socket
+// loop (actors/net/peer_io.hpp) that frames, checks and (with node.tls) encrypts in place. No
+// relay, no CAF broker: the bytes of a peer go from the socket through TLS and the frame
+// reader (actors/net/peer_framing.hpp) to the link. docs/runtime.md, "The transport".
 #pragma once
 
 #include <cstdint>
@@ -37,8 +37,8 @@ struct peer_transport_options {
   int dial_timeout_ms = 2000;       ///< a peer that does not accept the connection by then: failed
   int handshake_timeout_ms = 10000; ///< no TLS handshake and hello by then: dropped
   std::uint64_t max_frame = 64u << 20; ///< largest frame accepted (node.max_message_bytes)
-  /// Bytes a connection may have in CAF's send buffer at once; more waits in the frame
-  /// writer, where control frames overtake bulk ones.
+  /// Unsent bytes a connection may have in its socket (TCP_NOTSENT_LOWAT) and encrypted
+  /// ahead; more waits in the frame writer, where control frames overtake bulk ones.
   std::size_t send_window = 256 * 1024;
   std::string host_name;          ///< this host, for reports
   failure_sink_actor reporter;    ///< (failure_atom, host, what) per refused connection

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <optional>
 #include <poll.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <sstream>
 #include <string>
@@ -49,7 +50,16 @@ public:
     REQUIRE(fd_ >= 0);
     write_all(peer_framing::hello_bytes());
   }
-  ~raw_peer() { ::close(fd_); }
+  // A graceful close: what was written leaves first (closing with the node's hello unread
+  // would send a reset, which drops this end's unsent bytes), then the node's end closes.
+  ~raw_peer() {
+    ::shutdown(fd_, SHUT_WR);
+    pollfd p{fd_, POLLIN, 0};
+    std::uint8_t buf[4096];
+    while (::poll(&p, 1, 10000) > 0 && ::read(fd_, buf, sizeof buf) > 0) {
+    }
+    ::close(fd_);
+  }
   void send(service svc, const wire_frame& f, bool introduction = false) {
     frame_writer w;
     w.push(static_cast<std::int32_t>(svc), introduction, f.bytes);

@@ -2,6 +2,7 @@
 // control ahead of bulk, every header checked before anything is allocated.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <numeric>
 #include <vector>
 
@@ -66,6 +67,63 @@ TEST_CASE("peer framing: frames cross whole, in any split, in order per lane, wi
     CHECK(got[2].bytes == big);
     CHECK(got[3].bytes.empty());
     CHECK(r.frames() == 4);
+  }
+}
+
+TEST_CASE("peer framing: read straight into frames and written from gathered pieces, in any split, the stream is the same") {
+  auto fill = [](frame_writer& w) {
+    w.push(stage, false, bytes(2 * pf::fragment_bytes + 5, 1));
+    w.push(membership, true, bytes(200, 0x5a));
+    w.push(stage, false, {});
+    w.push(membership, true, bytes(33, 4));
+  };
+  frame_writer copied;
+  fill(copied);
+  auto expected = drain(copied);
+  for (std::size_t step : {std::size_t{1}, std::size_t{5}, std::size_t{16}, std::size_t{300}, std::size_t{70000}}) {
+    CAPTURE(step);
+    // The writer: whatever the socket takes (`step` bytes per call) of what it gathered.
+    frame_writer w;
+    fill(w);
+    auto stream = pf::hello_bytes();
+    iovec iov[8];
+    while (auto n = w.gather(iov, 8, 1u << 20)) {
+      std::size_t k = 0;
+      for (std::size_t i = 0; i < n && k < step; ++i) {
+        auto take = std::min(step - k, iov[i].iov_len);
+        auto* p = static_cast<const std::uint8_t*>(iov[i].iov_base);
+        stream.insert(stream.end(), p, p + take);
+        k += take;
+      }
+      w.consumed(k);
+    }
+    CHECK(w.empty());
+    CHECK(stream == expected);
+    // The reader: at most `step` bytes per read, into its space and then the next header, as
+    // the socket loop reads.
+    frame_reader r{1 << 20};
+    std::vector<inbound_frame> got;
+    std::size_t at = 0;
+    while (at < stream.size()) {
+      auto [space, want] = r.space();
+      REQUIRE(want > 0);
+      bool payload = r.in_payload();
+      auto k = std::min<std::size_t>({step, want, stream.size() - at});
+      std::copy(stream.data() + at, stream.data() + at + k, space);
+      at += k;
+      REQUIRE(r.wrote(k, got).empty());
+      if (payload && k == want && at < stream.size()) { // the second piece: a next header
+        auto h = std::min<std::size_t>({16, step, stream.size() - at});
+        REQUIRE(r.feed(stream.data() + at, h, got).empty());
+        at += h;
+      }
+    }
+    REQUIRE(got.size() == 4);
+    CHECK(got[0].bytes == bytes(200, 0x5a));
+    CHECK(got[0].introduction);
+    CHECK(got[1].bytes == bytes(33, 4));
+    CHECK(got[2].bytes == bytes(2 * pf::fragment_bytes + 5, 1));
+    CHECK(got[3].bytes.empty());
   }
 }
 
