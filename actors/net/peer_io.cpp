@@ -13,6 +13,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -70,6 +71,20 @@ struct command {
   std::string address;
 };
 
+// Decrypted bytes go straight into the frame reader's space: a payload into its frame.
+struct reader_sink final : tls_session::plain_sink {
+  reader_sink(frame_reader& r, std::vector<inbound_frame>& f) : reader(r), frames(f) {}
+  frame_reader& reader;
+  std::vector<inbound_frame>& frames;
+  std::string why;
+  std::pair<std::uint8_t*, std::size_t> space() override { return reader.space(); }
+  bool wrote(std::size_t n) override {
+    if (n > 0)
+      why = reader.wrote(n, frames);
+    return why.empty();
+  }
+};
+
 struct connection {
   std::uint64_t id = 0;
   int fd = -1;
@@ -102,7 +117,6 @@ struct peer_io::loop {
   std::uint64_t next_id = 0;
   std::size_t unhandshaken = 0; // connections whose hello has not come yet
   std::vector<std::uint8_t> in;      // TLS records read
-  std::vector<std::uint8_t> plain;   // decrypted
   std::vector<std::uint8_t> scratch; // fragments to encrypt
   std::vector<inbound_frame> frames;
 
@@ -344,9 +358,10 @@ struct peer_io::loop {
         return false;
       }
       got += static_cast<std::size_t>(n);
-      plain.clear();
       bool was = c.tls->established();
-      bool ok = c.tls->from_network(in.data(), static_cast<std::size_t>(n), plain, c.raw);
+      bool greeted = c.reader.greeted();
+      reader_sink sink{c.reader, frames};
+      bool ok = c.tls->from_network(in.data(), static_cast<std::size_t>(n), sink, c.raw);
       if (!ok) {
         flush_raw_once(c);
         refuse(c, c.tls->error());
@@ -357,12 +372,8 @@ struct peer_io::loop {
         refuse(c, c.tls->error());
         return false;
       }
-      if (!plain.empty()) {
-        bool greeted = c.reader.greeted();
-        auto why = c.reader.feed(plain.data(), plain.size(), frames);
-        if (!after_read(c, greeted, why))
-          return false;
-      }
+      if (!after_read(c, greeted, sink.why))
+        return false;
       if (!c.raw.empty() || (c.ready() && !c.writer.empty()))
         if (!flush(c))
           return false;
@@ -545,7 +556,10 @@ std::unique_ptr<peer_io> peer_io::start(peer_io_options opts, peer_io_events eve
   why.clear();
   std::unique_ptr<peer_io> io{new peer_io(port)};
   auto* raw = l.get();
-  l->thread = std::thread([raw] { raw->run(); });
+  l->thread = std::thread([raw] {
+    ::pthread_setname_np(::pthread_self(), "gwtf.peer-io"); // for top and perf
+    raw->run();
+  });
   io->loop_ = std::move(l);
   return io;
 }

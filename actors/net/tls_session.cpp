@@ -139,10 +139,61 @@ tls_context::~tls_context() {
   SSL_CTX_free(static_cast<SSL_CTX*>(ctx_));
 }
 
+namespace {
+// The session's output BIO: records go straight onto the end of the caller's `to_network`
+// vector (set for the duration of each call), with no buffer in between.
+int vector_write(BIO* b, const char* data, int n) {
+  auto* out = static_cast<std::vector<std::uint8_t>*>(BIO_get_data(b));
+  if (out == nullptr || n < 0)
+    return -1; // outside a call: cannot happen
+  auto* p = reinterpret_cast<const std::uint8_t*>(data);
+  out->insert(out->end(), p, p + n);
+  return n;
+}
+
+long vector_ctrl(BIO*, int cmd, long, void*) { return cmd == BIO_CTRL_FLUSH ? 1 : 0; }
+
+int vector_create(BIO* b) {
+  BIO_set_init(b, 1);
+  return 1;
+}
+
+const BIO_METHOD* vector_method() {
+  static BIO_METHOD* method = [] {
+    auto* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "gwtf vector sink");
+    BIO_meth_set_write(m, vector_write);
+    BIO_meth_set_ctrl(m, vector_ctrl);
+    BIO_meth_set_create(m, vector_create);
+    return m;
+  }();
+  return method;
+}
+
+// Points the output BIO at `to_network` for one call.
+class output_to {
+public:
+  output_to(void* bio, std::vector<std::uint8_t>& to_network)
+    : bio_(static_cast<BIO*>(bio)), before_(bio_ ? BIO_get_data(bio_) : nullptr) {
+    if (bio_)
+      BIO_set_data(bio_, &to_network);
+  }
+  ~output_to() {
+    if (bio_)
+      BIO_set_data(bio_, before_);
+  }
+  output_to(const output_to&) = delete;
+  output_to& operator=(const output_to&) = delete;
+
+private:
+  BIO* bio_;
+  void* before_;
+};
+} // namespace
+
 tls_session::tls_session(std::shared_ptr<const tls_context> ctx) : ctx_(std::move(ctx)) {
   auto* ssl = SSL_new(static_cast<SSL_CTX*>(ctx_->native()));
   auto* in = BIO_new(BIO_s_mem());
-  auto* out = BIO_new(BIO_s_mem());
+  auto* out = BIO_new(vector_method());
   if (ssl == nullptr || in == nullptr || out == nullptr) {
     error_ = "cannot create a TLS session: " + openssl_reasons();
     SSL_free(ssl);
@@ -164,24 +215,6 @@ tls_session::~tls_session() {
   SSL_free(static_cast<SSL*>(ssl_));
 }
 
-void tls_session::drain(std::vector<std::uint8_t>& to_network) {
-  auto* out = static_cast<BIO*>(out_);
-  if (out == nullptr)
-    return;
-  // Straight into the caller's buffer: what is pending, in one read where it can.
-  for (;;) {
-    auto pending = BIO_ctrl_pending(out);
-    if (pending == 0)
-      break;
-    auto at = to_network.size();
-    to_network.resize(at + pending);
-    int n = BIO_read(out, to_network.data() + at, static_cast<int>(std::min<std::size_t>(pending, 1 << 30)));
-    to_network.resize(at + static_cast<std::size_t>(std::max(n, 0)));
-    if (n <= 0)
-      break;
-  }
-}
-
 void tls_session::fail(int ret, const char* during) {
   auto* ssl = static_cast<SSL*>(ssl_);
   int code = SSL_get_error(ssl, ret);
@@ -197,7 +230,27 @@ void tls_session::fail(int ret, const char* during) {
   error_ = why;
 }
 
-bool tls_session::drive(std::vector<std::uint8_t>& plain, std::vector<std::uint8_t>& to_network) {
+namespace {
+// Appends to a vector, a record (at most 16 KiB) at a time.
+struct vector_sink final : tls_session::plain_sink {
+  explicit vector_sink(std::vector<std::uint8_t>& v) : out(v) {}
+  std::vector<std::uint8_t>& out;
+  std::size_t at = 0;
+  std::pair<std::uint8_t*, std::size_t> space() override {
+    constexpr std::size_t record = 16384;
+    at = out.size();
+    out.resize(at + record);
+    return {out.data() + at, record};
+  }
+  bool wrote(std::size_t n) override {
+    out.resize(at + n);
+    return true;
+  }
+};
+} // namespace
+
+bool tls_session::drive(plain_sink& sink, std::vector<std::uint8_t>& to_network) {
+  output_to target{out_, to_network};
   auto* ssl = static_cast<SSL*>(ssl_);
   ERR_clear_error();
   if (!established_) {
@@ -208,7 +261,6 @@ bool tls_session::drive(std::vector<std::uint8_t>& plain, std::vector<std::uint8
       int code = SSL_get_error(ssl, r);
       if (code != SSL_ERROR_WANT_READ && code != SSL_ERROR_WANT_WRITE) {
         fail(r, "handshake");
-        drain(to_network);
         return false;
       }
     }
@@ -221,23 +273,21 @@ bool tls_session::drive(std::vector<std::uint8_t>& plain, std::vector<std::uint8
         return false;
     }
     for (;;) {
-      // Decrypted straight into `plain`, a record (at most 16 KiB) at a time.
-      constexpr std::size_t record = 16384;
-      auto at = plain.size();
-      plain.resize(at + record);
-      int n = SSL_read(ssl, plain.data() + at, static_cast<int>(record));
-      plain.resize(at + static_cast<std::size_t>(std::max(n, 0)));
-      if (n > 0)
+      auto [at, room] = sink.space();
+      int n = SSL_read(ssl, at, static_cast<int>(std::min<std::size_t>(room, 1 << 30)));
+      if (n > 0) {
+        if (!sink.wrote(static_cast<std::size_t>(n)))
+          break;
         continue;
+      }
+      sink.wrote(0);
       int code = SSL_get_error(ssl, n);
       if (code == SSL_ERROR_WANT_READ || code == SSL_ERROR_WANT_WRITE)
         break;
       fail(n, "read");
-      drain(to_network);
       return false;
     }
   }
-  drain(to_network);
   return true;
 }
 
@@ -245,10 +295,17 @@ bool tls_session::start(std::vector<std::uint8_t>& to_network) {
   if (failed())
     return false;
   std::vector<std::uint8_t> none;
-  return drive(none, to_network);
+  vector_sink sink{none};
+  return drive(sink, to_network);
 }
 
 bool tls_session::from_network(const std::uint8_t* data, std::size_t size, std::vector<std::uint8_t>& plain,
+                               std::vector<std::uint8_t>& to_network) {
+  vector_sink sink{plain};
+  return from_network(data, size, sink, to_network);
+}
+
+bool tls_session::from_network(const std::uint8_t* data, std::size_t size, plain_sink& sink,
                                std::vector<std::uint8_t>& to_network) {
   if (failed())
     return false;
@@ -276,7 +333,7 @@ bool tls_session::from_network(const std::uint8_t* data, std::size_t size, std::
     data += n;
     size -= static_cast<std::size_t>(n);
   }
-  return drive(plain, to_network);
+  return drive(sink, to_network);
 }
 
 bool tls_session::to_peer(const std::uint8_t* data, std::size_t size, std::vector<std::uint8_t>& to_network) {
@@ -286,6 +343,7 @@ bool tls_session::to_peer(const std::uint8_t* data, std::size_t size, std::vecto
     held_.insert(held_.end(), data, data + size);
     return true;
   }
+  output_to target{out_, to_network};
   auto* ssl = static_cast<SSL*>(ssl_);
   ERR_clear_error();
   while (size > 0) {
@@ -293,12 +351,10 @@ bool tls_session::to_peer(const std::uint8_t* data, std::size_t size, std::vecto
     int n = SSL_write(ssl, data, chunk);
     if (n <= 0) {
       fail(n, "write");
-      drain(to_network);
       return false;
     }
     data += n;
     size -= static_cast<std::size_t>(n);
-    drain(to_network);
   }
   return true;
 }

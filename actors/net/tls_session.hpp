@@ -1,4 +1,5 @@
-// Mutual TLS over byte buffers (OpenSSL memory BIOs), with no sockets and no CAF: the net guard
+// Mutual TLS over byte buffers (a memory BIO in; records appended straight to the caller's
+// buffer out), with no sockets and no CAF: the socket loop (actors/net/peer_io.cpp)
 // terminates the TLS of every inbound peer connection with it, and tests run whole handshakes
 // between two sessions in memory. Every failure is a value: the session says why in words
 // (no certificate, another CA's certificate, plain TCP, a broken record) and stays failed.
@@ -8,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gwtf::actors {
@@ -64,6 +66,19 @@ public:
   bool from_network(const std::uint8_t* data, std::size_t size, std::vector<std::uint8_t>& plain,
                     std::vector<std::uint8_t>& to_network);
 
+  /// Where decrypted bytes go without a buffer in between: `space` offers room (size > 0),
+  /// `wrote(n)` takes the first n bytes of it and says whether to go on.
+  struct plain_sink {
+    virtual std::pair<std::uint8_t*, std::size_t> space() = 0;
+    virtual bool wrote(std::size_t n) = 0;
+  protected:
+    ~plain_sink() = default;
+  };
+  /// The same, decrypting straight into `sink`. A sink that says stop ends the call; what
+  /// was not decrypted yet stays in the session.
+  bool from_network(const std::uint8_t* data, std::size_t size, plain_sink& sink,
+                    std::vector<std::uint8_t>& to_network);
+
   /// Encrypts `size` bytes of plaintext for the peer into `to_network`; before the handshake
   /// completes they are held and sent when it does. False once failed.
   bool to_peer(const std::uint8_t* data, std::size_t size, std::vector<std::uint8_t>& to_network);
@@ -74,8 +89,7 @@ public:
   std::string peer_subject() const; ///< the verified peer certificate's subject, e.g. "CN=relay-1"
 
 private:
-  bool drive(std::vector<std::uint8_t>& plain, std::vector<std::uint8_t>& to_network);
-  void drain(std::vector<std::uint8_t>& to_network);
+  bool drive(plain_sink& sink, std::vector<std::uint8_t>& to_network);
   void fail(int ret, const char* during);
 
   std::shared_ptr<const tls_context> ctx_;
