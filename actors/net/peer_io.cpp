@@ -299,6 +299,24 @@ struct peer_io::loop {
     return true;
   }
 
+  // What a read's result means: bytes to take, a retry, nothing more for now, or the end (the
+  // connection is closed then).
+  enum class got { bytes, retry, drained, closed };
+  got read_result(connection& c, ssize_t n) {
+    if (n > 0)
+      return got::bytes;
+    if (n == 0) {
+      close_connection(c.id, "closed by the peer");
+      return got::closed;
+    }
+    if (errno == EINTR)
+      return got::retry;
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+      return got::drained;
+    close_connection(c.id, errno_text(errno));
+    return got::closed;
+  }
+
   // Reads what the connection has, at most `read_budget` this turn; false if it was closed.
   bool read_plain(connection& c) {
     std::size_t got = 0;
@@ -314,18 +332,11 @@ struct peer_io::loop {
         parts = 2;
       }
       auto n = ::readv(c.fd, iov, parts);
-      if (n == 0) {
-        close_connection(c.id, "closed by the peer");
-        return false;
-      }
-      if (n < 0) {
-        if (errno == EINTR)
-          continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
-          return true;
-        close_connection(c.id, errno_text(errno));
-        return false;
-      }
+      auto r = read_result(c, n);
+      if (r == got::retry)
+        continue;
+      if (r != got::bytes)
+        return r == got::drained;
       auto k = static_cast<std::size_t>(n);
       got += k;
       bool greeted = c.reader.greeted();
@@ -345,18 +356,11 @@ struct peer_io::loop {
     in.resize(tls_read_bytes);
     while (got < read_budget) {
       auto n = ::read(c.fd, in.data(), in.size());
-      if (n == 0) {
-        close_connection(c.id, "closed by the peer");
-        return false;
-      }
-      if (n < 0) {
-        if (errno == EINTR)
-          continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
-          return true;
-        close_connection(c.id, errno_text(errno));
-        return false;
-      }
+      auto r = read_result(c, n);
+      if (r == got::retry)
+        continue;
+      if (r != got::bytes)
+        return r == got::drained;
       got += static_cast<std::size_t>(n);
       bool was = c.tls->established();
       bool greeted = c.reader.greeted();

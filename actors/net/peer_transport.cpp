@@ -95,14 +95,7 @@ void dial_socket(caf::blocking_actor* self, caf::actor transport, std::uint64_t 
 
 caf::behavior peer_transport(self_ptr self, peer_transport_options opts) {
   auto& st = self->state;
-  peer_io_options io;
-  io.host = opts.host;
-  io.port = opts.port;
-  io.tls = opts.tls;
-  io.tls_client = opts.tls_client;
-  io.handshake_timeout_ms = opts.handshake_timeout_ms;
-  io.max_frame = opts.max_frame;
-  io.send_window = opts.send_window;
+  peer_io_options io = opts; // the socket loop's part
   // Called on the loop's thread: messages only, sent as this actor (the link checks that
   // peer frames come from its transport). The weak handle breaks the cycle state -> loop ->
   // callbacks -> this actor.

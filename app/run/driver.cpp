@@ -359,7 +359,7 @@ void host_gone(driver_ptr self, const std::string& name, bool crashed) {
         if (i >= last)
           st.result.wasted_s += s;
       st.compute_by_host.erase(name);
-    } else {
+    } else if (!st.result.completed) { // after it, hosts leave because the run is over
       ++st.result.departures;
     }
     // The last replica of a relay stage is gone: no ring can close. With checkpoints the run
