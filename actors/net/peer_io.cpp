@@ -123,6 +123,9 @@ struct peer_io::loop {
   ~loop() {
     for (auto& [id, c] : conns)
       ::close(c->fd);
+    for (auto& cmd : queue) // sockets handed over after the loop stopped
+      if (cmd.what == command::adopt)
+        ::close(cmd.fd);
     for (int fd : {listener, wake, ep})
       if (fd >= 0)
         ::close(fd);
