@@ -407,12 +407,17 @@ struct peer_io::loop {
     }
   }
 
-  void run_commands() {
+  // Runs what other threads posted; false once the loop is to stop. The eventfd is read
+  // before the flag is looked at under the lock: a stop whose wake-up this read consumed set
+  // the flag before it, and a later one wakes the loop again.
+  bool run_commands() {
     std::uint64_t count = 0;
     [[maybe_unused]] auto r = ::read(wake, &count, sizeof count);
     std::vector<command> batch;
     {
       std::lock_guard<std::mutex> guard{mtx};
+      if (stopping)
+        return false;
       batch.swap(queue);
     }
     for (auto& cmd : batch) {
@@ -441,6 +446,7 @@ struct peer_io::loop {
       if (!c.want_out) // else the socket is full: epoll says when it is not
         flush(c);
     }
+    return true;
   }
 
   int next_timeout_ms() {
@@ -482,12 +488,8 @@ struct peer_io::loop {
       for (int i = 0; i < n; ++i) {
         auto key = events[i].data.u64;
         if (key == wake_key) {
-          {
-            std::lock_guard<std::mutex> guard{mtx};
-            if (stopping)
-              return;
-          }
-          run_commands();
+          if (!run_commands())
+            return;
           continue;
         }
         if (key == listen_key) {

@@ -1,0 +1,178 @@
+// The socket loop under node mode's transport (actors/net/peer_io), with no CAF: two loops on
+// 127.0.0.1 exchange frames, a dial is answered on the peer's hello, a header above the limit
+// is refused with the peer's address, and a loop stopped while commands arrive stops.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
+#include <mutex>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "actors/net/peer_framing.hpp"
+#include "actors/net/peer_io.hpp"
+
+using namespace gwtf::actors;
+namespace pf = gwtf::actors::peer_framing;
+
+namespace {
+
+constexpr std::int32_t stage = 3, membership = 0;
+
+int connect_to(std::uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// What a loop's callbacks saw, for the test thread to wait on.
+struct seen {
+  std::mutex mtx;
+  std::condition_variable cv;
+  std::vector<std::pair<std::int32_t, std::vector<std::uint8_t>>> frames;
+  std::vector<std::string> refused;
+  std::uint64_t dialled = 0;
+  std::string dial_error;
+
+  peer_io_events events() {
+    peer_io_events ev;
+    ev.frame = [this](std::uint64_t, std::int32_t svc, bool, std::vector<std::uint8_t>&& bytes) {
+      std::lock_guard<std::mutex> g{mtx};
+      frames.emplace_back(svc, std::move(bytes));
+      cv.notify_all();
+    };
+    ev.closed = [](std::uint64_t, const std::string&) {};
+    ev.refused = [this](const std::string& what) {
+      std::lock_guard<std::mutex> g{mtx};
+      refused.push_back(what);
+      cv.notify_all();
+    };
+    ev.dialled = [this](std::uint64_t, std::uint64_t conn, const std::string& why) {
+      std::lock_guard<std::mutex> g{mtx};
+      dialled = conn;
+      dial_error = why;
+      cv.notify_all();
+    };
+    return ev;
+  }
+
+  template <class Pred>
+  bool wait(Pred pred) {
+    std::unique_lock<std::mutex> lock{mtx};
+    return cv.wait_for(lock, std::chrono::seconds(20), pred);
+  }
+};
+
+std::unique_ptr<peer_io> start(seen& s, std::uint64_t max_frame) {
+  peer_io_options o;
+  o.host = "127.0.0.1";
+  o.max_frame = max_frame;
+  std::string why;
+  auto io = peer_io::start(o, s.events(), why);
+  REQUIRE_MESSAGE(io, why);
+  return io;
+}
+
+} // namespace
+
+TEST_CASE("socket loop: frames cross whole with control ahead, a dial is answered on the hello, an oversized header is refused") {
+  seen a_seen, b_seen;
+  auto a = start(a_seen, 8u << 20);
+  auto b = start(b_seen, 8u << 20);
+  int fd = connect_to(a->port());
+  REQUIRE(fd >= 0);
+  b->adopt(7, fd, "127.0.0.1:" + std::to_string(a->port()));
+  REQUIRE(b_seen.wait([&] { return b_seen.dialled != 0 || !b_seen.dial_error.empty(); }));
+  REQUIRE(b_seen.dial_error.empty());
+  std::vector<std::uint8_t> share(6u << 20);
+  std::iota(share.begin(), share.end(), std::uint8_t{3});
+  auto expected = share;
+  b->send(b_seen.dialled, stage, false, std::move(share), false);
+  b->send(b_seen.dialled, membership, false, std::vector<std::uint8_t>(50, 9), false);
+  REQUIRE(a_seen.wait([&] { return a_seen.frames.size() == 2; }));
+  // The heartbeat was queued behind the share and overtook it.
+  CHECK(a_seen.frames[0].first == membership);
+  CHECK(a_seen.frames[0].second == std::vector<std::uint8_t>(50, 9));
+  CHECK(a_seen.frames[1].first == stage);
+  CHECK(a_seen.frames[1].second == expected);
+
+  // A raw peer announcing a frame above the limit: refused at its header, with its address.
+  int raw = connect_to(a->port());
+  REQUIRE(raw >= 0);
+  auto bytes = pf::hello_bytes();
+  pf::write_header(bytes, pf::bulk, pf::first, stage, 0, 9u << 20);
+  REQUIRE(::write(raw, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()));
+  REQUIRE(a_seen.wait([&] { return !a_seen.refused.empty(); }));
+  CHECK(a_seen.refused[0].find("closed the connection from 127.0.0.1:") == 0);
+  CHECK(a_seen.refused[0].find("a frame announcing 9437184 bytes (limit 8388608") != std::string::npos);
+  ::close(raw);
+
+  // A dial to a listener that is not a peer (it never says hello) fails with the reason.
+  int other = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(other, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0);
+  REQUIRE(::listen(other, 1) == 0);
+  socklen_t len = sizeof at;
+  ::getsockname(other, reinterpret_cast<sockaddr*>(&at), &len);
+  int to_other = connect_to(ntohs(at.sin_port));
+  REQUIRE(to_other >= 0);
+  int accepted = ::accept(other, nullptr, nullptr);
+  std::string junk = "HTTP/1.1 400\r\n\r\n";
+  REQUIRE(::write(accepted, junk.data(), junk.size()) == static_cast<ssize_t>(junk.size()));
+  {
+    std::lock_guard<std::mutex> g{b_seen.mtx};
+    b_seen.dialled = 0;
+  }
+  b->adopt(8, to_other, "127.0.0.1:" + std::to_string(ntohs(at.sin_port)));
+  REQUIRE(b_seen.wait([&] { return !b_seen.dial_error.empty(); }));
+  CHECK(b_seen.dialled == 0);
+  CHECK(b_seen.dial_error.find("not a caf-gwtf peer") != std::string::npos);
+  ::close(accepted);
+  ::close(other);
+}
+
+TEST_CASE("socket loop: stopped while commands arrive, it stops (100 rounds)") {
+  // A smoke test of stopping with commands in flight. The race once seen under load (a
+  // stop's wake-up taken by the command reader, and a node that did not exit within the
+  // launcher's 5 s) is too narrow to hit here on purpose; run_commands closes it by design.
+  int in_time = 0;
+  for (int round = 0; round < 100; ++round) {
+    seen s;
+    auto io = start(s, 1u << 20);
+    for (int i = 0; i < 3; ++i)
+      io->send(1, membership, false, std::vector<std::uint8_t>(8, 1), false); // no such connection
+    std::promise<void> stopped;
+    auto done = stopped.get_future();
+    std::thread stopper([&] {
+      io.reset();
+      stopped.set_value();
+    });
+    if (done.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      // The loop's thread cannot be taken back: say why and end the process.
+      std::fprintf(stderr, "socket loop: not stopped within 10 s in round %d\n", round);
+      std::abort();
+    }
+    stopper.join();
+    ++in_time;
+  }
+  CHECK(in_time == 100);
+}
