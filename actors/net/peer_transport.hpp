@@ -29,6 +29,7 @@ namespace gwtf::actors {
 // (closed_atom, connection, why) when a greeted connection ends. A connection that breaks the
 // framing (a header announcing more than `max_frame`, bytes that are not ours, no hello in
 // time, a failed TLS handshake) is reported to `reporter` with its address and closed.
+// Stop it with an exit message: its socket loop's thread ends with it.
 struct peer_transport_options : peer_io_options {
   int dial_timeout_ms = 2000;   ///< a peer that does not accept the connection by then: failed
   std::string host_name;        ///< this host, for reports
