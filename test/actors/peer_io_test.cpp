@@ -1,6 +1,7 @@
-// The socket loop under node mode's transport (actors/net/peer_io), with no CAF: two loops on
-// 127.0.0.1 exchange frames, a dial is answered on the peer's hello, a header above the limit
-// is refused with the peer's address, and a loop stopped while commands arrive stops.
+// The socket loop under node mode's transport (actors/net/peer_io), with no CAF, on 127.0.0.1:
+// a dial is answered on the peer's hello, a heartbeat overtakes a share queued before it, a
+// header above the limit is refused with the peer's address, a dial to a non-peer fails, and
+// a loop stopped while commands arrive stops.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -92,26 +93,49 @@ std::unique_ptr<peer_io> start(seen& s, std::uint64_t max_frame) {
 
 } // namespace
 
-TEST_CASE("socket loop: frames cross whole with control ahead, a dial is answered on the hello, an oversized header is refused") {
+TEST_CASE("socket loop: a dial is answered on the hello, control overtakes a queued share, an oversized header is refused") {
   seen a_seen, b_seen;
   auto a = start(a_seen, 8u << 20);
-  auto b = start(b_seen, 8u << 20);
-  int fd = connect_to(a->port());
+  auto b = start(b_seen, 64u << 20);
+  // B dials a raw listener that says hello and reads nothing until both frames were queued:
+  // a 32 MiB share, more than the socket buffers hold, then a heartbeat.
+  int lst = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in la{};
+  la.sin_family = AF_INET;
+  la.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(lst, reinterpret_cast<sockaddr*>(&la), sizeof la) == 0);
+  REQUIRE(::listen(lst, 1) == 0);
+  socklen_t la_len = sizeof la;
+  ::getsockname(lst, reinterpret_cast<sockaddr*>(&la), &la_len);
+  int fd = connect_to(ntohs(la.sin_port));
   REQUIRE(fd >= 0);
-  b->adopt(7, fd, "127.0.0.1:" + std::to_string(a->port()));
+  int peer = ::accept(lst, nullptr, nullptr);
+  REQUIRE(peer >= 0);
+  auto hello = pf::hello_bytes();
+  REQUIRE(::write(peer, hello.data(), hello.size()) == static_cast<ssize_t>(hello.size()));
+  b->adopt(7, fd, "127.0.0.1:" + std::to_string(ntohs(la.sin_port)));
   REQUIRE(b_seen.wait([&] { return b_seen.dialled != 0 || !b_seen.dial_error.empty(); }));
   REQUIRE(b_seen.dial_error.empty());
-  std::vector<std::uint8_t> share(6u << 20);
+  std::vector<std::uint8_t> share(32u << 20);
   std::iota(share.begin(), share.end(), std::uint8_t{3});
   auto expected = share;
   b->send(b_seen.dialled, stage, false, std::move(share), false);
   b->send(b_seen.dialled, membership, false, std::vector<std::uint8_t>(50, 9), false);
-  REQUIRE(a_seen.wait([&] { return a_seen.frames.size() == 2; }));
-  // The heartbeat was queued behind the share and overtook it.
-  CHECK(a_seen.frames[0].first == membership);
-  CHECK(a_seen.frames[0].second == std::vector<std::uint8_t>(50, 9));
-  CHECK(a_seen.frames[1].first == stage);
-  CHECK(a_seen.frames[1].second == expected);
+  frame_reader reader{64u << 20};
+  std::vector<inbound_frame> got;
+  std::vector<std::uint8_t> buf(1u << 20);
+  while (got.size() < 2) {
+    auto n = ::read(peer, buf.data(), buf.size());
+    REQUIRE(n > 0);
+    REQUIRE(reader.feed(buf.data(), static_cast<std::size_t>(n), got).empty());
+  }
+  // The heartbeat was queued behind the share and overtook it; both arrived whole.
+  CHECK(got[0].service == membership);
+  CHECK(got[0].bytes == std::vector<std::uint8_t>(50, 9));
+  CHECK(got[1].service == stage);
+  CHECK(got[1].bytes == expected);
+  ::close(peer);
+  ::close(lst);
 
   // A raw peer announcing a frame above the limit: refused at its header, with its address.
   int raw = connect_to(a->port());
