@@ -1,6 +1,6 @@
-// Node mode's transport (actors/net/peer_transport) between two brokers of one actor system
-// on 127.0.0.1: a control frame sent while a large share streams on the same connection
-// arrives before the share does, and both arrive whole.
+// Node mode's transport (actors/net/peer_transport) on 127.0.0.1, against a raw peer: a
+// control frame sent while a large share streams on the same connection arrives before the
+// share does, and both arrive whole.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -8,10 +8,16 @@
 #include <string>
 #include <vector>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
 #include "actors/interfaces.hpp"
+#include "actors/net/peer_framing.hpp"
 #include "actors/net/peer_transport.hpp"
 #include "actors/system_setup.hpp"
 
@@ -22,17 +28,6 @@ namespace {
 
 constexpr std::int32_t membership = static_cast<std::int32_t>(service::membership);
 constexpr std::int32_t stage = static_cast<std::int32_t>(service::stage);
-
-// Stands in for a link: tells `observer` (service, size, first byte, last byte) per frame.
-caf::behavior recorder(caf::event_based_actor*, caf::actor observer) {
-  return {
-    [observer](net_atom, std::uint64_t, std::int32_t svc, bool, const wire_frame& f) {
-      caf::anon_send(observer, svc, f.bytes.size(), f.bytes.empty() ? 0 : int{f.bytes.front()},
-                     f.bytes.empty() ? 0 : int{f.bytes.back()});
-    },
-    [](closed_atom, std::uint64_t, const std::string&) {},
-  };
-}
 
 caf::behavior sink(caf::event_based_actor*) {
   return {
@@ -57,34 +52,46 @@ TEST_CASE("transport: a control frame sent behind a 32 MiB share overtakes it, a
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   constexpr std::size_t share = 32u << 20;
-  auto receiver = transport(sys, sys.spawn(recorder, caf::actor_cast<caf::actor>(self)), share + 1024);
   auto sender = transport(sys, sys.spawn(sink), share + 1024);
-  std::uint16_t port = 0;
-  self->request(receiver, std::chrono::seconds(10), caf::get_atom::value)
-    .receive([&](std::uint16_t p) { port = p; }, [&](caf::error& e) { FAIL(sys.render(e)); });
+  // The receiving peer: a raw socket that says hello and reads nothing until both frames were
+  // sent, so the share (more than the socket buffers hold) cannot have left before the
+  // control frame was queued behind it.
+  int lst = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in la{};
+  la.sin_family = AF_INET;
+  la.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(lst, reinterpret_cast<sockaddr*>(&la), sizeof la) == 0);
+  REQUIRE(::listen(lst, 1) == 0);
+  socklen_t la_len = sizeof la;
+  ::getsockname(lst, reinterpret_cast<sockaddr*>(&la), &la_len);
+  auto dial = self->request(sender, std::chrono::seconds(10), caf::connect_atom::value, std::string{"127.0.0.1"},
+                            static_cast<std::uint16_t>(ntohs(la.sin_port)));
+  int peer = ::accept(lst, nullptr, nullptr);
+  REQUIRE(peer >= 0);
+  auto hello = peer_framing::hello_bytes();
+  REQUIRE(::write(peer, hello.data(), hello.size()) == static_cast<ssize_t>(hello.size()));
   std::uint64_t conn = 0;
-  self->request(sender, std::chrono::seconds(10), caf::connect_atom::value, std::string{"127.0.0.1"}, port)
-    .receive([&](std::uint64_t c) { conn = c; }, [&](caf::error& e) { FAIL(sys.render(e)); });
+  dial.receive([&](std::uint64_t c) { conn = c; }, [&](caf::error& e) { FAIL(sys.render(e)); });
   std::vector<std::uint8_t> big(share);
   std::iota(big.begin(), big.end(), std::uint8_t{1}); // first byte 1, last byte (share % 256)
   self->send(sender, send_atom::value, conn, stage, false, wire_frame{std::move(big)});
   self->send(sender, send_atom::value, conn, membership, false, wire_frame{std::vector<std::uint8_t>(100, 9)});
-  std::vector<std::int32_t> order;
-  for (int i = 0; i < 2; ++i)
-    self->receive(
-      [&](std::int32_t svc, std::size_t size, int first, int last) {
-        order.push_back(svc);
-        if (svc == stage) {
-          CHECK(size == share);
-          CHECK(first == 1);
-          CHECK(last == static_cast<int>(share % 256));
-        } else {
-          CHECK(size == 100);
-          CHECK(first == 9);
-        }
-      },
-      caf::after(std::chrono::seconds(60)) >> [&] { FAIL("a frame did not arrive within 60 s"); });
-  CHECK(order == std::vector<std::int32_t>{membership, stage});
-  for (auto& a : {receiver, sender})
-    caf::anon_send_exit(a, caf::exit_reason::kill);
+  frame_reader reader{share + 1024};
+  std::vector<inbound_frame> got;
+  std::vector<std::uint8_t> buf(1u << 20);
+  while (got.size() < 2) {
+    auto n = ::read(peer, buf.data(), buf.size());
+    REQUIRE(n > 0);
+    REQUIRE(reader.feed(buf.data(), static_cast<std::size_t>(n), got).empty());
+  }
+  REQUIRE(got.size() == 2);
+  CHECK(got[0].service == membership);
+  CHECK(got[0].bytes == std::vector<std::uint8_t>(100, 9));
+  CHECK(got[1].service == stage);
+  CHECK(got[1].bytes.size() == share);
+  CHECK(got[1].bytes.front() == 1);
+  CHECK(got[1].bytes.back() == static_cast<std::uint8_t>(share % 256));
+  ::close(peer);
+  ::close(lst);
+  caf::anon_send_exit(sender, caf::exit_reason::kill);
 }
