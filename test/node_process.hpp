@@ -38,6 +38,24 @@ inline int connect_loopback(std::uint16_t port) {
   return fd;
 }
 
+/// A TCP listener on 127.0.0.1 at a port the kernel picks (written to `port`); -1 on failure.
+inline int listen_loopback(std::uint16_t& port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0)
+    return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 4) != 0
+      || ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  port = ntohs(a.sin_port);
+  return fd;
+}
+
 inline std::string read_file(const std::filesystem::path& p) {
   std::ifstream f{p};
   std::stringstream s;

@@ -202,6 +202,16 @@ struct peer_io::loop {
     return c.tls->to_peer(hello.data(), hello.size(), c.raw);
   }
 
+  // A failed write: a full socket waits for EPOLLOUT (true), anything else closes it (false).
+  bool socket_full(connection& c) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      arm(c, true);
+      return true;
+    }
+    close_connection(c.id, errno_text(errno));
+    return false;
+  }
+
   // Writes what the connection has, raw bytes first, at most `write_budget` this turn; false
   // if it was closed.
   bool flush(connection& c) {
@@ -212,12 +222,7 @@ struct peer_io::loop {
         if (n < 0) {
           if (errno == EINTR)
             continue;
-          if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            arm(c, true);
-            return true;
-          }
-          close_connection(c.id, errno_text(errno));
-          return false;
+          return socket_full(c);
         }
         c.raw_sent += static_cast<std::size_t>(n);
         written += static_cast<std::size_t>(n);
@@ -255,12 +260,7 @@ struct peer_io::loop {
       if (k < 0) {
         if (errno == EINTR)
           continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {
-          arm(c, true);
-          return true;
-        }
-        close_connection(c.id, errno_text(errno));
-        return false;
+        return socket_full(c);
       }
       c.writer.consumed(static_cast<std::size_t>(k));
       written += static_cast<std::size_t>(k);

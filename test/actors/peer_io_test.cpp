@@ -22,6 +22,7 @@
 
 #include "actors/net/peer_framing.hpp"
 #include "actors/net/peer_io.hpp"
+#include "node_process.hpp"
 
 using namespace gwtf::actors;
 namespace pf = gwtf::actors::peer_framing;
@@ -29,19 +30,6 @@ namespace pf = gwtf::actors::peer_framing;
 namespace {
 
 constexpr std::int32_t stage = 3, membership = 0;
-
-int connect_to(std::uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 // What a loop's callbacks saw, for the test thread to wait on.
 struct seen {
@@ -99,21 +87,16 @@ TEST_CASE("socket loop: a dial is answered on the hello, control overtakes a que
   auto b = start(b_seen, 64u << 20);
   // B dials a raw listener that says hello and reads nothing until both frames were queued:
   // a 32 MiB share, more than the socket buffers hold, then a heartbeat.
-  int lst = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in la{};
-  la.sin_family = AF_INET;
-  la.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(lst, reinterpret_cast<sockaddr*>(&la), sizeof la) == 0);
-  REQUIRE(::listen(lst, 1) == 0);
-  socklen_t la_len = sizeof la;
-  ::getsockname(lst, reinterpret_cast<sockaddr*>(&la), &la_len);
-  int fd = connect_to(ntohs(la.sin_port));
+  std::uint16_t lport = 0;
+  int lst = gwtf::test::listen_loopback(lport);
+  REQUIRE(lst >= 0);
+  int fd = gwtf::test::connect_loopback(lport);
   REQUIRE(fd >= 0);
   int peer = ::accept(lst, nullptr, nullptr);
   REQUIRE(peer >= 0);
   auto hello = pf::hello_bytes();
   REQUIRE(::write(peer, hello.data(), hello.size()) == static_cast<ssize_t>(hello.size()));
-  b->adopt(7, fd, "127.0.0.1:" + std::to_string(ntohs(la.sin_port)));
+  b->adopt(7, fd, "127.0.0.1:" + std::to_string(lport));
   REQUIRE(b_seen.wait([&] { return b_seen.dialled != 0 || !b_seen.dial_error.empty(); }));
   REQUIRE(b_seen.dial_error.empty());
   std::vector<std::uint8_t> share(32u << 20);
@@ -138,7 +121,7 @@ TEST_CASE("socket loop: a dial is answered on the hello, control overtakes a que
   ::close(lst);
 
   // A raw peer announcing a frame above the limit: refused at its header, with its address.
-  int raw = connect_to(a->port());
+  int raw = gwtf::test::connect_loopback(a->port());
   REQUIRE(raw >= 0);
   auto bytes = pf::hello_bytes();
   pf::write_header(bytes, pf::bulk, pf::first, stage, 0, 9u << 20);
@@ -149,15 +132,10 @@ TEST_CASE("socket loop: a dial is answered on the hello, control overtakes a que
   ::close(raw);
 
   // A dial to a listener that is not a peer (it never says hello) fails with the reason.
-  int other = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in at{};
-  at.sin_family = AF_INET;
-  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(other, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0);
-  REQUIRE(::listen(other, 1) == 0);
-  socklen_t len = sizeof at;
-  ::getsockname(other, reinterpret_cast<sockaddr*>(&at), &len);
-  int to_other = connect_to(ntohs(at.sin_port));
+  std::uint16_t oport = 0;
+  int other = gwtf::test::listen_loopback(oport);
+  REQUIRE(other >= 0);
+  int to_other = gwtf::test::connect_loopback(oport);
   REQUIRE(to_other >= 0);
   int accepted = ::accept(other, nullptr, nullptr);
   std::string junk = "HTTP/1.1 400\r\n\r\n";
@@ -166,7 +144,7 @@ TEST_CASE("socket loop: a dial is answered on the hello, control overtakes a que
     std::lock_guard<std::mutex> g{b_seen.mtx};
     b_seen.dialled = 0;
   }
-  b->adopt(8, to_other, "127.0.0.1:" + std::to_string(ntohs(at.sin_port)));
+  b->adopt(8, to_other, "127.0.0.1:" + std::to_string(oport));
   REQUIRE(b_seen.wait([&] { return !b_seen.dial_error.empty(); }));
   CHECK(b_seen.dialled == 0);
   CHECK(b_seen.dial_error.find("not a caf-gwtf peer") != std::string::npos);

@@ -20,6 +20,7 @@
 #include "actors/net/peer_framing.hpp"
 #include "actors/net/peer_transport.hpp"
 #include "actors/system_setup.hpp"
+#include "node_process.hpp"
 
 using namespace gwtf;
 using namespace gwtf::actors;
@@ -56,16 +57,10 @@ TEST_CASE("transport: a control frame sent behind a 32 MiB share overtakes it, a
   // The receiving peer: a raw socket that says hello and reads nothing until both frames were
   // sent, so the share (more than the socket buffers hold) cannot have left before the
   // control frame was queued behind it.
-  int lst = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in la{};
-  la.sin_family = AF_INET;
-  la.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(lst, reinterpret_cast<sockaddr*>(&la), sizeof la) == 0);
-  REQUIRE(::listen(lst, 1) == 0);
-  socklen_t la_len = sizeof la;
-  ::getsockname(lst, reinterpret_cast<sockaddr*>(&la), &la_len);
-  auto dial = self->request(sender, std::chrono::seconds(10), caf::connect_atom::value, std::string{"127.0.0.1"},
-                            static_cast<std::uint16_t>(ntohs(la.sin_port)));
+  std::uint16_t lport = 0;
+  int lst = gwtf::test::listen_loopback(lport);
+  REQUIRE(lst >= 0);
+  auto dial = self->request(sender, std::chrono::seconds(10), caf::connect_atom::value, std::string{"127.0.0.1"}, lport);
   int peer = ::accept(lst, nullptr, nullptr);
   REQUIRE(peer >= 0);
   auto hello = peer_framing::hello_bytes();
