@@ -34,6 +34,7 @@ constexpr std::size_t tls_read_bytes = 256 * 1024;                  // one read 
 constexpr std::size_t read_budget = 512 * 1024;  // bytes read from one connection per turn
 constexpr std::size_t write_budget = 1u << 20;   // bytes written to one connection per turn
 constexpr std::size_t max_iov = 64;
+constexpr std::size_t small_piece = 4096; // TLS: pieces below this share a record (headers)
 
 std::string errno_text(int e) { return std::strerror(e); }
 
@@ -237,15 +238,25 @@ struct peer_io::loop {
         return true;
       }
       iovec iov[max_iov];
-      if (c.tls) { // the fragments of one window, encrypted in one go
+      if (c.tls) { // the pieces of one window encrypted from where they lie; headers gathered
         auto n = c.writer.gather(iov, max_iov, opts.send_window);
+        std::size_t taken = 0;
         scratch.clear();
-        for (std::size_t i = 0; i < n; ++i) {
+        bool ok = true;
+        for (std::size_t i = 0; i < n && ok; ++i) {
           auto* p = static_cast<const std::uint8_t*>(iov[i].iov_base);
-          scratch.insert(scratch.end(), p, p + iov[i].iov_len);
+          taken += iov[i].iov_len;
+          if (iov[i].iov_len < small_piece) {
+            scratch.insert(scratch.end(), p, p + iov[i].iov_len);
+            continue;
+          }
+          ok = (scratch.empty() || c.tls->to_peer(scratch.data(), scratch.size(), c.raw))
+               && c.tls->to_peer(p, iov[i].iov_len, c.raw);
+          scratch.clear();
         }
-        c.writer.consumed(scratch.size());
-        if (!c.tls->to_peer(scratch.data(), scratch.size(), c.raw)) {
+        ok = ok && (scratch.empty() || c.tls->to_peer(scratch.data(), scratch.size(), c.raw));
+        c.writer.consumed(taken);
+        if (!ok) {
           flush_raw_once(c);
           refuse(c, c.tls->error());
           return false;
