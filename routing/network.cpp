@@ -72,7 +72,7 @@ std::optional<std::size_t> network_matrix::region_index(const std::string& regio
 
 link_params network_matrix::link(std::size_t from, std::size_t to) const {
   if (from == to)
-    return intra_region;
+    return from < intra_by_region.size() ? intra_by_region[from] : intra_region;
   return link_params{latency_ms.at(from).at(to), bandwidth_mbps.at(from).at(to)};
 }
 

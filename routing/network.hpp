@@ -26,6 +26,9 @@ struct network_matrix {
   std::string name;                              ///< scenario name
   std::vector<std::string> regions;              ///< region names, the matrices' index order
   link_params intra_region{2.5, 2000};           ///< any two hosts inside one region
+  /// Per region, the links inside it where they differ from `intra_region` (a simulated
+  /// degrade of one region's own links); empty: `intra_region` in every region.
+  std::vector<link_params> intra_by_region;
   std::vector<std::vector<double>> latency_ms;     ///< one-way latency, ms
   std::vector<std::vector<double>> bandwidth_mbps; ///< bandwidth, Mbit/s
 

@@ -76,7 +76,7 @@ sim_result engine::run() {
     auto e = std::move(const_cast<event&>(pq_.top()));
     pq_.pop();
     now_ = e.t;
-    if (now_ - last_progress_ > stall_s) {
+    if (now_ - std::max(last_progress_, work_due_) > stall_s) {
       res_.why = "no progress for " + std::to_string(static_cast<int>(stall_s)) + " simulated seconds at iteration "
                  + std::to_string(iteration_) + " (no route left?)";
       dump();
@@ -143,6 +143,10 @@ double engine::transfer(std::size_t a, std::size_t b, double bytes, std::optiona
 // value of the dense tensor): a computes it right after the output it compresses (now),
 // the transfer starts when it is done, and a's queued work waits that much longer.
 double engine::transfer_activation(std::size_t a, std::size_t b) {
+  return expect(send_activation(a, b));
+}
+
+double engine::send_activation(std::size_t a, std::size_t b) {
   if (!s_.compression || a == b)
     return transfer(a, b, s_.activation_bytes);
   double values = s_.activation_bytes / static_cast<double>(s_.compression->value_bytes);
@@ -163,7 +167,7 @@ double engine::transfer_activation(std::size_t a, std::size_t b) {
 void engine::compute(std::size_t h, microbatch& mb, int stage, double seconds, std::function<void()> then,
              std::function<void()> on_crash, bool check_epoch) {
   double start = std::max(now_, busy_until_[h]);
-  double end = start + seconds;
+  double end = expect(start + seconds);
   busy_until_[h] = end;
   auto epoch = mb.epoch;
   auto* m = &mb;

@@ -59,7 +59,7 @@ public:
   sim_result run();
 
 private:
-  static constexpr double stall_s = 3600;
+  static constexpr double stall_s = 3600; // no progress and no work due for this long: a stall
   struct waiter {
     microbatch* m;                  // null: a job of its own (a repair)
     std::uint64_t epoch;
@@ -102,6 +102,7 @@ private:
   // value of the dense tensor): a computes it right after the output it compresses (now),
   // the transfer starts when it is done, and a's queued work waits that much longer.
   double transfer_activation(std::size_t a, std::size_t b);
+  double send_activation(std::size_t a, std::size_t b); // the transfer itself (the above also tells the watchdog)
 
   // --- compute and capacity ---------------------------------------------------------
 
@@ -330,6 +331,14 @@ private:
   std::vector<std::uint64_t> life_; // bumped when a host dies or moves: its running work is void
   std::vector<std::deque<waiter>> waiting_;
   double last_progress_ = 0;
+  // When the last work scheduled so far (a compute, an activation, a download, an all-reduce)
+  // ends: the stall watchdog counts from here too, so one long transfer is not a stall.
+  // Control messages do not count: a deadlocked run's balancers go on talking.
+  double work_due_ = 0;
+  double expect(double end) {
+    work_due_ = std::max(work_due_, end);
+    return end;
+  }
   std::map<std::size_t, std::vector<std::pair<double, double>>> running_;
   link_clock link_free_; // (from << 32 | to) -> when the link is free
   std::vector<sim_host> hosts_; // the scenario's, then the joiners (stage set when they join)

@@ -128,7 +128,7 @@ void engine::maybe_end_iteration() {
   }
   end = std::max(end, link_free_.add(std::move(round)));
   record_bound(allreduce);
-  res_.aggregation_s.push_back(end - now_);
+  res_.aggregation_s.push_back(expect(end) - now_);
   at(end, [this] {
     ending_ = false;
     res_.iteration_s.push_back(now_ - iter_start_);

@@ -365,7 +365,7 @@ double engine::download(int stage, std::size_t to) {
       from = h;
     }
   }
-  return from ? transfer(*from, to, s_.stage_weight_bytes) : now_;
+  return from ? expect(transfer(*from, to, s_.stage_weight_bytes)) : now_;
 }
 
 void engine::enter(std::size_t j) {
@@ -382,10 +382,13 @@ void engine::enter(std::size_t j) {
 void engine::degrade(const sim_event& e) {
   ++res_.degrades;
   auto scale = [&](std::size_t a, std::size_t b) {
-    if (a == b)
-      net_.intra_region.bandwidth_mbps *= e.factor;
-    else
+    if (a != b) {
       net_.bandwidth_mbps[a][b] *= e.factor;
+      return;
+    }
+    if (net_.intra_by_region.empty()) // only this region's own links degrade
+      net_.intra_by_region.assign(net_.regions.size(), net_.intra_region);
+    net_.intra_by_region[a].bandwidth_mbps *= e.factor;
   };
   scale(e.region_a, e.region_b);
   if (e.region_a != e.region_b)

@@ -26,10 +26,11 @@ public:
   }
 
   void detected(std::size_t h) override {
-    auto& e = e_;
-    if (e.s_.swarm.rebalance_ms > 0 && e.stage_of(h) > 0 && live_at(e.stage_of(h)) == 0)
-      rebalance(e.stage_of(h)); // SWARM's peers notice an empty stage and one moves there at once
+    if (e_.stage_of(h) > 0)
+      fill_empty_stages();
   }
+
+  void entered(std::size_t) override { fill_empty_stages(); }
 
   void before_iteration() override {
     auto& e = e_;
@@ -95,6 +96,28 @@ private:
       sw.failed(*c, task, e.now_); // gone or serving another stage now: the call errs
     }
     return std::nullopt;
+  }
+
+  // SWARM's peers notice an empty stage and one moves there at once. When no stage can spare
+  // a peer yet (each has one), they look again as peers join or every rebalance period, in
+  // the middle of an iteration too: it cannot end while a stage is empty.
+  void fill_empty_stages() {
+    auto& e = e_;
+    if (e.s_.swarm.rebalance_ms <= 0 || e.finished_)
+      return;
+    bool still_empty = false;
+    for (int st = 1; st < e.S(); ++st)
+      if (live_at(st) == 0) {
+        rebalance(st);
+        still_empty = still_empty || live_at(st) == 0;
+      }
+    if (still_empty && !looking_) {
+      looking_ = true;
+      e.at(e.now_ + e.s_.swarm.rebalance_ms / 1000.0, [this] {
+        looking_ = false;
+        fill_empty_stages();
+      });
+    }
   }
 
   int live_at(int stage) const {
@@ -175,6 +198,7 @@ private:
   swarm_policy policy_;
   std::map<std::size_t, std::unique_ptr<swarm_router>> swarm_;
   double next_rebalance_ = 0; // when rebalancing is next due
+  bool looking_ = false;      // a look for a peer to fill an empty stage is scheduled
 };
 
 std::unique_ptr<engine::router> engine::make_swarm_router(engine& e, swarm_policy policy) {

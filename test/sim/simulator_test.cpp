@@ -2,6 +2,7 @@
 // three routers see the same churn.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -404,4 +405,98 @@ TEST_CASE("simulator: adaptive compression sparsifies only slow links, speeds up
   CHECK(ratio[1] < 0.65);
   CHECK(ratio[0] < 1.05); // no loss where links mostly keep up
   CHECK(sparse[1] > sparse[0]);
+}
+
+TEST_CASE("simulator: a degrade of one region's own links slows that region only") {
+  // Every host in region b: the links inside region a carry nothing, so degrading them must
+  // not change a single iteration; degrading region b's own links must slow the run (before
+  // the fix, a degrade inside any region scaled the intra-region link of every region).
+  auto base = small(4, 0.0);
+  for (auto& h : base.hosts)
+    h.region = 1;
+  auto with_degrade = [&](std::size_t region) {
+    auto s = base;
+    sim_event e;
+    e.kind = sim_event_kind::degrade;
+    e.iteration = 2;
+    e.at_fraction = 0.1;
+    e.region_a = e.region_b = region;
+    e.factor = 0.01;
+    s.script.push_back(e);
+    return s;
+  };
+  for (auto r : {sim_router::gwtf, sim_router::swarm, sim_router::centralized}) {
+    INFO(std::string{to_string(r)});
+    auto clean = simulate(base, r), elsewhere = simulate(with_degrade(0), r), here = simulate(with_degrade(1), r);
+    REQUIRE_MESSAGE(clean.completed, clean.why);
+    REQUIRE_MESSAGE(elsewhere.completed, elsewhere.why);
+    REQUIRE_MESSAGE(here.completed, here.why);
+    CHECK(elsewhere.degrades == 1);
+    CHECK(elsewhere.total_s == doctest::Approx(clean.total_s).epsilon(1e-9));
+    CHECK(here.total_s > 1.5 * clean.total_s);
+  }
+}
+
+TEST_CASE("simulator: one transfer longer than the stall watchdog's hour is not a stall") {
+  // One relay per stage over a 1 Mbit/s link: an activation of 600 MB takes 4,800 s.
+  auto s = small(5, 0.0, 3);
+  s.hosts.erase(std::remove_if(s.hosts.begin(), s.hosts.end(),
+                               [](const sim_host& h) { return h.stage > 0 && h.name.back() != 'b'; }),
+                s.hosts.end());
+  s.net.bandwidth_mbps = {{1, 1, 1}, {1, 1, 1}, {1, 1, 1}};
+  s.net.intra_region = {1, 1};
+  s.activation_bytes = 600e6;
+  s.stage_gradient_bytes = 1e6;
+  s.microbatches_per_holder = 1;
+  s.iterations = 1;
+  for (auto r : {sim_router::gwtf, sim_router::swarm, sim_router::centralized}) {
+    INFO(std::string{to_string(r)});
+    auto res = simulate(s, r);
+    REQUIRE_MESSAGE(res.completed, res.why);
+    CHECK(res.total_s > 4800);
+    CHECK(res.microbatches == 2);
+  }
+}
+
+TEST_CASE("simulator: SWARM fills a stage left empty as soon as a peer can move, in the middle of an iteration") {
+  // Stage 1 has one relay, stage 2 two. Stage 2 loses one, then stage 1 its only one: no stage
+  // can spare a peer at the detection. A joiner enters stage 2 later in the iteration; then one
+  // of stage 2's peers moves to stage 1. Before the fix SWARM looked again only at an
+  // iteration's start, which never came: the run stalled.
+  auto s = small(6, 0.0, 3);
+  std::vector<sim_host> hosts;
+  for (auto& h : s.hosts)
+    if (h.stage == 0 || (h.stage == 1 && h.name.back() == 'a') || (h.stage == 2 && h.name.back() != 'c'))
+      hosts.push_back(h);
+  s.hosts = hosts;
+  s.stage_weight_bytes = 50e6;
+  s.swarm.rebalance_ms = 60000;
+  auto index = [&](const std::string& name) {
+    for (std::size_t h = 0; h < s.hosts.size(); ++h)
+      if (s.hosts[h].name == name)
+        return h;
+    FAIL("no host " << name);
+    return std::size_t{0};
+  };
+  sim_event crash2;
+  crash2.kind = sim_event_kind::crash;
+  crash2.iteration = 2;
+  crash2.at_fraction = 0.1;
+  crash2.host = index("r2-b");
+  sim_event crash1 = crash2;
+  crash1.at_fraction = 0.2;
+  crash1.host = index("r1-a");
+  sim_event join;
+  join.kind = sim_event_kind::join;
+  join.iteration = 2;
+  join.at_fraction = 0.5;
+  join.joiner = {"r2-j", 1, 2, 3, 0.3};
+  s.script = {crash2, crash1, join};
+  auto res = simulate(s, sim_router::swarm);
+  INFO("seed " << s.seed);
+  REQUIRE_MESSAGE(res.completed, res.why);
+  CHECK(res.crashes == 2);
+  CHECK(res.joins == 1);
+  CHECK(res.moves >= 1);
+  CHECK(res.microbatches == 12 * 2 * 6);
 }
