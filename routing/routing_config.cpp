@@ -36,6 +36,8 @@ void swarm_config::validate(const issue_sink& report) const {
   check_real(report, "initial_seconds_per_task", initial_seconds_per_task, 0.0, bound::open, 3600.0, bound::closed,
              "seconds per task unit");
   check_int(report, "rebalance_ms", rebalance_ms, 0, 86'400'000, "a rebalancing period in milliseconds (0: off)");
+  check_int(report, "forward_timeout_ms", forward_timeout_ms, 1, 3'600'000, "a call timeout in milliseconds");
+  check_int(report, "backward_timeout_ms", backward_timeout_ms, 1, 3'600'000, "a call timeout in milliseconds");
 }
 
 void routing_config::validate(const issue_sink& report) const {

@@ -82,6 +82,16 @@ constexpr std::array<std::pair<swarm_backward, const char*>, 2> enum_names(swarm
   return {{{swarm_backward::rematerialize, "rematerialize"}, {swarm_backward::stash, "stash"}}};
 }
 
+/// How a SWARM trainer learns that a peer it called is gone.
+enum class swarm_detection {
+  timeout, ///< as SWARM's code: when the call times out (no ban on a timeout; the peer-list refresh drops it)
+  oracle,  ///< after the cluster's failure detection delay, like every other router (an error: banned)
+};
+
+constexpr std::array<std::pair<swarm_detection, const char*>, 2> enum_names(swarm_detection) {
+  return {{{swarm_detection::timeout, "timeout"}, {swarm_detection::oracle, "oracle"}}};
+}
+
 /// Constants of the SWARM baseline (defaults: SWARM's code; docs/routing.md).
 struct swarm_config {
   int refresh_ms = 30000;                  ///< period of the peer-list refresh (update_period)
@@ -90,6 +100,10 @@ struct swarm_config {
   double initial_seconds_per_task = 1.0;   ///< expected seconds per task unit of an unmeasured peer
   swarm_backward backward = swarm_backward::rematerialize; ///< where a backward call runs
   int rebalance_ms = 300000;               ///< period of moving a peer to the slowest stage; 0: never
+  swarm_detection detection = swarm_detection::timeout; ///< how a trainer learns of a dead peer
+  /// Call timeouts (swarm/train_pipeline.py: TIMEOUT = 30 s, BACKWARD_TIMEOUT = 2.5 x that).
+  int forward_timeout_ms = 30000;
+  int backward_timeout_ms = 75000;
 
   /// Reports every field that is out of range or inconsistent.
   void validate(const issue_sink& report) const;
@@ -132,6 +146,9 @@ void visit_fields(F& f, swarm_config& x) {
   f("initial_seconds_per_task", x.initial_seconds_per_task);
   f("backward", x.backward);
   f("rebalance_ms", x.rebalance_ms);
+  f("detection", x.detection);
+  f("forward_timeout_ms", x.forward_timeout_ms);
+  f("backward_timeout_ms", x.backward_timeout_ms);
 }
 
 template <class F>

@@ -285,6 +285,11 @@ private:
     virtual void call_done(const microbatch&, std::size_t, int, swarm_task) {}
     /// mb's call on `dead` failed (its sender knows it now).
     virtual recovery call_failed(const microbatch&, std::size_t, bool) { return recovery::resend; }
+    /// When the sender of mb's stage-s call learns that `dead` is gone (default: the
+    /// cluster's failure detection).
+    virtual double learns_of_loss(const microbatch&, std::size_t dead, int /*s*/, bool /*backward*/) const {
+      return e_.detect_at_[dead];
+    }
 
   protected:
     engine& e_;

@@ -177,7 +177,7 @@ void engine::finish(microbatch& mb) {
 // mb needs dead stage-s host path[s] (forward: to compute; backward: its stash).
 void engine::lost(microbatch& mb, int s, bool backward) {
   auto dead = backward ? backward_host(mb, s) : mb.path[static_cast<std::size_t>(s)];
-  double known = detect_at_[dead];
+  double known = router_->learns_of_loss(mb, dead, s, backward);
   if (now_ < known) { // the sender learns of the crash by timeout
     auto epoch = mb.epoch;
     auto* m = &mb;

@@ -62,9 +62,22 @@ public:
     swarm_[mb.holder]->completed(e_.hosts_[h].name, task, e_.now_ - mb.call_start[static_cast<std::size_t>(s)]);
   }
 
+  // SWARM's code (balancer.py, use_another_expert) bans a peer on an error, not on a
+  // DEADLINE_EXCEEDED: with `timeout` detection a dead peer stays in the queue until the
+  // peer-list refresh drops it, and a call to it costs a timeout again.
+  double learns_of_loss(const microbatch& mb, std::size_t dead, int s, bool backward) const override {
+    auto& cfg = e_.s_.swarm;
+    if (cfg.detection == swarm_detection::oracle || !silent_crash(dead))
+      return e_.detect_at_[dead]; // a leave or a move closes its connections: an error at once
+    double timeout = (backward ? cfg.backward_timeout_ms : cfg.forward_timeout_ms) / 1000.0;
+    return mb.call_start[static_cast<std::size_t>(s)] + timeout;
+  }
+
   recovery call_failed(const microbatch& mb, std::size_t dead, bool backward) override {
-    auto rec = swarm_[mb.holder]->failed(e_.hosts_[dead].name, backward ? swarm_task::backward : swarm_task::forward,
-                                         e_.now_);
+    auto task = backward ? swarm_task::backward : swarm_task::forward;
+    auto& sw = *swarm_[mb.holder];
+    auto rec = e_.s_.swarm.detection == swarm_detection::timeout ? sw.timed_out(e_.hosts_[dead].name, task)
+                                                                   : sw.failed(e_.hosts_[dead].name, task, e_.now_);
     if (rec == swarm_recovery::restart_microbatch)
       return recovery::restart;
     return backward ? recovery::retry_stage : recovery::resend;
@@ -91,8 +104,10 @@ private:
       if (!c)
         break;
       auto h = e.index_.at(*c);
-      if ((e.alive_[h] && e.stage_of(h) == s) || (!e.alive_[h] && e.now_ < e.detect_at_[h]))
-        return h; // SWARM cannot know of a crash before its timeout
+      bool unknown_dead =
+        silent_crash(h) && (e.s_.swarm.detection == swarm_detection::timeout || e.now_ < e.detect_at_[h]);
+      if ((e.alive_[h] && e.stage_of(h) == s) || unknown_dead)
+        return h; // SWARM cannot know of a crash before its call times out (or, oracle: the detection)
       sw.failed(*c, task, e.now_); // gone or serving another stage now: the call errs
     }
     return std::nullopt;
@@ -119,6 +134,9 @@ private:
       });
     }
   }
+
+  // Gone without a word (a crash), not a leave or a move, which peers hear of at once.
+  bool silent_crash(std::size_t h) const { return !e_.alive_[h] && e_.detect_at_[h] > e_.crash_time_[h]; }
 
   int live_at(int stage) const {
     auto& e = e_;

@@ -500,3 +500,30 @@ TEST_CASE("simulator: SWARM fills a stage left empty as soon as a peer can move,
   CHECK(res.moves >= 1);
   CHECK(res.microbatches == 12 * 2 * 6);
 }
+
+TEST_CASE("simulator: SWARM as its code runs learns of a crash by its call's timeout, with an oracle by the detection") {
+  // A relay crashes in iteration 3. With `timeout` (the default) the trainer waits for the
+  // lost call's timeout (30 s forward, 75 s backward, from the call) and bans nobody; with
+  // `oracle` it learns after detect_s (1 s) like GWTF. Iterations before the crash are equal.
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    auto s = small(seed, 0.0);
+    sim_event e;
+    e.kind = sim_event_kind::crash;
+    e.iteration = 3;
+    e.at_fraction = 0.3;
+    e.host = 3; // a stage-1 relay
+    s.script.push_back(e);
+    auto timeout = simulate(s, sim_router::swarm);
+    s.swarm.detection = swarm_detection::oracle;
+    auto oracle = simulate(s, sim_router::swarm);
+    INFO("seed " << seed);
+    REQUIRE_MESSAGE(timeout.completed, timeout.why);
+    REQUIRE_MESSAGE(oracle.completed, oracle.why);
+    CHECK(timeout.crashes == 1);
+    CHECK(timeout.microbatches == oracle.microbatches);
+    for (std::size_t i = 0; i < 3; ++i)
+      CHECK(timeout.iteration_s[i] == doctest::Approx(oracle.iteration_s[i]).epsilon(1e-12));
+    CHECK(timeout.iteration_s[3] > oracle.iteration_s[3] + 10);
+    CHECK(timeout.iteration_s[3] > 20); // a forward timeout less the call's age at the crash
+  }
+}
