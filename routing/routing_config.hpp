@@ -26,10 +26,21 @@ enum class gwtf_backward {
   stash,         ///< every activation of its blocks (the paper): a capacity slot = one stash
   rematerialize, ///< only the stage's input; the backward recomputes the forward (1/3 more
                  ///< compute), so one stash's memory holds many microbatches
+  automatic,     ///< "auto": rematerialize where that lets a relay hold more microbatches, else stash
 };
 
-constexpr std::array<std::pair<gwtf_backward, const char*>, 2> enum_names(gwtf_backward) {
-  return {{{gwtf_backward::stash, "stash"}, {gwtf_backward::rematerialize, "rematerialize"}}};
+constexpr std::array<std::pair<gwtf_backward, const char*>, 3> enum_names(gwtf_backward) {
+  return {{{gwtf_backward::stash, "stash"},
+           {gwtf_backward::rematerialize, "rematerialize"},
+           {gwtf_backward::automatic, "auto"}}};
+}
+
+/// Whether relays rematerialise under `b`. `gains_slots`: rematerialising lets a relay hold
+/// more microbatches in the memory its capacity stands for (the simulator: a stash holds at
+/// least two stage inputs and some relay has room for two stashes). The runtime's capacity
+/// counts microbatches, so there it never gains and `auto` stashes (no compute for nothing).
+constexpr bool rematerialises(gwtf_backward b, bool gains_slots) {
+  return b == gwtf_backward::rematerialize || (b == gwtf_backward::automatic && gains_slots);
 }
 
 /// What the annealing moves (REDIRECT, SWAP) minimise (docs/routing.md, "The move objective").
@@ -57,7 +68,7 @@ struct gwtf_config {
   /// one goes at the next tick. 1: every tick.
   int refresh_ticks = 5;
   int request_timeout_ms = 1000;      ///< a FLOW_REQUEST without answer counts as rejected
-  gwtf_backward backward = gwtf_backward::stash; ///< what relays keep from forward to backward
+  gwtf_backward backward = gwtf_backward::automatic; ///< what relays keep from forward to backward
   bool link_load = true;              ///< a link's cost grows with the flows already sent over it
   double reroute_gain = 0.3;          ///< a built flow moves to another next hop that costs this fraction less; 0: never
   /// Re-routes, annealing hand-overs and fair-share hand-overs leave a flow alone while a

@@ -340,6 +340,15 @@ private:
   // ends: the stall watchdog counts from here too, so one long transfer is not a stall.
   // Control messages do not count: a deadlocked run's balancers go on talking.
   double work_due_ = 0;
+  // Whether rematerialising lets some relay hold more microbatches (gwtf.backward: auto).
+  bool remat_gains_slots() const {
+    if (!(s_.activation_bytes > 0) || std::floor(s_.stash_bytes / s_.activation_bytes) < 2)
+      return false;
+    for (auto& h : s_.hosts)
+      if (h.stage > 0 && h.capacity >= 2)
+        return true;
+    return false;
+  }
   double expect(double end) {
     work_due_ = std::max(work_due_, end);
     return end;

@@ -304,7 +304,7 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
   st.ctx = ctx;
   st.supervisor = std::move(supervisor);
   st.model.emplace(ctx->spec->model, ctx->spec->training, ctx->stage,
-                   ctx->spec->routing.gwtf.backward == routing::gwtf_backward::rematerialize);
+                   routing::rematerialises(ctx->spec->routing.gwtf.backward, false));
   st.ledger = std::make_unique<hop_ledger>(ctx->host.name);
   st.barrier = std::make_unique<iteration_barrier>(ctx->spec->model.stages);
   std::uint64_t share_elements = 0; // a share holds one value per parameter of this stage

@@ -32,7 +32,7 @@ void memory_report(std::ostringstream& out, const cluster_config& cfg, std::uint
     for (auto& h : cfg.hosts)
       holders += h.role == actors::host_role::data_holder ? 1 : 0;
   holders = std::max(1, holders);
-  bool remat = cfg.routing.gwtf.backward == routing::gwtf_backward::rematerialize;
+  bool remat = routing::rematerialises(cfg.routing.gwtf.backward, false); // capacity counts microbatches
   out << "# memory per host (estimate, fp32; MB): weights + Adam moments + gradients and sums per data holder"
          " + shares averaged + activations at its capacity"
       << (remat ? " (rematerialised)" : " (stashed)") << "\n";

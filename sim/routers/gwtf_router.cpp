@@ -9,7 +9,7 @@ class engine::gwtf_router final : public engine::router {
 public:
   using router::router;
   sim_router kind() const override { return sim_router::gwtf; }
-  bool rematerialises() const override { return e_.s_.gwtf.backward == gwtf_backward::rematerialize; }
+  bool rematerialises() const override { return routing::rematerialises(e_.s_.gwtf.backward, e_.remat_gains_slots()); }
 
   void start() override {
     auto& e = e_;

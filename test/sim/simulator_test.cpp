@@ -350,9 +350,17 @@ TEST_CASE("simulator: GWTF relays that rematerialise hold more microbatches and 
         h.compute_s /= 10;
       }
     s.stash_bytes = 8 * s.activation_bytes;
+    auto automatic = simulate(s, sim_router::gwtf); // the default: rematerialises, as it gains slots here
+    s.gwtf.backward = gwtf_backward::stash;
     auto stash = simulate(s, sim_router::gwtf);
     s.gwtf.backward = gwtf_backward::rematerialize;
     auto remat = simulate(s, sim_router::gwtf);
+    CHECK(automatic.total_s == remat.total_s);
+    s.stash_bytes = s.activation_bytes; // a stash holds one input: nothing to gain, auto stashes
+    s.gwtf.backward = gwtf_backward::automatic;
+    auto no_gain = simulate(s, sim_router::gwtf);
+    s.gwtf.backward = gwtf_backward::stash;
+    CHECK(no_gain.total_s == simulate(s, sim_router::gwtf).total_s);
     INFO("seed " << seed << ": stash " << stash.total_s << " s, rematerialise " << remat.total_s << " s");
     REQUIRE_MESSAGE(stash.completed, stash.why);
     REQUIRE_MESSAGE(remat.completed, remat.why);
