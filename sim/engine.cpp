@@ -32,6 +32,10 @@ engine::engine(const sim_scenario& s, sim_router r) : s_(s), hosts_(s.hosts), ne
   auto n = hosts_.size();
   alive_.assign(n, true);
   busy_until_.assign(n, 0.0);
+  up_free_.assign(n, 0.0);
+  down_free_.assign(n, 0.0);
+  up_busy_.resize(n);
+  down_busy_.resize(n);
   life_.assign(n, 0);
   inflight_.assign(n, 0);
   waiting_.resize(n);
@@ -113,8 +117,11 @@ void engine::dump() const {
   }
 }
 
+// What one transfer a -> b can reach: the link, capped by a's uplink and b's downlink.
 link_estimate engine::est(std::size_t a, std::size_t b) const {
-  return to_estimate(net_.link(hosts_[a].region, hosts_[b].region));
+  auto e = to_estimate(net_.link(hosts_[a].region, hosts_[b].region));
+  e.bandwidth_bytes_s = std::min({e.bandwidth_bytes_s, hosts_[a].uplink_bytes_s, hosts_[b].downlink_bytes_s});
+  return e;
 }
 
 double engine::cost(std::size_t a, std::size_t b) const {
@@ -130,11 +137,44 @@ double engine::link_s(std::size_t a, std::size_t b) const {
 double engine::transfer(std::size_t a, std::size_t b, double bytes, std::optional<double> ready) {
   if (a == b)
     return ready.value_or(now_);
-  auto e = est(a, b);
+  auto e = to_estimate(net_.link(hosts_[a].region, hosts_[b].region)); // the link's own pipe
   auto& free = link_free_[(static_cast<std::uint64_t>(a) << 32) | b];
-  double start = std::max(ready.value_or(now_), free);
-  free = start + bytes / e.bandwidth_bytes_s;
-  return free + e.latency_s;
+  double t0 = ready.value_or(now_);
+  free = std::max(t0, free) + bytes / e.bandwidth_bytes_s;
+  double end = free;
+  auto card = [&](double& free, std::deque<std::pair<double, double>>& log, double rate) {
+    double from = std::max(t0, free);
+    free = from + bytes / rate;
+    busy(log, from, free);
+    end = std::max(end, free);
+  };
+  if (std::isfinite(hosts_[a].uplink_bytes_s))
+    card(up_free_[a], up_busy_[a], hosts_[a].uplink_bytes_s);
+  if (std::isfinite(hosts_[b].downlink_bytes_s))
+    card(down_free_[b], down_busy_[b], hosts_[b].downlink_bytes_s);
+  return end + e.latency_s;
+}
+
+void engine::busy(std::deque<std::pair<double, double>>& b, double from, double to) {
+  if (!b.empty() && from <= b.back().second) // FIFO: it starts where the last one ended
+    b.back().second = std::max(b.back().second, to);
+  else
+    b.emplace_back(from, to);
+}
+
+double engine::idle_end(const std::deque<std::pair<double, double>>& b, double from, double need) {
+  double t = from;
+  for (auto& [s, e] : b) {
+    if (e <= t)
+      continue;
+    if (s > t) {
+      if (s - t >= need)
+        return t + need;
+      need -= s - t;
+    }
+    t = e;
+  }
+  return t + need;
 }
 
 // One activation or activation gradient a -> b. With adaptive compression the link carries

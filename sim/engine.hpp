@@ -219,6 +219,18 @@ private:
 
   void maybe_end_iteration();
 
+  // Starts this iteration's averaging once its microbatches are done and no averaging runs;
+  // ends the iteration then (overlap) or when the averaging ends (sync, the last iteration).
+  void advance();
+  // `waited`: it waited for its own averaging to end (sync, the last iteration).
+  void end_iteration(bool waited);
+
+  // Starts the stages' averaging of the iteration whose microbatches are done.
+  void average_stages();
+  // When the running averaging ends with the cards' busy time known now; it ends there if
+  // nothing took its cards' time meanwhile, else it looks again then.
+  void check_averaging();
+
   // The proven lower bound on this iteration's time (routing/bound.hpp) from every host
   // that could work in it, on the links as they were when it started (links only degrade).
   void record_bound(double allreduce_s);
@@ -355,6 +367,31 @@ private:
   }
   std::map<std::size_t, std::vector<std::pair<double, double>>> running_;
   link_clock link_free_; // (from << 32 | to) -> when the link is free
+  // Per host with a network card limit: when its card has sent (received) every transfer
+  // queued so far, and when it was busy with them (sorted, disjoint). Each card is a FIFO
+  // pipe of its own; a transfer ends when its link and both cards have carried it. The
+  // averaging yields to them: it uses the cards' idle time (docs/simulator.md, "per-host
+  // limits").
+  std::vector<double> up_free_, down_free_;
+  std::vector<std::deque<std::pair<double, double>>> up_busy_, down_busy_;
+  static void busy(std::deque<std::pair<double, double>>& b, double from, double to);
+  // When `need` seconds of a card's idle time from `from` on have passed.
+  static double idle_end(const std::deque<std::pair<double, double>>& b, double from, double need);
+  // The averaging in progress (one at a time, as a replica runs them).
+  struct averaging_round {
+    int iteration = 0; // whose gradients
+    double at = 0, pair_end = 0, least = 0;
+    struct card {
+      std::size_t host;
+      double up_s, down_s, latency_s; // card time it needs; the stage's shortest latency
+    };
+    std::vector<card> cards;
+  };
+  std::optional<averaging_round> averaging_; // running
+  double round_least_ = 0; // the last started round's least possible time (the bound)
+  bool phase_done_ = false; // this iteration's microbatches are done
+  int averaged_upto_ = 0;   // iterations whose averaging has started
+  double done_at_ = 0;      // when they were (its averaging started then or later)
   std::vector<sim_host> hosts_; // the scenario's, then the joiners (stage set when they join)
   network_matrix net_;          // degrades as links do
   std::vector<sim_event> trace_;

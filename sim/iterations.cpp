@@ -82,12 +82,50 @@ void engine::launch_more(std::size_t holder) {
 void engine::maybe_end_iteration() {
   if (outstanding_ > 0 || pending_repairs_ > 0 || ending_)
     return;
-  ending_ = true;
-  // Stage aggregation: every live replica sends its gradient share to the others, over
-  // every pair's link (link_clock applies the round to each pair when it is next used).
-  // The last share to arrive: the pairs in the link table report theirs; any other pair's
-  // link is free now, so its share arrives now + its transfer, which depends on its two
-  // regions only.
+  ending_ = phase_done_ = true;
+  advance();
+}
+
+// sync: the next iteration starts on the averaged weights. overlap: it starts on the weights
+// before this update (which lands while it runs), once the update before it landed, so every
+// update is exactly one iteration stale. The run ends when the last one landed.
+void engine::advance() {
+  if (!phase_done_ || averaging_ || averaged_upto_ > iteration_)
+    return;
+  int it = iteration_;
+  average_stages(); // may end at once, and then end the iteration that waits for it
+  bool last = iteration_ + 1 >= s_.iterations;
+  if (iteration_ == it && s_.averaging == model::averaging_mode::overlap && !last)
+    end_iteration(false);
+}
+
+void engine::end_iteration(bool waited) {
+  // The bound: under overlap an iteration's averaging may hide behind the next one's
+  // microbatches, so only the last one's counts (the sum stays a lower bound).
+  record_bound(waited ? round_least_ : 0);
+  res_.aggregation_s.push_back(now_ - done_at_); // the part of the iteration that waits on averaging
+  ending_ = phase_done_ = false;
+  res_.iteration_s.push_back(now_ - iter_start_);
+  res_.iteration_end_s.push_back(now_);
+  last_progress_ = now_;
+  ++iteration_;
+  if (iteration_ >= s_.iterations) {
+    finished_ = true;
+    return;
+  }
+  try_start_iteration();
+}
+
+// The stages' averaging (hivemind's butterfly all-reduce): each of a stage's n live replicas
+// reduces 1/n of the gradient, so every replica sends 2/n of it to every other one (reduce-
+// scatter, then all-gather), 2 (n-1)/n in all, over every pair's link at once
+// (link_clock applies the round to each pair when it is next used). A host's network card
+// carries its 2 (n-1)/n once, whoever it goes to, in the time its transfers leave idle. It
+// ends when the last share arrived: the pairs in the link table report theirs; any other
+// pair's link is free at the start, so its share arrives then + its transfer, which depends
+// on its two regions only.
+void engine::average_stages() {
+  done_at_ = now_;
   auto R = net_.regions.size();
   link_clock::round round;
   round.at = now_;
@@ -101,46 +139,78 @@ void engine::maybe_end_iteration() {
       round.bandwidth[a][b] = e.bandwidth_bytes_s;
       round.latency[a][b] = e.latency_s;
     }
+  averaging_round avg;
+  avg.iteration = iteration_;
+  avg.at = now_;
+  averaged_upto_ = iteration_ + 1;
   double end = now_;
-  double allreduce = 0; // its least possible time, for the bound
   for (int st = 0; st < S(); ++st) {
     std::vector<std::size_t> per_region(R, 0);
     std::vector<std::size_t> some; // up to two replicas per region: every pair of regions
-    std::size_t reps = 0;
+    std::vector<std::size_t> members;
     for (std::size_t h = 0; h < hosts_.size(); ++h)
       if (alive_[h] && stage_of(h) == st) {
         round.stage[h] = static_cast<std::int16_t>(st);
-        ++reps;
+        members.push_back(h);
         if (per_region[hosts_[h].region]++ < 2)
           some.push_back(h);
       }
-    // All-reduce volume: each replica sends 2 (R-1)/R of the stage's gradient, 2/R to each peer.
+    auto reps = members.size();
     double full = st == 0 && s_.holder_gradient_bytes > 0 ? s_.holder_gradient_bytes : s_.stage_gradient_bytes;
     double share = reps == 0 ? 0 : 2 * full / static_cast<double>(reps);
     round.bytes[static_cast<std::size_t>(st)] = share;
+    double lat = inf; // the stage's shortest latency: a card's last byte still has to arrive
     for (std::size_t a = 0; a < R; ++a)
       for (std::size_t b = 0; b < R; ++b)
-        if (per_region[a] > 0 && per_region[b] > (a == b ? 1u : 0u))
+        if (per_region[a] > 0 && per_region[b] > (a == b ? 1u : 0u)) {
           end = std::max(end, now_ + share / round.bandwidth[a][b] + round.latency[a][b]);
-    allreduce = std::max(allreduce, allreduce_lower_bound(some, full, [this](std::size_t a, std::size_t b) {
-                                                            return est(a, b);
-                                                          }, reps));
-  }
-  end = std::max(end, link_free_.add(std::move(round)));
-  record_bound(allreduce);
-  res_.aggregation_s.push_back(expect(end) - now_);
-  at(end, [this] {
-    ending_ = false;
-    res_.iteration_s.push_back(now_ - iter_start_);
-    res_.iteration_end_s.push_back(now_);
-    last_progress_ = now_;
-    ++iteration_;
-    if (iteration_ >= s_.iterations) {
-      finished_ = true;
-      return;
+          lat = std::min(lat, round.latency[a][b]);
+        }
+    if (reps < 2)
+      continue;
+    double card_bytes = static_cast<double>(reps - 1) * share, card_least = 0;
+    for (auto h : members) {
+      auto& host = hosts_[h];
+      double up = card_bytes / host.uplink_bytes_s, down = card_bytes / host.downlink_bytes_s;
+      if (up > 0 || down > 0)
+        avg.cards.push_back({h, up, down, lat});
+      card_least = std::max({card_least, up, down});
     }
-    try_start_iteration();
-  });
+    avg.least = std::max({avg.least, card_least + lat, allreduce_lower_bound(some, full, [this](std::size_t a, std::size_t b) {
+                                                                              return est(a, b);
+                                                                            }, reps)});
+  }
+  avg.pair_end = std::max(end, link_free_.add(std::move(round)));
+  round_least_ = avg.least;
+  // Busy time that ended before this round can no longer matter.
+  for (auto& c : avg.cards)
+    for (auto* log : {&up_busy_[c.host], &down_busy_[c.host]})
+      while (!log->empty() && log->front().second <= now_)
+        log->pop_front();
+  averaging_ = std::move(avg);
+  check_averaging();
+}
+
+void engine::check_averaging() {
+  auto& avg = *averaging_;
+  double end = avg.pair_end;
+  for (auto& c : avg.cards) {
+    if (c.up_s > 0)
+      end = std::max(end, idle_end(up_busy_[c.host], avg.at, c.up_s) + c.latency_s);
+    if (c.down_s > 0)
+      end = std::max(end, idle_end(down_busy_[c.host], avg.at, c.down_s) + c.latency_s);
+  }
+  expect(end);
+  if (end > now_) { // transfers that start before `end` are all queued by then
+    at(end, [this] { check_averaging(); });
+    return;
+  }
+  bool own = avg.iteration == iteration_; // sync, or the last iteration: it waits for this one
+  averaging_.reset();
+  if (own)
+    end_iteration(true);
+  else
+    advance(); // overlap: the next one's microbatches may be done and waiting for it
 }
 
 // The proven lower bound on this iteration's time (routing/bound.hpp) from every host
@@ -163,7 +233,10 @@ void engine::record_bound(double allreduce_s) {
   }
   auto b = bound_iteration(hosts, S(), s_.microbatches_per_holder, bytes,
                            [&](std::size_t a, std::size_t c) {
-                             return to_estimate(iter_net_.link(hosts_[ids[a]].region, hosts_[ids[c]].region));
+                             auto &from = hosts_[ids[a]], &to = hosts_[ids[c]];
+                             auto e = to_estimate(iter_net_.link(from.region, to.region));
+                             e.bandwidth_bytes_s = std::min({e.bandwidth_bytes_s, from.uplink_bytes_s, to.downlink_bytes_s});
+                             return e;
                            },
                            allreduce_s);
   res_.bound_iteration_s.push_back(b.seconds);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -32,6 +33,11 @@ void check_range(const issue_sink& report, const std::string& key, const std::ve
                   + format_number(static_cast<double>(v[1])) + "]");
 }
 
+
+// A network card's limit in bytes/s (0 Mbit/s: none).
+double nic_bytes_s(double mbit) {
+  return mbit > 0 ? mbit * 1e6 / 8 : std::numeric_limits<double>::infinity();
+}
 
 double draw(const std::vector<double>& r, double u) {
   return r.size() == 1 ? r[0] : r[0] + (r[1] - r[0]) * u;
@@ -84,6 +90,8 @@ void sim_host_group::validate(const issue_sink& report) const {
     report("stage", "0 for data holders (they run stage 0), got " + std::to_string(stage));
   check_range(report, "tflops", tflops, 1e-6, 1e6, "effective TFLOP/s");
   check_range(report, "capacity", capacity, 1, 100000, "microbatches held at once");
+  check_real(report, "uplink_mbit", uplink_mbit, 0, bound::closed, 1e7, bound::closed, "Mbit/s, 0 = no limit");
+  check_real(report, "downlink_mbit", downlink_mbit, 0, bound::closed, 1e7, bound::closed, "Mbit/s, 0 = no limit");
 }
 
 void sim_script_event::validate(const issue_sink& report) const {
@@ -102,6 +110,8 @@ void sim_script_event::validate(const issue_sink& report) const {
       check_real(report, "tflops", tflops, 1e-6, bound::closed, 1e6, bound::closed, "effective TFLOP/s");
       check_int(report, "capacity", capacity, 1, 100000, "microbatches held at once");
       check_int(report, "stage", stage, 0, 1023, "a relay stage, or 0 for the bottleneck stage");
+      check_real(report, "uplink_mbit", uplink_mbit, 0, bound::closed, 1e7, bound::closed, "Mbit/s, 0 = no limit");
+      check_real(report, "downlink_mbit", downlink_mbit, 0, bound::closed, 1e7, bound::closed, "Mbit/s, 0 = no limit");
       break;
     case sim_action::degrade:
       if (regions.size() != 2)
@@ -302,6 +312,8 @@ derived_scenario derive_scenario(const sim_scenario_config& cfg, network_matrix 
         host.region = reg;
         double tflops = draw(grp.tflops, seeded_unit(cfg.seed, 1, drawn));
         host.capacity = draw(grp.capacity, seeded_unit(cfg.seed, 2, drawn));
+        host.uplink_bytes_s = nic_bytes_s(grp.uplink_mbit);
+        host.downlink_bytes_s = nic_bytes_s(grp.downlink_mbit);
         ++drawn;
         if (holder) {
           host.stage = 0;
@@ -320,7 +332,8 @@ derived_scenario derive_scenario(const sim_scenario_config& cfg, network_matrix 
   }
   if (holders == 0)
     fail("hosts", "expected at least one group with role: data_holder");
-  s.stage_gradient_bytes = model::relay_gradient_bytes(shape, m.bytes_per_value);
+  // A share's values as training.share_compression puts them on the wire.
+  s.stage_gradient_bytes = model::share_wire_bytes(cfg.training.share_compression, stage_params);
   if (relay_stages >= 1 && holders > 0)
     if (auto why = place_relays(s, undeclared, cfg.placement.policy, cfg.seed); !why.empty())
       fail("placement.policy", why);
@@ -332,7 +345,8 @@ derived_scenario derive_scenario(const sim_scenario_config& cfg, network_matrix 
     if (per_stage[static_cast<std::size_t>(st)] == 0)
       fail("hosts", "expected at least one relay of stage " + std::to_string(st) + " (model.stages = "
                              + std::to_string(m.stages) + ")");
-  s.holder_gradient_bytes = holder_params * m.bytes_per_value;
+  s.holder_gradient_bytes = model::share_wire_bytes(cfg.training.share_compression, holder_params);
+  s.averaging = cfg.training.averaging;
 
   for (std::size_t i = 0; i < cfg.churn.script.size(); ++i) {
     auto& ev = cfg.churn.script[i];
@@ -376,6 +390,8 @@ derived_scenario derive_scenario(const sim_scenario_config& cfg, network_matrix 
         e.joiner.stage = ev.stage > 0 ? ev.stage : -1;
         e.joiner.capacity = ev.capacity;
         e.joiner.compute_s = relay_s(ev.tflops);
+        e.joiner.uplink_bytes_s = nic_bytes_s(ev.uplink_mbit);
+        e.joiner.downlink_bytes_s = nic_bytes_s(ev.downlink_mbit);
         break;
       }
       case sim_action::degrade: {

@@ -14,6 +14,7 @@
 
 #include "common/validation.hpp"
 #include "model/model_config.hpp"
+#include "model/share_codec.hpp"
 #include "routing/compression.hpp"
 #include "routing/routing_config.hpp"
 
@@ -54,6 +55,10 @@ struct sim_host_group {
   int stage = 0;                          ///< relays: 0 = dealt round-robin over stages 1..S-1
   std::vector<double> tflops{50.0};       ///< effective TFLOP/s: [value] or [min, max], drawn uniformly
   std::vector<int> capacity{4};           ///< microbatches held at once: [value] or [min, max]
+  /// Each host's network card, shared by everything it sends (receives): activations, shares,
+  /// downloads, balancer messages; Mbit/s, 0 = no limit beyond its links'.
+  double uplink_mbit = 0;
+  double downlink_mbit = 0;
 
   void validate(const issue_sink& report) const;
 };
@@ -77,6 +82,8 @@ struct sim_script_event {
   int stage = 0;                      ///< join: 0 = the bottleneck stage
   double tflops = 50;                 ///< join: its speed
   int capacity = 4;                   ///< join: its capacity
+  double uplink_mbit = 0;             ///< join: its network card's limits (0: none)
+  double downlink_mbit = 0;
   std::vector<std::string> regions;   ///< degrade: the two regions (the same twice: inside one)
   double factor = 0.25;               ///< degrade: share of bandwidth left
 
@@ -140,6 +147,12 @@ struct sim_compression_config {
   void validate(const issue_sink& report) const;
 };
 
+/// The stages' averaging, as the runtime's training section names it.
+struct sim_training_config {
+  model::averaging_mode averaging = model::averaging_mode::sync;
+  model::share_compression share_compression = model::share_compression::bf16;
+};
+
 /// The routers' constants.
 struct sim_routing_config {
   int gwtf_view = 16;          ///< GWTF: live peers a host knows per neighbouring stage (0: all)
@@ -160,6 +173,7 @@ struct sim_scenario_config {
   sim_placement_config placement;
   sim_routing_config routing;
   sim_compression_config compression;
+  sim_training_config training;
 };
 
 template <class F>
@@ -184,6 +198,8 @@ void visit_fields(F& f, sim_host_group& x) {
   f("stage", x.stage);
   f("tflops", x.tflops);
   f("capacity", x.capacity);
+  f("uplink_mbit", x.uplink_mbit);
+  f("downlink_mbit", x.downlink_mbit);
 }
 
 template <class F>
@@ -196,6 +212,8 @@ void visit_fields(F& f, sim_script_event& x) {
   f("stage", x.stage);
   f("tflops", x.tflops);
   f("capacity", x.capacity);
+  f("uplink_mbit", x.uplink_mbit);
+  f("downlink_mbit", x.downlink_mbit);
   f("regions", x.regions);
   f("factor", x.factor);
 }
@@ -225,6 +243,12 @@ void visit_fields(F& f, sim_compression_config& x) {
 }
 
 template <class F>
+void visit_fields(F& f, sim_training_config& x) {
+  f("averaging", x.averaging);
+  f("share_compression", x.share_compression);
+}
+
+template <class F>
 void visit_fields(F& f, sim_routing_config& x) {
   f("gwtf_view", x.gwtf_view);
   f("gwtf", x.gwtf);
@@ -244,6 +268,7 @@ void visit_fields(F& f, sim_scenario_config& x) {
   f("placement", x.placement);
   f("routing", x.routing);
   f("compression", x.compression);
+  f("training", x.training);
 }
 
 } // namespace gwtf::sim

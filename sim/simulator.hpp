@@ -13,10 +13,12 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 #include <optional>
 
+#include "model/share_codec.hpp"
 #include "routing/compression.hpp"
 #include "routing/network.hpp"
 #include "routing/routing_config.hpp"
@@ -35,6 +37,9 @@ struct sim_host {
   int stage = 0;          ///< 0 = data holder, 1..S-1 = relay; a joiner with -1: the bottleneck stage
   int capacity = 1;       ///< microbatches it can hold (stash) at once
   double compute_s = 0;   ///< forward + backward of one microbatch at its stage, seconds
+  /// Its network card: everything it sends (receives) shares this many bytes/s (inf: no limit).
+  double uplink_bytes_s = std::numeric_limits<double>::infinity();
+  double downlink_bytes_s = std::numeric_limits<double>::infinity();
 };
 
 /// What happens to the cluster.
@@ -71,6 +76,9 @@ struct sim_scenario {
                                      ///< to backward (0: unknown; rematerialisation then gains no slots)
   double stage_gradient_bytes = 0;   ///< one relay stage's gradients: all-reduced among its replicas
   double holder_gradient_bytes = 0;  ///< the data holders' stage (embedding, head); 0: as a relay stage
+  /// sync: an iteration starts once the last one's averaging ended; overlap: once its
+  /// microbatches are done and the averaging before it ended (every update one iteration stale)
+  model::averaging_mode averaging = model::averaging_mode::sync;
   double tokens_per_microbatch = 0;
   int iterations = 10;
   double crash_rate = 0;             ///< per relay and iteration; a stage keeps one live relay

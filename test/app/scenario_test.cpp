@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <filesystem>
 #include <map>
 #include <unistd.h>
@@ -118,6 +120,34 @@ TEST_CASE("scenario: derived figures follow the model, hosts are named, drawn an
   for (std::size_t i = 1; i < s.hosts.size(); ++i)
     differs = differs || other.scenario->sim.hosts[i].compute_s != s.hosts[i].compute_s;
   CHECK(differs);
+}
+
+TEST_CASE("scenario: training.share_compression sizes the shares, hosts' cards cap their links, bad values are named") {
+  double d = 256, stage_params = 2 * (12 * d * d + 13 * d);
+  std::map<std::string, double> bytes;
+  for (std::string c : {"fp32", "bf16", "int8"}) {
+    auto r = parse(base() + "training: {share_compression: " + c + ", averaging: overlap}\n");
+    REQUIRE_MESSAGE(r.scenario.has_value(), c);
+    bytes[c] = r.scenario->sim.stage_gradient_bytes;
+    CHECK(r.scenario->sim.averaging == gwtf::model::averaging_mode::overlap);
+  }
+  CHECK(bytes["fp32"] == stage_params * 4);
+  CHECK(bytes["bf16"] == stage_params * 2);
+  CHECK(bytes["int8"] == stage_params + 4 * std::ceil(stage_params / 128)); // a float32 scale per 128 values
+  CHECK(parse(base()).scenario->sim.averaging == gwtf::model::averaging_mode::sync);
+
+  auto text = base();
+  text.replace(text.find("capacity: [1, 3]}"), 17, "capacity: [1, 3], uplink_mbit: 40, downlink_mbit: 200}");
+  auto r = parse(text);
+  REQUIRE(r.scenario.has_value());
+  CHECK(r.scenario->sim.hosts[0].uplink_bytes_s == std::numeric_limits<double>::infinity()); // the holder: none
+  CHECK(r.scenario->sim.hosts[1].uplink_bytes_s == 40e6 / 8);
+  CHECK(r.scenario->sim.hosts[1].downlink_bytes_s == 200e6 / 8);
+
+  auto negative = base();
+  negative.replace(negative.find("capacity: [1, 3]}"), 17, "capacity: [1, 3], uplink_mbit: -5}");
+  CHECK(error_of(negative).find("hosts[1].uplink_mbit: expected Mbit/s, 0 = no limit") != std::string::npos);
+  CHECK(error_of(base() + "training: {share_compression: int4}\n").find("training.share_compression") != std::string::npos);
 }
 
 TEST_CASE("scenario: a LLaMA model is sized as the runtime builds it, a wrong arch is named") {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -233,6 +234,17 @@ sim_scenario random_instance(std::uint64_t seed) {
   // GWTF and the centralized router rematerialise in every third instance (more slots).
   s.stash_bytes = s.activation_bytes * (1 + 30 * next());
   s.gwtf.backward = seed % 3 == 0 ? gwtf_backward::rematerialize : gwtf_backward::stash;
+  // Network cards: in every other instance each host's up- and downlink is capped at 20 to
+  // 500 Mbit/s (below its links as often as not); every fourth overlaps the averaging.
+  for (auto& h : s.hosts) {
+    double up = 20 + 480 * next(), down = 20 + 480 * next();
+    if (seed % 2 == 1) {
+      h.uplink_bytes_s = up * 1e6 / 8;
+      h.downlink_bytes_s = down * 1e6 / 8;
+    }
+  }
+  if (seed % 4 == 0)
+    s.averaging = gwtf::model::averaging_mode::overlap;
   return s;
 }
 
@@ -533,5 +545,115 @@ TEST_CASE("simulator: SWARM as its code runs learns of a crash by its call's tim
       CHECK(timeout.iteration_s[i] == doctest::Approx(oracle.iteration_s[i]).epsilon(1e-12));
     CHECK(timeout.iteration_s[3] > oracle.iteration_s[3] + 10);
     CHECK(timeout.iteration_s[3] > 20); // a forward timeout less the call's age at the crash
+  }
+}
+
+namespace {
+
+// One data holder and one relay stage of `replicas` hosts, all in region a: the stage's
+// averaging is the only thing that crosses a network card more than once.
+sim_scenario one_stage(std::size_t replicas) {
+  sim_scenario s;
+  s.net.name = "one";
+  s.net.regions = {"a"};
+  s.net.latency_ms = {{0}};
+  s.net.bandwidth_mbps = {{0}};
+  s.net.intra_region = {1, 10000};
+  s.stages = 2;
+  s.hosts.push_back({"dh", 0, 0, 8, 0.01});
+  for (std::size_t k = 0; k < replicas; ++k)
+    s.hosts.push_back({"r" + std::to_string(k), 0, 1, 4, 0.1});
+  s.microbatches_per_holder = 4;
+  s.activation_bytes = 1e5;
+  s.stage_gradient_bytes = 300e6;
+  s.holder_gradient_bytes = 1e3;
+  s.tokens_per_microbatch = 256;
+  s.iterations = 4;
+  s.gwtf.tick_ms = 200;
+  return s;
+}
+
+} // namespace
+
+TEST_CASE("simulator: a host's network card carries its 2(n-1)/n of the averaging, whoever it goes to") {
+  // 3 replicas of a 300 MB stage over 10 Gbit/s links: each sends 2/3 of it (200 MB). With
+  // a 100 Mbit/s uplink on one of them, that card alone takes 16 s; before per-host limits
+  // the averaging took 0.1 s whatever the cards.
+  auto s = one_stage(3);
+  auto free = simulate(s, sim_router::gwtf);
+  s.hosts[1].uplink_bytes_s = 100e6 / 8;
+  auto capped = simulate(s, sim_router::gwtf);
+  REQUIRE_MESSAGE(free.completed, free.why);
+  REQUIRE_MESSAGE(capped.completed, capped.why);
+  double card_s = 2.0 * (2 * 300e6 / 3) / (100e6 / 8);
+  for (std::size_t i = 0; i < capped.aggregation_s.size(); ++i) {
+    INFO("iteration " << i);
+    CHECK(free.aggregation_s[i] < 0.2);
+    CHECK(capped.aggregation_s[i] == doctest::Approx(card_s + 0.001).epsilon(0.02));
+  }
+  // A downlink limit binds the same way; a card above every link changes nothing.
+  s.hosts[1].uplink_bytes_s = std::numeric_limits<double>::infinity();
+  s.hosts[2].downlink_bytes_s = 100e6 / 8;
+  auto down = simulate(s, sim_router::gwtf);
+  REQUIRE_MESSAGE(down.completed, down.why);
+  CHECK(down.aggregation_s.back() == doctest::Approx(card_s + 0.001).epsilon(0.02));
+  s.hosts[2].downlink_bytes_s = 100e9;
+  auto fast = simulate(s, sim_router::gwtf);
+  CHECK(fast.total_s == doctest::Approx(free.total_s).epsilon(1e-9));
+}
+
+TEST_CASE("simulator: a capped uplink slows the activations it sends, for every router") {
+  auto s = small(6, 0.0);
+  auto capped = s;
+  for (auto& h : capped.hosts)
+    if (h.stage == 0)
+      h.uplink_bytes_s = 2e6 / 8; // 2 Mbit/s: one 2 MB activation takes 8 s to leave
+  for (auto r : {sim_router::gwtf, sim_router::swarm, sim_router::centralized}) {
+    INFO(std::string{to_string(r)});
+    auto a = simulate(s, r), b = simulate(capped, r);
+    REQUIRE_MESSAGE(a.completed, a.why);
+    REQUIRE_MESSAGE(b.completed, b.why);
+    // Each holder sends 6 activations per iteration through its card: 48 s at least.
+    for (std::size_t i = 0; i < b.iteration_s.size(); ++i)
+      CHECK(b.iteration_s[i] - b.aggregation_s[i] >= 6 * 8.0);
+    CHECK(b.total_s > 5 * a.total_s);
+    CHECK(b.total_s >= b.bound_s);
+  }
+}
+
+TEST_CASE("simulator: overlapped averaging hides behind the next iteration and stays above the bound") {
+  // The averaging (300 MB over a 200 Mbit/s card: ~16 s) against a microbatch phase of a few
+  // seconds: sync waits for each one; overlap waits only where the one before is still running,
+  // never longer than sync, and the run ends when the last one lands.
+  auto s = one_stage(3);
+  s.iterations = 6;
+  s.microbatches_per_holder = 32;
+  for (std::size_t h = 1; h < s.hosts.size(); ++h)
+    s.hosts[h].uplink_bytes_s = 200e6 / 8;
+  for (auto r : {sim_router::gwtf, sim_router::swarm, sim_router::centralized}) {
+    INFO(std::string{to_string(r)});
+    s.averaging = gwtf::model::averaging_mode::sync;
+    auto sync = simulate(s, r);
+    s.averaging = gwtf::model::averaging_mode::overlap;
+    auto over = simulate(s, r);
+    REQUIRE_MESSAGE(sync.completed, sync.why);
+    REQUIRE_MESSAGE(over.completed, over.why);
+    CHECK(over.microbatches == sync.microbatches);
+    double card_s = 2.0 * (2 * 300e6 / 3) / (200e6 / 8);
+    double sync_wait = 0, over_wait = 0;
+    for (std::size_t i = 0; i < sync.aggregation_s.size(); ++i) {
+      sync_wait += sync.aggregation_s[i];
+      over_wait += over.aggregation_s[i];
+    }
+    CHECK(sync_wait >= 6 * card_s);
+    // Every averaging still runs in full, one at a time: 6 of them end to end at least.
+    CHECK(over.total_s >= 6 * card_s);
+    CHECK(over.total_s < sync.total_s - 2);
+    CHECK(over_wait < sync_wait - 2);
+    CHECK(over.aggregation_s.front() == doctest::Approx(0).epsilon(1e-9)); // nothing before it to wait for
+    CHECK(over.aggregation_s.back() >= card_s); // the run ends when the last update landed
+    CHECK(over.total_s >= over.bound_s);
+    for (std::size_t i = 0; i < over.iteration_s.size(); ++i)
+      CHECK(over.iteration_s[i] >= over.bound_iteration_s[i] * (1 - 1e-9));
   }
 }
