@@ -233,7 +233,7 @@ private:
 
   // The proven lower bound on this iteration's time (routing/bound.hpp) from every host
   // that could work in it, on the links as they were when it started (links only degrade).
-  void record_bound(double allreduce_s);
+  void record_bound();
 
   // --- routers -------------------------------------------------------------------------
   //

@@ -83,6 +83,8 @@ void engine::maybe_end_iteration() {
   if (outstanding_ > 0 || pending_repairs_ > 0 || ending_)
     return;
   ending_ = phase_done_ = true;
+  done_at_ = now_;
+  record_bound(); // the microbatches' part, from the hosts that could work in them
   advance();
 }
 
@@ -100,9 +102,12 @@ void engine::advance() {
 }
 
 void engine::end_iteration(bool waited) {
-  // The bound: under overlap an iteration's averaging may hide behind the next one's
-  // microbatches, so only the last one's counts (the sum stays a lower bound).
-  record_bound(waited ? round_least_ : 0);
+  // The bound's averaging part: under overlap an iteration's averaging may hide behind the
+  // next one's microbatches, so only the last one's counts (the sum stays a lower bound).
+  if (waited) {
+    res_.bound_iteration_s.back() += round_least_;
+    res_.bound_s += round_least_;
+  }
   res_.aggregation_s.push_back(now_ - done_at_); // the part of the iteration that waits on averaging
   ending_ = phase_done_ = false;
   res_.iteration_s.push_back(now_ - iter_start_);
@@ -125,7 +130,6 @@ void engine::end_iteration(bool waited) {
 // pair's link is free at the start, so its share arrives then + its transfer, which depends
 // on its two regions only.
 void engine::average_stages() {
-  done_at_ = now_;
   auto R = net_.regions.size();
   link_clock::round round;
   round.at = now_;
@@ -213,9 +217,9 @@ void engine::check_averaging() {
     advance(); // overlap: the next one's microbatches may be done and waiting for it
 }
 
-// The proven lower bound on this iteration's time (routing/bound.hpp) from every host
+// The proven lower bound on this iteration's microbatches (routing/bound.hpp) from every host
 // that could work in it, on the links as they were when it started (links only degrade).
-void engine::record_bound(double allreduce_s) {
+void engine::record_bound() {
   std::vector<bound_host> hosts;
   std::vector<std::size_t> ids;
   for (auto& [h, st] : bound_hosts_) {
@@ -238,7 +242,7 @@ void engine::record_bound(double allreduce_s) {
                              e.bandwidth_bytes_s = std::min({e.bandwidth_bytes_s, from.uplink_bytes_s, to.downlink_bytes_s});
                              return e;
                            },
-                           allreduce_s);
+                           0); // the averaging's part is added when it has ended (end_iteration)
   res_.bound_iteration_s.push_back(b.seconds);
   res_.bound_s += b.seconds;
 }

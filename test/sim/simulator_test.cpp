@@ -651,6 +651,14 @@ TEST_CASE("simulator: overlapped averaging hides behind the next iteration and s
     CHECK(over.total_s < sync.total_s - 2);
     CHECK(over_wait < sync_wait - 2);
     CHECK(over.aggregation_s.front() == doctest::Approx(0).epsilon(1e-9)); // nothing before it to wait for
+    // The averaging is longer than the microbatches: from the second iteration on, each waits
+    // for the one before, and its own microbatches take about as long as under sync.
+    for (std::size_t i = 1; i + 1 < over.aggregation_s.size(); ++i) {
+      INFO("iteration " << i);
+      CHECK(over.aggregation_s[i] > 0.5 * card_s);
+      CHECK(over.iteration_s[i] - over.aggregation_s[i]
+            <= 1.5 * (sync.iteration_s[i] - sync.aggregation_s[i]) + 0.5);
+    }
     CHECK(over.aggregation_s.back() >= card_s); // the run ends when the last update landed
     CHECK(over.total_s >= over.bound_s);
     for (std::size_t i = 0; i < over.iteration_s.size(); ++i)
