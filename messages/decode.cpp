@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 
+#include "common/share_format.hpp"
 #include "messages/codec_internal.hpp"
 #include "messages/codec_limits.hpp"
 
@@ -219,7 +220,7 @@ void get_indices(schema::Tensor::Reader r, tensor_payload& x, checker& c, const 
 // The one copy of tensor bytes: out of the message into a buffer the payload owns.
 // `sparse_ok`: the field may hold a sparse tensor (activations); elsewhere it is refused.
 void get(schema::Tensor::Reader r, tensor_payload& x, checker& c, const std::string& f, bool sparse_ok = false) {
-  c.enumeration(r.getDtype(), 5, f + ".dtype", x.type);
+  c.enumeration(r.getDtype(), 6, f + ".dtype", x.type);
   c.enumeration(r.getLayout(), 2, f + ".layout", x.sparse);
   if (c.ok() && x.sparse && !sparse_ok)
     c.bad(wire_error::bad_field, f + ": a dense tensor here, got a sparse one");
@@ -425,14 +426,39 @@ void get(schema::GradientChunk::Reader r, gradient_chunk& x, checker& c) {
   x.total_elements = r.getTotalElements();
   if (c.ok())
     get(r.getValues(), x.values, c, "gradientChunk.values");
-  if (c.ok() && (x.values.type != dtype::float32 || x.values.shape.size() != 1))
-    c.bad(wire_error::bad_field, "gradientChunk.values: a 1-D float32 tensor");
+  auto type = x.values.type;
+  if (c.ok() && ((type != dtype::float32 && type != dtype::bfloat16 && type != dtype::int8) || x.values.sparse
+                 || x.values.shape.size() != 1))
+    c.bad(wire_error::bad_field, "gradientChunk.values: a dense 1-D float32, bfloat16 or int8 tensor");
   if (c.ok()) {
     auto n = static_cast<std::uint64_t>(x.values.shape[0]);
     if (x.offset > x.total_elements || n > x.total_elements - x.offset)
       c.bad(wire_error::bad_field, "gradientChunk: elements [" + std::to_string(x.offset) + ", +"
                                      + std::to_string(n) + ") exceed totalElements "
                                      + std::to_string(x.total_elements));
+  }
+  // int8 values come with one scale per block of share_int8_block values, from a block's start.
+  auto scales = r.getScales();
+  if (c.ok()) {
+    auto n = static_cast<std::uint64_t>(x.values.shape[0]);
+    auto blocks = type == dtype::int8 ? (n + gwtf::share_int8_block - 1) / gwtf::share_int8_block : 0;
+    if (scales.size() != blocks)
+      c.bad(wire_error::bad_field, "gradientChunk.scales: " + std::to_string(scales.size()) + " scales for "
+                                     + std::to_string(n) + " " + (type == dtype::int8 ? "int8" : "unscaled")
+                                     + " values (expected " + std::to_string(blocks) + ")");
+    else if (type == dtype::int8 && x.offset % gwtf::share_int8_block != 0)
+      c.bad(wire_error::bad_field, "gradientChunk.offset: " + std::to_string(x.offset)
+                                     + ", not at a block of int8 values (a multiple of "
+                                     + std::to_string(gwtf::share_int8_block) + ")");
+  }
+  if (c.ok()) {
+    x.scales.resize(scales.size());
+    for (unsigned i = 0; i < scales.size() && c.ok(); ++i) {
+      float s = scales[i];
+      if (!(std::isfinite(s) && s >= 0))
+        c.bad(wire_error::bad_field, at("gradientChunk.scales", i) + ": a finite scale >= 0");
+      x.scales[i] = s;
+    }
   }
   auto reports = r.getReports();
   if (c.ok() && c.count(reports.size(), "gradientChunk.reports", max_peers)) {

@@ -230,6 +230,9 @@ struct filler {
     for (unsigned i = 0; i < x.reports.size(); ++i)
       put_done(reports[i], x.reports[i]);
     put_counts(b.initHolders(static_cast<unsigned>(x.holders.size())), x.holders);
+    auto scales = b.initScales(static_cast<unsigned>(x.scales.size()));
+    for (unsigned i = 0; i < x.scales.size(); ++i)
+      scales.set(i, x.scales[i]);
   }
   void operator()(const norm_share& x) {
     auto b = body.initNormShare();

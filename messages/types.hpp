@@ -67,7 +67,7 @@ struct join_reply {
 };
 
 /// Element type of a tensor.
-enum class dtype : std::uint8_t { float32, float16, bfloat16, int64, int32 };
+enum class dtype : std::uint8_t { float32, float16, bfloat16, int64, int32, int8 };
 
 /// Bytes per element of `t`.
 std::size_t dtype_size(dtype t);
@@ -257,13 +257,16 @@ struct gradient_chunk {
   std::uint64_t microbatches = 0;
   std::uint64_t offset = 0;
   std::uint64_t total_elements = 0;
-  tensor_payload values; ///< float32, 1-D
+  tensor_payload values; ///< 1-D: float32, bfloat16 or int8 (training.share_compression)
   /// The data holders' reports of `iteration` the sender had when it shared: a replica that
   /// cannot hear some holder learns its report here (0..4096, each of `iteration`).
   std::vector<iteration_done> reports;
   /// The microbatches in the sum per data holder (0..4096 distinct holders; they add up to
   /// `microbatches`): what a replica can leave out when stage 0 did not count a holder.
   std::vector<holder_count> holders;
+  /// int8 values: one scale per block of share_int8_block values (common/share_format.hpp) (offset is a multiple
+  /// of the block); empty otherwise.
+  std::vector<float> scales;
 };
 
 /// One stage's share of the global gradient norm.

@@ -82,6 +82,7 @@ enum DType {
   bfloat16 @2;
   int64 @3;
   int32 @4;
+  int8 @5;
 }
 
 # A row-major tensor. Dense: data holds exactly product(shape) * size(dtype) bytes.
@@ -265,9 +266,10 @@ struct GradientChunk {
   microbatches @3 :UInt64;     # microbatches counted in the sum
   offset @4 :UInt64;           # first element of this chunk
   totalElements @5 :UInt64;    # elements of the stage's whole gradient
-  values @6 :Tensor;           # float32, 1-D
+  values @6 :Tensor;           # float32, bfloat16 or int8 (training.share_compression), 1-D
   reports @7 :List(IterationDone); # the holders' reports of `iteration` the sender had
   holders @8 :List(HolderCount);   # microbatches in the sum per data holder (sum = microbatches)
+  scales @9 :List(Float32);        # int8 values: one per block of 128 (the chunk starts at a block); else empty
 }
 
 # Microbatches of one data holder.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "common/validation.hpp"
+#include "model/share_codec.hpp"
 
 #include <array>
 #include <cstdint>
@@ -90,6 +91,9 @@ struct training_config {
   /// leave one by one with gaps, so that activations between the same hosts are not queued
   /// behind a whole stage's state (docs/checkpoints.md).
   double checkpoint_push_mb_s = 0;
+  /// How the replicas of a stage send each other their gradient shares: fp32 (exact), bf16
+  /// or int8 with per-block scales and error feedback (model/share_codec.hpp).
+  model::share_compression share_compression = model::share_compression::fp32;
 
   /// Reports every field that is out of range or inconsistent.
   void validate(const issue_sink& report) const;
@@ -133,6 +137,7 @@ void visit_fields(F& f, training_config& x) {
   f("checkpoint_keep", x.checkpoint_keep);
   f("checkpoint_replicas", x.checkpoint_replicas);
   f("checkpoint_push_mb_s", x.checkpoint_push_mb_s);
+  f("share_compression", x.share_compression);
 }
 
 } // namespace gwtf::model

@@ -6,8 +6,12 @@
 
 #include <array>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <utility>
+#include <vector>
+
+#include "common/share_format.hpp"
 
 namespace gwtf::model {
 
@@ -33,7 +37,7 @@ constexpr std::array<std::pair<averaging_mode, const char*>, 2> enum_names(avera
 }
 
 /// Values per int8 block: each block has its own scale (its largest magnitude / 127).
-inline constexpr std::uint64_t share_int8_block = 128;
+using gwtf::share_int8_block;
 
 /// Bytes `values` share values take on the wire under `c` (the values only, no headers).
 inline double share_wire_bytes(share_compression c, double values) {
@@ -47,5 +51,31 @@ inline double share_wire_bytes(share_compression c, double values) {
   }
   return 4 * values;
 }
+
+/// The int8 blocks (scales) that `values` values take.
+inline std::size_t share_int8_blocks(std::size_t values) {
+  return (values + share_int8_block - 1) / share_int8_block;
+}
+
+/// One share's values as they go on the wire.
+struct encoded_share {
+  share_compression how = share_compression::fp32;
+  std::vector<std::uint8_t> bytes; ///< 4, 2 or 1 byte a value, little-endian
+  std::vector<float> scales;       ///< int8: one per block of share_int8_block values
+};
+
+/// Encodes `n` values. With `residual` (int8's error feedback: n values, what earlier
+/// encodings lost), the residual is added first and replaced by what this encoding loses.
+/// `values` is overwritten with what a receiver decodes, so that the sender averages exactly
+/// what its peers do. bf16 rounds to nearest even; int8 scales each block by its largest
+/// magnitude / 127 and rounds to nearest (a block of zeros has scale 0).
+encoded_share encode_share(share_compression how, float* values, std::size_t n, std::vector<float>* residual = nullptr);
+
+/// Decodes `n` values of `how` from `bytes` (int8: with `scales`, one per block, the first
+/// block starting at the first value) into `out`.
+void decode_share(share_compression how, const std::uint8_t* bytes, const float* scales, std::size_t n, float* out);
+
+/// Bytes a value takes on the wire under `how`.
+std::size_t share_value_bytes(share_compression how);
 
 } // namespace gwtf::model

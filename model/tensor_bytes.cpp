@@ -13,6 +13,7 @@ torch::ScalarType scalar_type(element_type t) {
     case element_type::bfloat16: return torch::kBFloat16;
     case element_type::int64: return torch::kInt64;
     case element_type::int32: return torch::kInt32;
+    case element_type::int8: return torch::kInt8;
   }
   throw std::invalid_argument("unknown element type");
 }
@@ -24,6 +25,7 @@ element_type element_of(torch::ScalarType t) {
     case torch::kBFloat16: return element_type::bfloat16;
     case torch::kInt64: return element_type::int64;
     case torch::kInt32: return element_type::int32;
+    case torch::kInt8: return element_type::int8;
     default: throw std::invalid_argument("tensor element type cannot cross hosts");
   }
 }

@@ -12,7 +12,7 @@
 namespace gwtf::model {
 
 /// Element types that cross hosts (same order as the wire's DType).
-enum class element_type : std::uint8_t { float32, float16, bfloat16, int64, int32 };
+enum class element_type : std::uint8_t { float32, float16, bfloat16, int64, int32, int8 };
 
 /// A tensor's bytes, kept alive by `owner`.
 struct tensor_bytes {

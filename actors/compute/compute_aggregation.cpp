@@ -38,7 +38,7 @@ const std::map<std::string, std::uint32_t>* share_filter(const compute_state& st
 
 void send_share_chunks(self_ptr self, const std::vector<std::string>& to, const wire::gradient_chunk& whole) {
   auto& st = self->state;
-  auto pieces = cut_share(whole, wire_chunk_bytes(*st.ctx->spec) / sizeof(float));
+  auto pieces = cut_share(whole, wire_chunk_bytes(*st.ctx->spec) / std::max<std::size_t>(1, wire::dtype_size(whole.values.type)));
   // Chunk by chunk to every replica: each gets its first chunk as early as possible.
   for (auto& piece : pieces)
     for (auto& r : to)
@@ -64,11 +64,26 @@ void send_share(self_ptr self, std::uint64_t i) {
   mine.count = sum->count;
   for (auto& [h, n] : sum->holders)
     mine.holders[holder_name(st, h)] = n;
+  std::optional<model::encoded_share> encoded;
   if (sum->count > 0) {
-    std::vector<torch::Tensor> flat;
+    std::vector<torch::Tensor> parts;
     for (auto& t : sum->sums)
-      flat.push_back(t.reshape({-1}));
-    mine.values = to_payload(torch::cat(flat));
+      parts.push_back(t.reshape({-1}));
+    auto flat = torch::cat(parts).to(torch::kFloat).contiguous();
+    auto how = st.ctx->spec->training.share_compression;
+    if (how != model::share_compression::fp32) {
+      // The replicas average what they decode: this replica averages its own share as
+      // encoded too, so that every replica's step stays bit-identical.
+      auto n = static_cast<std::size_t>(flat.numel());
+      std::vector<float>* feedback = nullptr;
+      if (how == model::share_compression::int8) {
+        auto& next = st.agg.next_residual[i];
+        next = st.agg.residual.size() == n ? st.agg.residual : std::vector<float>(n, 0.0f);
+        feedback = &next;
+      }
+      encoded = model::encode_share(how, flat.data_ptr<float>(), n, feedback);
+    }
+    mine.values = to_payload(flat);
   }
   std::vector<std::uint64_t> keys;
   if (is_holder(st)) {
@@ -85,6 +100,13 @@ void send_share(self_ptr self, std::uint64_t i) {
   auto c = share_chunk(st, i, mine);
   for (auto& [h, d] : st.barrier->reports(i))
     c.reports.push_back(d);
+  if (encoded) {
+    auto bytes = std::make_shared<std::vector<std::uint8_t>>(std::move(encoded->bytes));
+    auto type = encoded->how == model::share_compression::bf16 ? wire::dtype::bfloat16 : wire::dtype::int8;
+    c.values = {type, {static_cast<std::int64_t>(c.total_elements)}, std::shared_ptr<const std::uint8_t>(bytes, bytes->data()),
+                bytes->size(), false, {}};
+    c.scales = std::move(encoded->scales);
+  }
   send_share_chunks(self, same_stage(st), c);
   st.agg.shares[i][me(st)] = std::move(mine);
   st.barrier->share(i, me(st));
@@ -277,6 +299,9 @@ boundary try_apply(self_ptr self, std::uint64_t i) {
   if (wasted > 0)
     report_compute(self, i, 0, wasted);
   st.agg.averaged.erase(i);
+  if (auto r = st.agg.next_residual.find(i); r != st.agg.next_residual.end())
+    st.agg.residual = std::move(r->second);
+  st.agg.next_residual.erase(st.agg.next_residual.begin(), st.agg.next_residual.upper_bound(i));
   st.agg.last_share.reset();
   if (auto mine = st.agg.shares[i].find(me(st)); mine != st.agg.shares[i].end()) {
     st.agg.last_share = share_chunk(st, i, mine->second);
@@ -428,6 +453,8 @@ boundary on_state_chunk(self_ptr self, const std::string& from, const wire::stat
   st.agg.averaged.clear();
   st.agg.my_norm.clear();
   st.agg.last_share.reset();
+  st.agg.residual.clear();
+  st.agg.next_residual.clear();
   // Shares that arrived during the download for iterations the loaded state already holds
   // (a catch-up sends the one just applied too) are of no use; those of the iteration in
   // progress are kept.

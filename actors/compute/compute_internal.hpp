@@ -97,6 +97,12 @@ struct aggregation_state {
   // This replica's share of the iteration applied last, until the next is applied: a
   // stage-mate met only after this host shared may still wait for it (catch_up).
   std::optional<wire::gradient_chunk> last_share;
+  // int8's error feedback (training.share_compression): what the shares of the iterations
+  // applied so far lost to rounding, added to the next share. Iteration i's share leaves
+  // next_residual[i], which becomes the residual when i is applied (a share sent again after
+  // a verdict is encoded from the same residual). A loaded state starts from none.
+  std::vector<float> residual;
+  std::map<std::uint64_t, std::vector<float>> next_residual;
   replica_vote vote;
   std::optional<wire::replica_hash> last_hash; // of the last step applied
   bool fresh = false; // loaded a state and applied no step since: may be behind the others

@@ -3,24 +3,48 @@
 #include <algorithm>
 #include <cstring>
 
+#include "model/share_codec.hpp"
+
 namespace gwtf::actors {
 
 namespace {
 
-constexpr std::size_t value_bytes = 4; // float32
+constexpr std::size_t value_bytes = 4; // float32: a share put back together
 
-// The chunk's values: dense float32, one dimension, as many bytes as values.
-bool plain(const wire::tensor_payload& v) {
-  return v.type == wire::dtype::float32 && !v.sparse && v.shape.size() == 1 && v.shape[0] >= 0
-         && v.size == static_cast<std::size_t>(v.shape[0]) * value_bytes;
+// How a chunk's values are encoded (training.share_compression); nullopt: not a share's.
+std::optional<model::share_compression> encoding(wire::dtype t) {
+  switch (t) {
+    case wire::dtype::float32: return model::share_compression::fp32;
+    case wire::dtype::bfloat16: return model::share_compression::bf16;
+    case wire::dtype::int8: return model::share_compression::int8;
+    default: return std::nullopt;
+  }
+}
+
+// The chunk's values: dense, one dimension, as many bytes as values of their type; int8
+// with a scale per block from a block's start.
+bool plain(const wire::gradient_chunk& c) {
+  auto& v = c.values;
+  auto how = encoding(v.type);
+  if (!how || v.sparse || v.shape.size() != 1 || v.shape[0] < 0
+      || v.size != static_cast<std::size_t>(v.shape[0]) * wire::dtype_size(v.type))
+    return false;
+  auto n = static_cast<std::size_t>(v.shape[0]);
+  if (*how != model::share_compression::int8)
+    return c.scales.empty();
+  return c.scales.size() == model::share_int8_blocks(n) && c.offset % share_int8_block == 0;
 }
 
 } // namespace
 
 std::vector<wire::gradient_chunk> cut_share(const wire::gradient_chunk& whole, std::size_t max_elements) {
   auto total = whole.total_elements;
-  if (total == 0 || max_elements == 0 || total <= max_elements || !plain(whole.values))
+  if (total == 0 || max_elements == 0 || total <= max_elements || !plain(whole))
     return {whole};
+  auto width = wire::dtype_size(whole.values.type);
+  bool scaled = whole.values.type == wire::dtype::int8;
+  if (scaled) // every chunk starts at a block: its scales are whole blocks' too
+    max_elements = std::max<std::size_t>(share_int8_block, max_elements / share_int8_block * share_int8_block);
   std::vector<wire::gradient_chunk> out;
   for (std::uint64_t off = 0; off < total; off += max_elements) {
     auto n = std::min<std::uint64_t>(max_elements, total - off);
@@ -34,12 +58,15 @@ std::vector<wire::gradient_chunk> cut_share(const wire::gradient_chunk& whole, s
     c.total_elements = total;
     if (off == 0)
       c.reports = whole.reports;
-    c.values.type = wire::dtype::float32;
+    c.values.type = whole.values.type;
     c.values.shape = {static_cast<std::int64_t>(n)};
-    c.values.size = static_cast<std::size_t>(n) * value_bytes;
+    c.values.size = static_cast<std::size_t>(n) * width;
     // A view into the whole share's bytes (the aliasing constructor keeps them alive).
-    c.values.bytes = std::shared_ptr<const std::uint8_t>(whole.values.bytes,
-                                                         whole.values.bytes.get() + off * value_bytes);
+    c.values.bytes = std::shared_ptr<const std::uint8_t>(whole.values.bytes, whole.values.bytes.get() + off * width);
+    if (scaled)
+      c.scales.assign(whole.scales.begin() + static_cast<std::ptrdiff_t>(off / share_int8_block),
+                      whole.scales.begin() + static_cast<std::ptrdiff_t>(off / share_int8_block
+                                                                          + model::share_int8_blocks(n)));
     out.push_back(std::move(c));
   }
   return out;
@@ -66,10 +93,12 @@ share_assembler::outcome share_assembler::add(const std::string& from, wire::gra
                 + std::to_string(stage_elements_);
     return out;
   }
-  if (!plain(c.values)) {
-    out.error = "a gradient chunk that is not a dense float32 vector";
+  if (!plain(c)) {
+    out.error = "a gradient chunk that is not a dense float32, bfloat16 or int8 vector (int8: with a scale per block "
+                "of " + std::to_string(share_int8_block) + " values, from a block's start)";
     return out;
   }
+  auto how = *encoding(c.values.type);
   auto n = static_cast<std::uint64_t>(c.values.shape[0]);
   if (n == 0 || c.offset > c.total_elements || n > c.total_elements - c.offset) {
     out.error = "a gradient chunk of " + std::to_string(n) + " values at offset " + std::to_string(c.offset)
@@ -78,6 +107,12 @@ share_assembler::outcome share_assembler::add(const std::string& from, wire::gra
   }
   if (c.offset == 0 && n == c.total_elements) { // whole in one frame: nothing to put together
     parts_.erase(key);
+    if (how != model::share_compression::fp32) {
+      std::shared_ptr<std::uint8_t> buffer(new std::uint8_t[n * value_bytes], std::default_delete<std::uint8_t[]>());
+      model::decode_share(how, c.values.bytes.get(), c.scales.data(), n, reinterpret_cast<float*>(buffer.get()));
+      c.values = {wire::dtype::float32, {static_cast<std::int64_t>(n)}, std::move(buffer), n * value_bytes, false, {}};
+      c.scales.clear();
+    }
     out.whole = std::move(c);
     return out;
   }
@@ -111,6 +146,7 @@ share_assembler::outcome share_assembler::add(const std::string& from, wire::gra
     auto& p = it->second;
     p.head = c;
     p.head.values = {};
+    p.head.scales.clear();
     p.head.reports.clear();
     p.buffer = std::shared_ptr<std::uint8_t>(new std::uint8_t[c.total_elements * value_bytes],
                                              std::default_delete<std::uint8_t[]>());
@@ -118,7 +154,8 @@ share_assembler::outcome share_assembler::add(const std::string& from, wire::gra
   if (c.offset == 0) // the first chunk carries the holders' reports
     it->second.head.reports = std::move(c.reports);
   auto& p = it->second;
-  std::memcpy(p.buffer.get() + c.offset * value_bytes, c.values.bytes.get(), n * value_bytes);
+  model::decode_share(how, c.values.bytes.get(), c.scales.data(), n,
+                      reinterpret_cast<float*>(p.buffer.get() + c.offset * value_bytes));
   p.received += n;
   p.ranges.emplace(c.offset, c.offset + n);
   if (p.received < p.head.total_elements)

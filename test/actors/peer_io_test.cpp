@@ -23,6 +23,7 @@
 #include "actors/net/peer_framing.hpp"
 #include "actors/net/peer_io.hpp"
 #include "node_process.hpp"
+#include "raw_peer.hpp"
 
 using namespace gwtf::actors;
 namespace pf = gwtf::actors::peer_framing;
@@ -104,14 +105,7 @@ TEST_CASE("socket loop: a dial is answered on the hello, control overtakes a que
   auto expected = share;
   b->send(b_seen.dialled, stage, false, std::move(share), false);
   b->send(b_seen.dialled, membership, false, std::vector<std::uint8_t>(50, 9), false);
-  frame_reader reader{64u << 20};
-  std::vector<inbound_frame> got;
-  std::vector<std::uint8_t> buf(1u << 20);
-  while (got.size() < 2) {
-    auto n = ::read(peer, buf.data(), buf.size());
-    REQUIRE(n > 0);
-    REQUIRE(reader.feed(buf.data(), static_cast<std::size_t>(n), got).empty());
-  }
+  auto got = gwtf::test::read_frames(peer, 64u << 20, 2);
   // The heartbeat was queued behind the share and overtook it; both arrived whole.
   CHECK(got[0].service == membership);
   CHECK(got[0].bytes == std::vector<std::uint8_t>(50, 9));

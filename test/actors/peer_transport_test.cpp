@@ -21,6 +21,7 @@
 #include "actors/net/peer_transport.hpp"
 #include "actors/system_setup.hpp"
 #include "node_process.hpp"
+#include "raw_peer.hpp"
 
 using namespace gwtf;
 using namespace gwtf::actors;
@@ -71,14 +72,7 @@ TEST_CASE("transport: a control frame sent behind a 32 MiB share overtakes it, a
   std::iota(big.begin(), big.end(), std::uint8_t{1}); // first byte 1, last byte (share % 256)
   self->send(sender, send_atom::value, conn, stage, false, wire_frame{std::move(big)});
   self->send(sender, send_atom::value, conn, membership, false, wire_frame{std::vector<std::uint8_t>(100, 9)});
-  frame_reader reader{share + 1024};
-  std::vector<inbound_frame> got;
-  std::vector<std::uint8_t> buf(1u << 20);
-  while (got.size() < 2) {
-    auto n = ::read(peer, buf.data(), buf.size());
-    REQUIRE(n > 0);
-    REQUIRE(reader.feed(buf.data(), static_cast<std::size_t>(n), got).empty());
-  }
+  auto got = gwtf::test::read_frames(peer, share + 1024, 2);
   REQUIRE(got.size() == 2);
   CHECK(got[0].service == membership);
   CHECK(got[0].bytes == std::vector<std::uint8_t>(100, 9));

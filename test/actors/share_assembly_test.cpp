@@ -1,12 +1,14 @@
 // Gradient shares in chunks (actors/core/share_assembly.hpp): cut on one side, put together on
 // the other with bounded memory; bad chunks are refused with a reason and lose nothing else.
 #include <algorithm>
+#include <optional>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "actors/core/share_assembly.hpp"
+#include "model/share_codec.hpp"
 #include "doctest/doctest.h"
 
 using namespace gwtf;
@@ -181,4 +183,86 @@ TEST_CASE("share assembly: memory is bounded per peer, a share sent again replac
   CHECK(a.pending() == 1); // 19
   a.forget("r1");
   CHECK(a.pending() == 0);
+}
+
+namespace {
+
+// `v` encoded as training.share_compression `how` sends it; `v` becomes what receivers decode.
+wire::gradient_chunk encoded_share_of(model::share_compression how, std::vector<float>& v) {
+  auto c = share_of(7, v);
+  auto e = model::encode_share(how, v.data(), v.size());
+  auto type = how == model::share_compression::bf16 ? wire::dtype::bfloat16 : wire::dtype::int8;
+  c.values = wire::tensor_payload::copy_of(type, {static_cast<std::int64_t>(v.size())}, e.bytes.data(), e.bytes.size());
+  c.scales = e.scales;
+  return c;
+}
+
+} // namespace
+
+TEST_CASE("share assembly: bf16 and int8 shares are cut at blocks and decoded into one float32 share, in any order") {
+  for (auto how : {model::share_compression::bf16, model::share_compression::int8}) {
+    for (unsigned seed : {1u, 2u}) {
+      INFO("encoding " << static_cast<int>(how) << ", seed " << seed);
+      std::mt19937 rng{seed};
+      auto n = 1000 + rng() % 5000;
+      auto v = ramp(n, seed);
+      auto whole = encoded_share_of(how, v);
+      auto pieces = cut_share(whole, 300); // int8: 256 values a chunk, two whole blocks
+      for (auto& p : pieces) {
+        CHECK(p.values.type == whole.values.type);
+        if (how == model::share_compression::int8) {
+          CHECK(p.offset % 128 == 0);
+          CHECK(p.scales.size() == model::share_int8_blocks(static_cast<std::size_t>(p.values.shape[0])));
+        } else {
+          CHECK(p.scales.empty());
+        }
+      }
+      std::shuffle(pieces.begin(), pieces.end(), rng);
+      share_assembler a{n};
+      std::optional<wire::gradient_chunk> got;
+      for (auto& p : pieces) {
+        auto o = a.add("r1", std::move(p));
+        REQUIRE(o.error.empty());
+        if (o.whole)
+          got = std::move(o.whole);
+      }
+      REQUIRE(got.has_value());
+      CHECK(got->values.type == wire::dtype::float32);
+      CHECK(got->scales.empty());
+      CHECK(values_of(*got) == v); // what the sender averages too
+      CHECK(a.pending_bytes() == 0);
+      // Whole in one frame: decoded all the same.
+      share_assembler one{n};
+      auto o = one.add("r1", encoded_share_of(how, v));
+      REQUIRE(o.whole.has_value());
+      CHECK(values_of(*o.whole) == v);
+    }
+  }
+}
+
+TEST_CASE("share assembly: an int8 chunk without its scales or off a block is refused") {
+  auto v = ramp(1000, 4);
+  auto whole = encoded_share_of(model::share_compression::int8, v);
+  auto pieces = cut_share(whole, 256);
+  REQUIRE(pieces.size() == 4);
+  share_assembler a{1000};
+  auto missing = pieces[1];
+  missing.scales.pop_back();
+  auto o = a.add("r1", std::move(missing));
+  CHECK_FALSE(o.whole);
+  CHECK(o.error.find("int8: with a scale per block of 128 values") != std::string::npos);
+  auto shifted = pieces[1];
+  shifted.offset += 1;
+  CHECK(a.add("r1", std::move(shifted)).error.find("from a block's start") != std::string::npos);
+  auto other = ramp(1000, 5);
+  auto scaled_bf16 = encoded_share_of(model::share_compression::bf16, other);
+  scaled_bf16.scales = {1.0f};
+  CHECK_FALSE(a.add("r2", std::move(scaled_bf16)).error.empty());
+  // The refused chunks changed nothing: the share still comes together.
+  std::optional<wire::gradient_chunk> got;
+  for (auto& p : pieces)
+    if (auto r = a.add("r1", std::move(p)); r.whole)
+      got = std::move(r.whole);
+  REQUIRE(got.has_value());
+  CHECK(values_of(*got) == v);
 }

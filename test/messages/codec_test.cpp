@@ -597,3 +597,42 @@ TEST_CASE("codec: peek_kind names every kind without decoding, and garbage as su
   CHECK(peek_kind(junk.data(), 7) == "not a wire message");
   CHECK(peek_kind(nullptr, 0) == "not a wire message");
 }
+
+TEST_CASE("codec: an int8 gradient chunk carries a scale per block of 128 values, from a block's start") {
+  std::vector<std::uint8_t> q(300, 0x7f);
+  gradient_chunk g;
+  g.iteration = 3;
+  g.stage = 1;
+  g.contributors = {"r1"};
+  g.offset = 256;
+  g.total_elements = 1000;
+  g.values = tensor_payload::copy_of(dtype::int8, {300}, q.data(), q.size());
+  g.scales = {0.5f, 0.25f, 0.125f};
+  auto back = decode(encode(message{g}).data(), encode(message{g}).size());
+  REQUIRE(std::holds_alternative<message>(back));
+  CHECK(std::get<message>(back) == message{g});
+  auto bf = g;
+  bf.values = tensor_payload::copy_of(dtype::bfloat16, {300}, std::vector<std::uint8_t>(600, 1).data(), 600);
+  bf.scales.clear();
+  auto ok = decode(encode(message{bf}).data(), encode(message{bf}).size());
+  CHECK(std::holds_alternative<message>(ok));
+
+  auto few = g;
+  few.scales.pop_back();
+  CHECK(reject(encode(message{few})).detail == "gradientChunk.scales: 2 scales for 300 int8 values (expected 3)");
+  auto shifted = g;
+  shifted.offset = 200;
+  CHECK(reject(encode(message{shifted})).detail
+        == "gradientChunk.offset: 200, not at a block of int8 values (a multiple of 128)");
+  auto negative = g;
+  negative.scales[1] = -1.0f;
+  CHECK(reject(encode(message{negative})).detail == "gradientChunk.scales[1]: a finite scale >= 0");
+  auto stray = bf;
+  stray.scales = {1.0f};
+  CHECK(reject(encode(message{stray})).detail == "gradientChunk.scales: 1 scales for 300 unscaled values (expected 0)");
+  auto ints = g;
+  ints.values = tensor_payload::copy_of(dtype::int32, {300}, std::vector<std::uint8_t>(1200, 0).data(), 1200);
+  ints.scales.clear();
+  CHECK(reject(encode(message{ints})).detail
+        == "gradientChunk.values: a dense 1-D float32, bfloat16 or int8 tensor");
+}

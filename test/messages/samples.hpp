@@ -57,7 +57,7 @@ inline std::vector<wire::message> all_samples() {
     bandwidth_sample{"r1-ohio", 1 << 20, 2'500'000},
     gradient_chunk{12, 2, {"r2-oregon", "r2-ireland"}, 7, 64, 1024, sample_tensor({32}),
                    {iteration_done{12, "dh-virginia", 4, 13.25, {"dh-virginia", "dh-frankfurt"}}},
-                   {holder_count{"dh-virginia", 4}, holder_count{"dh-frankfurt", 3}}},
+                   {holder_count{"dh-virginia", 4}, holder_count{"dh-frankfurt", 3}}, {}},
     norm_share{12, 0, 3.5, {holder_count{"dh-virginia", 4}, holder_count{"dh-frankfurt", 3}}},
     state_request{314, 2, true, 40},
     state_chunk{314, 2, 16, 64, std::vector<std::uint8_t>(32, 0x5a)},
