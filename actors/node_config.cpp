@@ -123,6 +123,8 @@ void host_config::validate(int stages, const issue_sink& report) const {
   check_int(report, "capacity", capacity, 1, 1'000'000, "a number of microbatches");
   check_real(report, "compute_scale", compute_scale, 0, bound::open, 1e6, bound::closed,
              "a slowdown factor");
+  check_real(report, "uplink_mbit", uplink_mbit, 0, bound::closed, 1e7, bound::closed, "Mbit/s, 0 = no limit");
+  check_real(report, "downlink_mbit", downlink_mbit, 0, bound::closed, 1e7, bound::closed, "Mbit/s, 0 = no limit");
 }
 
 void fault_event::validate(const issue_sink& report) const {

@@ -81,6 +81,10 @@ struct host_config {
   int stage = -1;                     ///< relay stage 1..S-1; -1 = join the bottleneck stage
   int capacity = 4;                   ///< microbatches the host can hold at once
   double compute_scale = 1.0;         ///< emulated slowdown of its compute (2 = half as fast)
+  /// Emulated network card: Mbit/s it sends (receives) in all, shared by every link; 0 = no
+  /// limit beyond the links'. Node mode honours the uplink only (each host emulates its sends).
+  double uplink_mbit = 0;
+  double downlink_mbit = 0;
 
   /// Reports invalid fields; `stages` is the model's number of pipeline stages.
   void validate(int stages, const issue_sink& report) const;
@@ -189,6 +193,8 @@ void visit_fields(F& f, host_config& x) {
   f("stage", x.stage);
   f("capacity", x.capacity);
   f("compute_scale", x.compute_scale);
+  f("uplink_mbit", x.uplink_mbit);
+  f("downlink_mbit", x.downlink_mbit);
 }
 
 template <class F>

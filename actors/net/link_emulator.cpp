@@ -20,8 +20,13 @@ void link_emulator::slow_down(const std::string& a, const std::string& b, double
   slowdown_[{b, a}] = factor;
 }
 
-std::optional<routing::link_params> link_emulator::link(const std::string& from,
-                                                        const std::string& to) const {
+void link_emulator::limit(const std::string& host, double uplink_mbit, double downlink_mbit) {
+  auto& c = cards_[host];
+  c.uplink_mbps = std::max(0.0, uplink_mbit);
+  c.downlink_mbps = std::max(0.0, downlink_mbit);
+}
+
+std::optional<routing::link_params> link_emulator::path(const std::string& from, const std::string& to) const {
   auto f = region_of_.find(from);
   auto t = region_of_.find(to);
   if (f == region_of_.end() || t == region_of_.end())
@@ -34,17 +39,40 @@ std::optional<routing::link_params> link_emulator::link(const std::string& from,
   return p;
 }
 
-std::optional<double> link_emulator::deliver_at(const std::string& from, const std::string& to,
-                                                std::size_t bytes, double now) {
-  auto p = link(from, to);
+std::optional<routing::link_params> link_emulator::link(const std::string& from, const std::string& to) const {
+  auto p = path(from, to);
   if (!p)
     return std::nullopt;
-  double transfer = p->bandwidth_mbps > 0 ? static_cast<double>(bytes) * 8.0 / (p->bandwidth_mbps * 1e6)
-                                          : 0.0;
-  auto& busy = busy_until_[{from, to}];
-  double start = std::max(now, busy);
-  busy = start + transfer;
-  return busy + p->latency_ms / 1000.0;
+  auto cap = [&](double mbps) {
+    if (mbps > 0)
+      p->bandwidth_mbps = p->bandwidth_mbps > 0 ? std::min(p->bandwidth_mbps, mbps) : mbps;
+  };
+  if (auto c = cards_.find(from); c != cards_.end())
+    cap(c->second.uplink_mbps);
+  if (auto c = cards_.find(to); c != cards_.end())
+    cap(c->second.downlink_mbps);
+  return p;
+}
+
+std::optional<double> link_emulator::deliver_at(const std::string& from, const std::string& to,
+                                                std::size_t bytes, double now) {
+  auto p = path(from, to);
+  if (!p)
+    return std::nullopt;
+  auto bits = static_cast<double>(bytes) * 8.0;
+  // Each of the link and the two cards is a queue of its own (0 Mbit/s: unlimited).
+  auto carry = [&](double& busy, double mbps) {
+    if (!(mbps > 0))
+      return now;
+    busy = std::max(now, busy) + bits / (mbps * 1e6);
+    return busy;
+  };
+  double end = carry(busy_until_[{from, to}], p->bandwidth_mbps);
+  if (auto c = cards_.find(from); c != cards_.end())
+    end = std::max(end, carry(c->second.up_busy_until, c->second.uplink_mbps));
+  if (auto c = cards_.find(to); c != cards_.end())
+    end = std::max(end, carry(c->second.down_busy_until, c->second.downlink_mbps));
+  return end + p->latency_ms / 1000.0;
 }
 
 } // namespace gwtf::actors

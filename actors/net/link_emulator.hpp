@@ -1,10 +1,13 @@
 // The emulated geo network of the embedded local cluster as a pure calculation: every
 // directed link between two virtual hosts has a latency, a bandwidth and a send queue, so
-// concurrent transfers on one link wait for each other. No clock, no CAF: the link-layer
-// actor asks it when a message of n bytes sent now arrives.
+// concurrent transfers on one link wait for each other; a host may have a network card
+// (hosts[].uplink_mbit, downlink_mbit), a queue of its own shared by everything it sends
+// (receives), as in the simulator (docs/simulator.md, "per-host limits"). No clock, no CAF:
+// the link-layer actor asks it when a message of n bytes sent now arrives.
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -19,13 +22,16 @@ public:
   explicit link_emulator(routing::network_matrix matrix);
   /// Places a host in a region; false if the region is not in the matrix.
   bool place(const std::string& host, const std::string& region);
+  /// Gives `host` a network card of `uplink_mbit` / `downlink_mbit` (0: no limit).
+  void limit(const std::string& host, double uplink_mbit, double downlink_mbit);
   /// Multiplies latency and transfer time of from -> to (and to -> from) by `factor` >= 1.
   void slow_down(const std::string& a, const std::string& b, double factor);
-  /// When `bytes` sent from -> to at emulated time `now` arrive: the transfer starts when the
-  /// link's queue is free, takes bytes/bandwidth, then the latency. Unknown hosts: nullopt.
+  /// When `bytes` sent from -> to at emulated time `now` arrive: the link and each card limited
+  /// carry them in turn after what is queued on them (bytes/bandwidth each); the transfer ends
+  /// when all have, then the latency. Unknown hosts: nullopt.
   std::optional<double> deliver_at(const std::string& from, const std::string& to,
                                    std::size_t bytes, double now);
-  /// One-way latency and bandwidth of from -> to as emulated (slowdowns applied).
+  /// One-way latency and bandwidth of from -> to as emulated (slowdowns and cards applied).
   std::optional<routing::link_params> link(const std::string& from, const std::string& to) const;
 
 private:
@@ -33,6 +39,12 @@ private:
   std::map<std::string, std::size_t> region_of_;
   std::map<std::pair<std::string, std::string>, double> busy_until_;
   std::map<std::pair<std::string, std::string>, double> slowdown_;
+  struct card {
+    double uplink_mbps = 0, downlink_mbps = 0; // 0: no limit
+    double up_busy_until = 0, down_busy_until = 0;
+  };
+  std::map<std::string, card> cards_;
+  std::optional<routing::link_params> path(const std::string& from, const std::string& to) const; // the link alone
 };
 
 } // namespace gwtf::actors

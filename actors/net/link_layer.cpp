@@ -28,8 +28,10 @@ link_actor::behavior_type link_layer(link_actor::stateful_pointer<link_state> se
   auto& st = self->state;
   st.emu = std::make_unique<link_emulator>(std::move(net));
   st.time_scale = time_scale;
-  for (auto& h : hosts)
+  for (auto& h : hosts) {
     st.emu->place(h.name, h.region);
+    st.emu->limit(h.name, h.uplink_mbit, h.downlink_mbit);
+  }
   self->set_down_handler([self](caf::down_msg& m) {
     auto it = self->state.by_addr.find(m.source);
     if (it == self->state.by_addr.end())

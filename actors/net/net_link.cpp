@@ -194,6 +194,7 @@ void start(self_ptr self) {
   if (st.opts.network) {
     st.emu = std::make_unique<link_emulator>(*st.opts.network);
     st.emu->place(me.peer_id, me.region);
+    st.emu->limit(me.peer_id, st.opts.self.uplink_mbit, 0); // its sends; receivers emulate nothing
   }
   // A peer's process may send anything CAF can decode: never let it reach a handler.
   self->set_default_handler([self](caf::scheduled_actor* s, caf::message_view& x) -> caf::result<caf::message> {

@@ -384,6 +384,32 @@ TEST_CASE("link emulator: latency plus bytes over bandwidth, queued per link, sl
   CHECK_FALSE(e.deliver_at("x", "nobody", 1, 0).has_value());
 }
 
+TEST_CASE("link emulator: a host's card is shared by all its links, in both directions") {
+  // x sends to y and z over 1000 Mbit/s links through an 8 Mbit/s uplink: the two transfers
+  // queue on the card, the second ends after both. z's 4 Mbit/s downlink caps what it gets.
+  routing::network_matrix m;
+  m.name = "t";
+  m.regions = {"a", "b"};
+  m.latency_ms = {{0, 10}, {10, 0}};
+  m.bandwidth_mbps = {{1000, 1000}, {1000, 1000}};
+  m.intra_region = {0, 1000};
+  link_emulator e{m};
+  REQUIRE(e.place("x", "a"));
+  REQUIRE(e.place("y", "b"));
+  REQUIRE(e.place("z", "b"));
+  REQUIRE(e.place("w", "b"));
+  e.limit("x", 8, 0);
+  e.limit("z", 0, 4);
+  CHECK(*e.deliver_at("x", "y", 1'000'000, 0.0) == doctest::Approx(1.0 + 0.010));
+  CHECK(*e.deliver_at("x", "w", 1'000'000, 0.0) == doctest::Approx(2.0 + 0.010)); // behind the first on the card
+  CHECK(*e.deliver_at("y", "z", 1'000'000, 0.0) == doctest::Approx(2.0));         // z's downlink: 4 Mbit/s
+  CHECK(*e.deliver_at("w", "z", 500'000, 0.0) == doctest::Approx(3.0));           // queued behind it
+  CHECK(*e.deliver_at("y", "w", 1'000'000, 0.0) == doctest::Approx(0.008));       // no card on this path
+  CHECK(e.link("x", "y")->bandwidth_mbps == doctest::Approx(8));                  // what a probe measures
+  CHECK(e.link("y", "z")->bandwidth_mbps == doctest::Approx(4));
+  CHECK(e.link("y", "x")->bandwidth_mbps == doctest::Approx(1000)); // x's downlink is free
+}
+
 TEST_CASE("state download: chunks of the transfer in progress fill the blob, others are ignored") {
   using outcome = state_download::outcome;
   state_download d;

@@ -274,6 +274,29 @@ TEST_CASE("one cluster.yaml serves every pod: environment variables in values an
   CHECK(empty.config);
 }
 
+TEST_CASE("hosts' emulated network cards: both in the embedded cluster, a downlink refused in node mode") {
+  config_overrides embedded;
+  embedded.sets = {"hosts=[{name: d, role: data_holder, uplink_mbit: 100, downlink_mbit: 500}, {name: r, role: relay, stage: 1}]",
+                   "model.stages=2", "data.path=good_configs/corpus.txt"};
+  auto ok = parse_cluster_config("", "e.yaml", test_dir, embedded);
+  INFO(all_errors(ok.errors));
+  REQUIRE(ok.config);
+  CHECK(ok.config->hosts.at(0).uplink_mbit == 100);
+  CHECK(ok.config->hosts.at(0).downlink_mbit == 500);
+  CHECK(ok.config->hosts.at(1).uplink_mbit == 0);
+
+  config_overrides node;
+  node.sets = {"hosts=[{name: r, role: relay, stage: 1, uplink_mbit: 20, downlink_mbit: 200}]", "model.stages=2",
+               "training.data_holders=[d]"};
+  auto refused = parse_cluster_config("", "n.yaml", test_dir, node);
+  REQUIRE_FALSE(refused.config);
+  CHECK(all_errors(refused.errors).find("hosts[0].downlink_mbit: expected 0 in node mode") != std::string::npos);
+  node.sets[0] = "hosts=[{name: r, role: relay, stage: 1, uplink_mbit: -1}]";
+  auto negative = parse_cluster_config("", "n.yaml", test_dir, node);
+  REQUIRE_FALSE(negative.config);
+  CHECK(all_errors(negative.errors).find("hosts[0].uplink_mbit: expected Mbit/s, 0 = no limit") != std::string::npos);
+}
+
 TEST_CASE("errors from the environment name the file's line, errors from --set name the argument") {
   config_overrides extra;
   extra.env = fake_env({{"PORT", "5000"}});
