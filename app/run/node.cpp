@@ -235,145 +235,147 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
   int code = exit_code::failure;
   {
     caf::actor_system sys{sc};
-    launcher_actor upstream;
-    if (!opts.report.empty()) {
-      auto up = connect_upstream(sys, opts.report, std::cerr);
-      if (!up)
+    { // the handles below go before the system awaits its actors: an actor may end only then
+      launcher_actor upstream;
+      if (!opts.report.empty()) {
+        auto up = connect_upstream(sys, opts.report, std::cerr);
+        if (!up)
+          return exit_code::failure;
+        upstream = *up;
+      }
+      auto reporter = spawn_node_reporter(sys, &out, host.name,
+                                spec->end_iteration() - 1, upstream, opts.report,
+                                &exit_promise,
+                                std::max(1000, 2 * cfg.faults.heartbeat_interval_ms), restore);
+      net_link_options lo;
+      lo.self = spec->hosts.front();
+      lo.bootstrap = cfg.node.bootstrap;
+      lo.cluster = cluster_hash(cfg);
+      lo.incarnation = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+      if (cfg.network) {
+        lo.network = cfg.network;
+        lo.time_scale = spec->time_scale;
+      }
+      lo.max_message_bytes = cfg.node.max_message_bytes;
+      lo.connect_timeout_ms = std::max(1000, cfg.faults.connection_timeout_ms);
+      lo.gossip_interval_ms = std::max(200, cfg.faults.heartbeat_interval_ms * 2);
+      lo.reporter = reporter;
+      auto link = spawn_net_link(sys, lo);
+      // Every peer connection is the transport's: one hop from the socket through TLS and the
+      // frame reader, which checks each header before it allocates (actors/net/peer_framing.hpp).
+      peer_transport_options po;
+      po.host = listen->host;
+      po.port = listen->port;
+      po.max_frame = static_cast<std::uint64_t>(cfg.node.max_message_bytes);
+      po.host_name = host.name;
+      po.reporter = reporter;
+      po.tls = tls;
+      po.tls_client = tls_client;
+      po.dial_timeout_ms = lo.connect_timeout_ms;
+      // Longer than any honest handshake (the heartbeat interval must exceed it too), short
+      // enough that idle half-open connections do not pile up.
+      po.handshake_timeout_ms = std::max(2000, cfg.faults.connection_timeout_ms);
+      po.link = caf::actor_cast<caf::actor>(link);
+      auto transport = spawn_peer_transport(sys, po);
+      caf::expected<std::uint16_t> port = caf::sec::request_timeout;
+      {
+        caf::scoped_actor asker{sys};
+        asker->request(transport, std::chrono::seconds(10), caf::get_atom::value)
+          .receive([&](std::uint16_t p) { port = p; }, [&](caf::error& e) { port = std::move(e); });
+      }
+      if (!port) {
+        std::cerr << "caf-gwtf: node.listen: cannot listen on " << cfg.node.listen << ": " << sys.render(port.error())
+                  << "\n";
+        for (auto& a : {caf::actor_cast<caf::actor>(link), caf::actor_cast<caf::actor>(reporter), transport})
+          caf::anon_send_exit(a, caf::exit_reason::kill);
         return exit_code::failure;
-      upstream = *up;
-    }
-    auto reporter = spawn_node_reporter(sys, &out, host.name,
-                              spec->end_iteration() - 1, upstream, opts.report,
-                              &exit_promise,
-                              std::max(1000, 2 * cfg.faults.heartbeat_interval_ms), restore);
-    net_link_options lo;
-    lo.self = spec->hosts.front();
-    lo.bootstrap = cfg.node.bootstrap;
-    lo.cluster = cluster_hash(cfg);
-    lo.incarnation = static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-        .count());
-    if (cfg.network) {
-      lo.network = cfg.network;
-      lo.time_scale = spec->time_scale;
-    }
-    lo.max_message_bytes = cfg.node.max_message_bytes;
-    lo.connect_timeout_ms = std::max(1000, cfg.faults.connection_timeout_ms);
-    lo.gossip_interval_ms = std::max(200, cfg.faults.heartbeat_interval_ms * 2);
-    lo.reporter = reporter;
-    auto link = spawn_net_link(sys, lo);
-    // Every peer connection is the transport's: one hop from the socket through TLS and the
-    // frame reader, which checks each header before it allocates (actors/net/peer_framing.hpp).
-    peer_transport_options po;
-    po.host = listen->host;
-    po.port = listen->port;
-    po.max_frame = static_cast<std::uint64_t>(cfg.node.max_message_bytes);
-    po.host_name = host.name;
-    po.reporter = reporter;
-    po.tls = tls;
-    po.tls_client = tls_client;
-    po.dial_timeout_ms = lo.connect_timeout_ms;
-    // Longer than any honest handshake (the heartbeat interval must exceed it too), short
-    // enough that idle half-open connections do not pile up.
-    po.handshake_timeout_ms = std::max(2000, cfg.faults.connection_timeout_ms);
-    po.link = caf::actor_cast<caf::actor>(link);
-    auto transport = spawn_peer_transport(sys, po);
-    caf::expected<std::uint16_t> port = caf::sec::request_timeout;
-    {
-      caf::scoped_actor asker{sys};
-      asker->request(transport, std::chrono::seconds(10), caf::get_atom::value)
-        .receive([&](std::uint16_t p) { port = p; }, [&](caf::error& e) { port = std::move(e); });
-    }
-    if (!port) {
-      std::cerr << "caf-gwtf: node.listen: cannot listen on " << cfg.node.listen << ": " << sys.render(port.error())
-                << "\n";
-      for (auto& a : {caf::actor_cast<caf::actor>(link), caf::actor_cast<caf::actor>(reporter), transport})
-        caf::anon_send_exit(a, caf::exit_reason::kill);
-      return exit_code::failure;
-    }
-    std::string advertise;
-    if (cfg.node.advertise.empty()) {
-      advertise = (listen->host.find(':') != std::string::npos ? "[" + listen->host + "]" : listen->host) + ":"
-                  + std::to_string(*port);
-    } else {
-      auto adv = *parse_endpoint(cfg.node.advertise);
-      advertise = cfg.node.advertise.substr(0, cfg.node.advertise.rfind(':') + 1)
-                  + std::to_string(adv.port == 0 ? *port : adv.port);
-    }
-    spec->advertise = advertise;
-    caf::anon_send(link, start_atom::value, advertise, transport);
-    out << "caf-gwtf node " << host.name << " (" << (host.role == host_role::data_holder ? "data holder" : "relay")
-        << ", " << (spec->hosts.front().stage < 0 ? std::string{"stage to be placed"}
-                                                   : "stage " + std::to_string(spec->hosts.front().stage))
-        << ") listening on " << listen->host << ":" << *port
-        << ", advertised as " << advertise << (tls ? ", mutual TLS" : ", plain TCP") << ", cluster " << std::hex << lo.cluster << std::dec << ", bootstrap "
-        << cfg.node.bootstrap.size() << " peer(s)" << (opts.join ? ", joining" : "") << std::endl;
-    // A process frozen past the connection timeout (SIGSTOP) has been declared dead: from the
-    // moment it resumes, none of its actors may send or act on a frame (docs/runtime.md).
-    auto watch = std::make_shared<actors::freeze_watch>(cfg.faults.connection_timeout_ms, actors::steady_ms());
-    watchdog stamper{watch, std::chrono::milliseconds(std::clamp(cfg.faults.heartbeat_interval_ms / 5, 5, 100))};
-    auto supervisor = spawn_host(sys, spec, spec->hosts.front(), link, reporter, opts.join, watch);
-    caf::anon_send(reporter, register_atom::value, supervisor, link);
-    // The inspection shell's server (docs/shell.md; node.inspect, loopback by default) and,
-    // when node.metrics is set, Prometheus metrics, /healthz and /readyz (docs/metrics.md).
-    auto serve = [&](const std::string& at_text, const char* key,
-                     caf::actor (*spawn)(caf::actor_system&, inspect_server_options),
-                     const std::function<std::string(const std::string&, std::uint16_t)>& says) {
-      caf::actor server;
-      auto at = at_text.empty() ? std::nullopt : parse_endpoint(at_text);
-      if (!at)
+      }
+      std::string advertise;
+      if (cfg.node.advertise.empty()) {
+        advertise = (listen->host.find(':') != std::string::npos ? "[" + listen->host + "]" : listen->host) + ":"
+                    + std::to_string(*port);
+      } else {
+        auto adv = *parse_endpoint(cfg.node.advertise);
+        advertise = cfg.node.advertise.substr(0, cfg.node.advertise.rfind(':') + 1)
+                    + std::to_string(adv.port == 0 ? *port : adv.port);
+      }
+      spec->advertise = advertise;
+      caf::anon_send(link, start_atom::value, advertise, transport);
+      out << "caf-gwtf node " << host.name << " (" << (host.role == host_role::data_holder ? "data holder" : "relay")
+          << ", " << (spec->hosts.front().stage < 0 ? std::string{"stage to be placed"}
+                                                     : "stage " + std::to_string(spec->hosts.front().stage))
+          << ") listening on " << listen->host << ":" << *port
+          << ", advertised as " << advertise << (tls ? ", mutual TLS" : ", plain TCP") << ", cluster " << std::hex << lo.cluster << std::dec << ", bootstrap "
+          << cfg.node.bootstrap.size() << " peer(s)" << (opts.join ? ", joining" : "") << std::endl;
+      // A process frozen past the connection timeout (SIGSTOP) has been declared dead: from the
+      // moment it resumes, none of its actors may send or act on a frame (docs/runtime.md).
+      auto watch = std::make_shared<actors::freeze_watch>(cfg.faults.connection_timeout_ms, actors::steady_ms());
+      watchdog stamper{watch, std::chrono::milliseconds(std::clamp(cfg.faults.heartbeat_interval_ms / 5, 5, 100))};
+      auto supervisor = spawn_host(sys, spec, spec->hosts.front(), link, reporter, opts.join, watch);
+      caf::anon_send(reporter, register_atom::value, supervisor, link);
+      // The inspection shell's server (docs/shell.md; node.inspect, loopback by default) and,
+      // when node.metrics is set, Prometheus metrics, /healthz and /readyz (docs/metrics.md).
+      auto serve = [&](const std::string& at_text, const char* key,
+                       caf::actor (*spawn)(caf::actor_system&, inspect_server_options),
+                       const std::function<std::string(const std::string&, std::uint16_t)>& says) {
+        caf::actor server;
+        auto at = at_text.empty() ? std::nullopt : parse_endpoint(at_text);
+        if (!at)
+          return server;
+        inspect_server_options so;
+        so.host = at->host;
+        so.port = at->port;
+        so.supervisor = caf::actor_cast<caf::actor>(supervisor);
+        so.host_name = host.name;
+        so.reporter = reporter;
+        so.timeout_ms = answer_budget_ms(cfg.faults);
+        so.control = cfg.node.inspect_control;
+        if (std::string{key} == "node.inspect") { // metrics stay plain HTTP: probes and Prometheus
+          so.tls = tls;
+          so.handshake_timeout_ms = std::max(2000, cfg.faults.connection_timeout_ms);
+        }
+        server = spawn(sys, so);
+        caf::scoped_actor asker{sys};
+        asker->request(server, std::chrono::seconds(10), caf::get_atom::value)
+          .receive([&](std::uint16_t p) { out << says(at->host, p) << std::endl; },
+                   [&](caf::error& e) {
+                     out << key << ": " << at_text << ": cannot listen (" << sys.render(e) << ")" << std::endl;
+                   });
         return server;
-      inspect_server_options so;
-      so.host = at->host;
-      so.port = at->port;
-      so.supervisor = caf::actor_cast<caf::actor>(supervisor);
-      so.host_name = host.name;
-      so.reporter = reporter;
-      so.timeout_ms = answer_budget_ms(cfg.faults);
-      so.control = cfg.node.inspect_control;
-      if (std::string{key} == "node.inspect") { // metrics stay plain HTTP: probes and Prometheus
-        so.tls = tls;
-        so.handshake_timeout_ms = std::max(2000, cfg.faults.connection_timeout_ms);
-      }
-      server = spawn(sys, so);
-      caf::scoped_actor asker{sys};
-      asker->request(server, std::chrono::seconds(10), caf::get_atom::value)
-        .receive([&](std::uint16_t p) { out << says(at->host, p) << std::endl; },
-                 [&](caf::error& e) {
-                   out << key << ": " << at_text << ": cannot listen (" << sys.render(e) << ")" << std::endl;
-                 });
-      return server;
-    };
-    auto inspector = serve(cfg.node.inspect, "node.inspect", spawn_inspect_server,
-                           [&tls](const std::string& h, std::uint16_t p) {
-                             return "inspect: caf-gwtf shell " + h + ":" + std::to_string(p)
-                                  + (tls ? " --cert CERT --key KEY --ca CA (mutual TLS)" : "");
+      };
+      auto inspector = serve(cfg.node.inspect, "node.inspect", spawn_inspect_server,
+                             [&tls](const std::string& h, std::uint16_t p) {
+                               return "inspect: caf-gwtf shell " + h + ":" + std::to_string(p)
+                                    + (tls ? " --cert CERT --key KEY --ca CA (mutual TLS)" : "");
+                             });
+      auto metrics = serve(cfg.node.metrics, "node.metrics", spawn_metrics_server,
+                           [](const std::string& h, std::uint16_t p) {
+                             return "metrics: http://" + h + ":" + std::to_string(p) + "/metrics";
                            });
-    auto metrics = serve(cfg.node.metrics, "node.metrics", spawn_metrics_server,
-                         [](const std::string& h, std::uint16_t p) {
-                           return "metrics: http://" + h + ":" + std::to_string(p) + "/metrics";
-                         });
-    // Shutdown signals become a graceful leave; a zero byte only ends this thread.
-    std::thread signal_thread([reporter] {
-      for (;;) {
-        char c = 0;
-        auto n = ::read(shutdown_pipe[0], &c, 1);
-        if (n < 0 && errno == EINTR)
-          continue;
-        if (n <= 0 || c == 0)
-          return;
-        caf::anon_send(reporter, stop_atom::value);
-      }
-    });
-    code = exit_future.get();
-    char stop = 0;
-    [[maybe_unused]] auto n = ::write(shutdown_pipe[1], &stop, 1);
-    signal_thread.join();
-    caf::anon_send_exit(link, caf::exit_reason::kill);
-    caf::anon_send_exit(transport, caf::exit_reason::kill);
-    for (auto& a : {inspector, metrics})
-      if (a)
-        caf::anon_send_exit(a, caf::exit_reason::kill);
+      // Shutdown signals become a graceful leave; a zero byte only ends this thread.
+      std::thread signal_thread([reporter] {
+        for (;;) {
+          char c = 0;
+          auto n = ::read(shutdown_pipe[0], &c, 1);
+          if (n < 0 && errno == EINTR)
+            continue;
+          if (n <= 0 || c == 0)
+            return;
+          caf::anon_send(reporter, stop_atom::value);
+        }
+      });
+      code = exit_future.get();
+      char stop = 0;
+      [[maybe_unused]] auto n = ::write(shutdown_pipe[1], &stop, 1);
+      signal_thread.join();
+      caf::anon_send_exit(link, caf::exit_reason::kill);
+      caf::anon_send_exit(transport, caf::exit_reason::kill);
+      for (auto& a : {inspector, metrics})
+        if (a)
+          caf::anon_send_exit(a, caf::exit_reason::kill);
+    }
     // Every actor has ended once this returns. CAF 0.17's actor_system destructor may still
     // block for good joining the thread of a detached actor that has ended (CAF issue #1196,
     // fixed in 0.18; seen here as a joiner that outlived the launcher's 5 s grace, once in a
