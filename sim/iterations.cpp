@@ -186,11 +186,11 @@ void engine::average_stages() {
   }
   avg.pair_end = std::max(end, link_free_.add(std::move(round)));
   round_least_ = avg.least;
-  // Busy time that ended before this round can no longer matter.
-  for (auto& c : avg.cards)
-    for (auto* log : {&up_busy_[c.host], &down_busy_[c.host]})
-      while (!log->empty() && log->front().second <= now_)
-        log->pop_front();
+  // Busy time that ended before this round can no longer matter (to this or a later one).
+  for (auto* logs : {&up_busy_, &down_busy_})
+    for (auto& log : *logs)
+      while (!log.empty() && log.front().second <= now_)
+        log.pop_front();
   averaging_ = std::move(avg);
   check_averaging();
 }
