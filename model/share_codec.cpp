@@ -25,18 +25,6 @@ float from_bf16(std::uint16_t h) {
 
 } // namespace
 
-std::size_t share_value_bytes(share_compression how) {
-  switch (how) {
-    case share_compression::bf16:
-      return 2;
-    case share_compression::int8:
-      return 1;
-    case share_compression::fp32:
-      break;
-  }
-  return 4;
-}
-
 encoded_share encode_share(share_compression how, float* values, std::size_t n, std::vector<float>* residual) {
   encoded_share out;
   out.how = how;

@@ -75,7 +75,4 @@ encoded_share encode_share(share_compression how, float* values, std::size_t n, 
 /// block starting at the first value) into `out`.
 void decode_share(share_compression how, const std::uint8_t* bytes, const float* scales, std::size_t n, float* out);
 
-/// Bytes a value takes on the wire under `how`.
-std::size_t share_value_bytes(share_compression how);
-
 } // namespace gwtf::model
