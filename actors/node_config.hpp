@@ -115,13 +115,15 @@ enum class fault_phase {
   any,      ///< at the start of the iteration
   forward,  ///< while the host computes a forward pass
   backward, ///< while the host computes a backward pass
+  averaging, ///< once the host sent its gradient share, before its stage's sum is in
 };
 
 /// Names of `fault_phase` values as they appear in YAML.
-constexpr std::array<std::pair<fault_phase, const char*>, 3> enum_names(fault_phase) {
+constexpr std::array<std::pair<fault_phase, const char*>, 4> enum_names(fault_phase) {
   return {{{fault_phase::any, "any"},
            {fault_phase::forward, "forward"},
-           {fault_phase::backward, "backward"}}};
+           {fault_phase::backward, "backward"},
+           {fault_phase::averaging, "averaging"}}};
 }
 
 /// One scripted fault.

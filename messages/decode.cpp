@@ -475,6 +475,35 @@ void get(schema::GradientChunk::Reader r, gradient_chunk& x, checker& c) {
   if (c.ok() && total != x.microbatches)
     c.bad(wire_error::bad_field, "gradientChunk.holders: " + std::to_string(total)
                                    + " microbatches in all, not the chunk's " + std::to_string(x.microbatches));
+  // Butterfly averaging: a sorted group of distinct names; a reduced part names each
+  // contributor's microbatches.
+  get_texts(r.getGroup(), x.group, c, "gradientChunk.group", 0, max_peers);
+  for (std::size_t i = 1; i < x.group.size() && c.ok(); ++i)
+    if (!(x.group[i - 1] < x.group[i]))
+      c.bad(wire_error::bad_field, at("gradientChunk.group", static_cast<unsigned>(i)) + ": " + x.group[i]
+                                     + ", not after " + x.group[i - 1] + " (the group is sorted, each name once)");
+  x.reduced = r.getReduced();
+  if (c.ok() && x.reduced && x.group.empty())
+    c.bad(wire_error::bad_field, "gradientChunk.reduced: a reduced part without a group");
+  auto counts = r.getCounts();
+  if (c.ok() && counts.size() != (x.reduced ? x.contributors.size() : 0))
+    c.bad(wire_error::bad_field, "gradientChunk.counts: " + std::to_string(counts.size()) + " counts for "
+                                   + (x.reduced ? std::to_string(x.contributors.size()) + " contributors"
+                                                : std::string{"a chunk that is not a reduced part (expected 0)"}));
+  if (c.ok()) {
+    std::uint64_t sum = 0;
+    for (unsigned i = 0; i < counts.size() && c.ok(); ++i) {
+      x.counts.push_back(counts[i]);
+      if (counts[i] > x.microbatches - sum) // checked before adding: no sum wraps around
+        c.bad(wire_error::bad_field, at("gradientChunk.counts", i) + ": " + std::to_string(counts[i])
+                                       + " more, past the chunk's " + std::to_string(x.microbatches) + " microbatches");
+      else
+        sum += counts[i];
+    }
+    if (c.ok() && x.reduced && sum != x.microbatches)
+      c.bad(wire_error::bad_field, "gradientChunk.counts: " + std::to_string(sum) + " microbatches in all, not the chunk's "
+                                     + std::to_string(x.microbatches));
+  }
 }
 
 void get(schema::NormShare::Reader r, norm_share& x, checker& c) {

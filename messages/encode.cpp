@@ -233,6 +233,11 @@ struct filler {
     auto scales = b.initScales(static_cast<unsigned>(x.scales.size()));
     for (unsigned i = 0; i < x.scales.size(); ++i)
       scales.set(i, x.scales[i]);
+    put_texts(b.initGroup(static_cast<unsigned>(x.group.size())), x.group);
+    b.setReduced(x.reduced);
+    auto counts = b.initCounts(static_cast<unsigned>(x.counts.size()));
+    for (unsigned i = 0; i < x.counts.size(); ++i)
+      counts.set(i, x.counts[i]);
   }
   void operator()(const norm_share& x) {
     auto b = body.initNormShare();

@@ -267,6 +267,14 @@ struct gradient_chunk {
   /// int8 values: one scale per block of share_int8_block values (common/share_format.hpp) (offset is a multiple
   /// of the block); empty otherwise.
   std::vector<float> scales;
+  /// Butterfly averaging (docs/runtime.md): the replicas the share is cut among, sorted
+  /// (0..4096); the i-th reduces part i (actors/core/butterfly.hpp). Empty: a whole share.
+  std::vector<std::string> group;
+  /// With a group: the owner's sum of its part over `contributors` (all-gather); else a part
+  /// of the sender's own share, sent to the part's owner (reduce-scatter).
+  bool reduced = false;
+  /// `reduced`: each contributor's microbatches, in `contributors`' order; else empty.
+  std::vector<std::uint64_t> counts;
 };
 
 /// One stage's share of the global gradient norm.

@@ -270,6 +270,11 @@ struct GradientChunk {
   reports @7 :List(IterationDone); # the holders' reports of `iteration` the sender had
   holders @8 :List(HolderCount);   # microbatches in the sum per data holder (sum = microbatches)
   scales @9 :List(Float32);        # int8 values: one per block of 128 (the chunk starts at a block); else empty
+  # Butterfly averaging (docs/runtime.md, "Butterfly averaging"): the replicas the share is cut
+  # among, sorted; the i-th reduces part i. Empty: a whole share, sent to every replica.
+  group @10 :List(Text);
+  reduced @11 :Bool;               # with a group: the owner's sum of its part over `contributors`; else a part of the sender's share, to its owner
+  counts @12 :List(UInt64);        # reduced: each contributor's microbatches (they add up to microbatches); else empty
 }
 
 # Microbatches of one data holder.

@@ -94,6 +94,9 @@ struct training_config {
   /// How the replicas of a stage send each other their gradient shares: fp32 (exact), bf16
   /// or int8 with per-block scales and error feedback (model/share_codec.hpp).
   model::share_compression share_compression = model::share_compression::fp32;
+  /// How they exchange them: butterfly (reduce-scatter + all-gather, from 3 replicas on) or
+  /// all_to_all (every replica's whole share to every other).
+  model::share_exchange share_exchange = model::share_exchange::butterfly;
 
   /// Reports every field that is out of range or inconsistent.
   void validate(const issue_sink& report) const;
@@ -138,6 +141,7 @@ void visit_fields(F& f, training_config& x) {
   f("checkpoint_replicas", x.checkpoint_replicas);
   f("checkpoint_push_mb_s", x.checkpoint_push_mb_s);
   f("share_compression", x.share_compression);
+  f("share_exchange", x.share_exchange);
 }
 
 } // namespace gwtf::model

@@ -26,6 +26,16 @@ constexpr std::array<std::pair<share_compression, const char*>, 3> enum_names(sh
   return {{{share_compression::fp32, "fp32"}, {share_compression::bf16, "bf16"}, {share_compression::int8, "int8"}}};
 }
 
+/// How the replicas of a stage exchange their shares (docs/runtime.md, "Butterfly averaging").
+enum class share_exchange {
+  butterfly,  ///< reduce-scatter + all-gather from 3 replicas on: about 2(n-1)/n of a share per replica
+  all_to_all, ///< every replica sends its whole share to every other: n-1 shares per replica
+};
+
+constexpr std::array<std::pair<share_exchange, const char*>, 2> enum_names(share_exchange) {
+  return {{{share_exchange::butterfly, "butterfly"}, {share_exchange::all_to_all, "all_to_all"}}};
+}
+
 /// When the averaged gradient is applied.
 enum class averaging_mode {
   sync,    ///< the next iteration starts once the update is applied

@@ -45,8 +45,58 @@ void send_share_chunks(self_ptr self, const std::vector<std::string>& to, const 
       st.ctx->send(self, r, service::stage, piece);
 }
 
+// A float32 view of values [span.begin, span.end) of `whole` (no copy).
+wire::tensor_payload float_slice(const wire::tensor_payload& whole, share_span span) {
+  return {wire::dtype::float32, {static_cast<std::int64_t>(span.size())},
+          std::shared_ptr<const std::uint8_t>(whole.bytes, whole.bytes.get() + span.begin * sizeof(float)),
+          static_cast<std::size_t>(span.size()) * sizeof(float), false, {}};
+}
+
+// `c` (a whole share as it goes on the wire: encoded values, scales) cut to `span`.
+wire::gradient_chunk chunk_part(const wire::gradient_chunk& c, share_span span) {
+  auto p = c;
+  if (c.total_elements == 0)
+    return p; // an empty share: its count and holders go to every owner as they are
+  auto width = wire::dtype_size(c.values.type);
+  p.offset = span.begin;
+  p.values.shape = {static_cast<std::int64_t>(span.size())};
+  p.values.size = static_cast<std::size_t>(span.size()) * width;
+  p.values.bytes = std::shared_ptr<const std::uint8_t>(c.values.bytes, c.values.bytes.get() + span.begin * width);
+  if (c.values.type == wire::dtype::int8) {
+    auto first = static_cast<std::ptrdiff_t>(span.begin / share_int8_block);
+    p.scales.assign(c.scales.begin() + first,
+                    c.scales.begin() + first + static_cast<std::ptrdiff_t>(model::share_int8_blocks(span.size())));
+  }
+  return p;
+}
+
+// Sends each replica of the round its part of `c` (chunk by chunk, to all in turn) and keeps
+// this replica's own part (decoded `mine`) for its sum.
+void send_parts(self_ptr self, butterfly_state& b, wire::gradient_chunk c, const share_data& mine) {
+  auto& st = self->state;
+  auto& round = *b.round;
+  c.group = round.group();
+  auto max = wire_chunk_bytes(*st.ctx->spec) / std::max<std::size_t>(1, wire::dtype_size(c.values.type));
+  std::vector<std::pair<std::string, std::vector<wire::gradient_chunk>>> out;
+  for (std::size_t j = 0; j < round.group().size(); ++j)
+    if (j != round.index())
+      out.emplace_back(round.group()[j], cut_share(chunk_part(c, round.part(j)), max));
+  for (std::size_t k = 0;; ++k) {
+    bool any = false;
+    for (auto& [to, pieces] : out)
+      if (k < pieces.size()) {
+        st.ctx->send(self, to, service::stage, pieces[k]);
+        any = true;
+      }
+    if (!any)
+      break;
+  }
+  round.add_part(me(st), mine.count, mine.count > 0 ? float_slice(mine.values, round.mine()) : wire::tensor_payload{});
+}
+
 // Sends this replica's gradient sum of iteration i to the live replicas of its stage (again
-// after a repair changed it: receivers keep the latest share of each replica).
+// after a repair changed it: receivers keep the latest share of each replica): by butterfly
+// (its parts to their owners) from butterfly_min_group replicas on, else whole to every one.
 void send_share(self_ptr self, std::uint64_t i) {
   auto& st = self->state;
   auto* verdict = share_filter(st, i);
@@ -107,9 +157,186 @@ void send_share(self_ptr self, std::uint64_t i) {
                 bytes->size(), false, {}};
     c.scales = std::move(encoded->scales);
   }
-  send_share_chunks(self, same_stage(st), c);
+  // By butterfly when the stage has enough replicas and this iteration did not fall back;
+  // the round's group is fixed by the first share (a re-share after a verdict goes to the
+  // same owners; a changed group falls back).
+  auto group = same_stage(st);
+  group.push_back(me(st));
+  std::sort(group.begin(), group.end());
+  auto& b = st.agg.bfly[i];
+  bool butterfly = st.ctx->spec->training.share_exchange == model::share_exchange::butterfly && !b.whole
+                   && !st.draining && group.size() >= butterfly_min_group;
+  if (butterfly && b.round && b.round->group() != group) {
+    butterfly = false; // falls back below
+  }
+  if (!butterfly && b.round) {
+    b.whole = true;
+    b.round.reset();
+    auto& sh = st.agg.shares[i];
+    for (auto it = sh.begin(); it != sh.end();)
+      it = it->second.part ? sh.erase(it) : std::next(it);
+  }
+  b.whole = !butterfly;
+  std::vector<std::pair<std::string, wire::gradient_chunk>> early;
+  if (butterfly) {
+    bool first = !b.round;
+    if (first)
+      b.round.emplace(group, me(st), st.agg.share_elements);
+    send_parts(self, b, c, mine);
+    if (first) {
+      early = std::move(b.early);
+      b.early.clear();
+    }
+  } else {
+    b.early.clear();
+    send_share_chunks(self, same_stage(st), c);
+  }
   st.agg.shares[i][me(st)] = std::move(mine);
   st.barrier->share(i, me(st));
+  if (!butterfly && crash_now(self, "averaging")) { // an injected crash: its share is out, its step never comes
+    st.ready = false;
+    return;
+  }
+  for (auto& [from, m] : early) // the result is the caller's try_average
+    on_butterfly(self, from, std::move(m));
+}
+
+// Falls back to whole shares for iteration i (a replica of the round gone, groups that
+// differ, a whole share came): what came as parts is void; this replica sends its share
+// whole if it shared, and so makes every stage-mate fall back too.
+void enter_whole(self_ptr self, std::uint64_t i, const std::string& why) {
+  auto& st = self->state;
+  auto& b = st.agg.bfly[i];
+  if (b.whole || st.agg.averaged.count(i) > 0)
+    return;
+  bool had = b.round.has_value();
+  b.whole = true;
+  b.round.reset();
+  b.early.clear();
+  b.reduce_error.clear();
+  auto& sh = st.agg.shares[i];
+  for (auto it = sh.begin(); it != sh.end();)
+    it = it->second.part ? sh.erase(it) : std::next(it);
+  if (!had)
+    return;
+  tell(self, st.ctx->reporter, verdict_atom::value, me(st),
+       "iteration " + std::to_string(i) + ": butterfly averaging falls back to whole shares (" + why + ")");
+  if (st.agg.shared.count(i) > 0 && i == st.current && st.ready)
+    send_share(self, i);
+}
+
+void whole_share_came(self_ptr self, std::uint64_t i, const std::string& from) {
+  auto& st = self->state;
+  auto& b = st.agg.bfly[i];
+  if (b.round)
+    enter_whole(self, i, "a whole share came from " + from);
+  else
+    b.whole = true; // not shared yet: it shares whole
+}
+
+void butterfly_peer_down(self_ptr self, const std::string& id) {
+  auto& st = self->state;
+  for (auto& [i, b] : st.agg.bfly)
+    if (b.round && !b.whole && b.round->index_of(id) && st.agg.averaged.count(i) == 0)
+      enter_whole(self, i, id + " of its group is gone");
+}
+
+// The owner's sum of its part over `tag` goes to every replica of the round (all-gather),
+// encoded as the shares are; the owner keeps the decoded sum, as the others get it.
+void send_reduced(self_ptr self, std::uint64_t i, butterfly_state& b, const share_tag& tag, std::vector<float> sum) {
+  auto& st = self->state;
+  // An injected crash (fault phase averaging): every contributor's part is in, their sum
+  // never goes out; the others wait for it until they see this host go.
+  if (crash_now(self, "averaging")) {
+    st.ready = false;
+    return;
+  }
+  auto& round = *b.round;
+  auto span = round.mine();
+  auto how = st.ctx->spec->training.share_compression;
+  wire::gradient_chunk c;
+  c.iteration = i;
+  c.stage = static_cast<std::uint32_t>(st.ctx->stage);
+  c.offset = span.begin;
+  c.total_elements = st.agg.share_elements;
+  c.group = round.group();
+  c.reduced = true;
+  std::map<std::string, std::int64_t> holders;
+  for (auto& [r, n] : tag) {
+    c.contributors.push_back(r);
+    c.counts.push_back(static_cast<std::uint64_t>(n));
+    c.microbatches += static_cast<std::uint64_t>(n);
+    for (auto& [h, k] : st.agg.shares[i][r].holders)
+      holders[h] += k;
+  }
+  for (auto& [h, k] : holders)
+    c.holders.push_back({h, static_cast<std::uint32_t>(k)});
+  auto n = static_cast<std::size_t>(span.size());
+  auto decoded = std::make_shared<std::vector<float>>(std::move(sum));
+  if (how == model::share_compression::fp32) {
+    c.values = {wire::dtype::float32, {static_cast<std::int64_t>(n)},
+                std::shared_ptr<const std::uint8_t>(decoded, reinterpret_cast<const std::uint8_t*>(decoded->data())),
+                n * sizeof(float), false, {}};
+  } else {
+    std::vector<float> lost;
+    if (how == model::share_compression::int8)
+      lost.assign(n, 0.0f);
+    auto enc = model::encode_share(how, decoded->data(), n, lost.empty() ? nullptr : &lost);
+    b.reduce_error = std::move(lost);
+    auto bytes = std::make_shared<std::vector<std::uint8_t>>(std::move(enc.bytes));
+    c.values = {how == model::share_compression::bf16 ? wire::dtype::bfloat16 : wire::dtype::int8,
+                {static_cast<std::int64_t>(n)}, std::shared_ptr<const std::uint8_t>(bytes, bytes->data()), bytes->size(),
+                false, {}};
+    c.scales = std::move(enc.scales);
+  }
+  round.add_reduced(round.index(), tag,
+                    {wire::dtype::float32, {static_cast<std::int64_t>(n)},
+                     std::shared_ptr<const std::uint8_t>(decoded, reinterpret_cast<const std::uint8_t*>(decoded->data())),
+                     n * sizeof(float), false, {}});
+  round.mark_sent(tag);
+  std::vector<std::string> to;
+  for (auto& r : round.group())
+    if (r != me(st) && st.peers.count(r) > 0)
+      to.push_back(r);
+  send_share_chunks(self, to, c);
+}
+
+boundary on_butterfly(self_ptr self, const std::string& from, wire::gradient_chunk&& m) {
+  auto& st = self->state;
+  auto i = m.iteration;
+  auto& b = st.agg.bfly[i];
+  for (auto& d : m.reports) // holders' reports this replica may not hear itself
+    take_report(st, std::move(d));
+  m.reports.clear();
+  if (b.whole)
+    return boundary::none; // it fell back: the sender will too, on its whole share
+  if (!m.reduced) { // a part of from's share: its count and holders are what the barrier counts
+    share_data s;
+    s.count = static_cast<std::int64_t>(m.microbatches);
+    for (auto& h : m.holders)
+      s.holders[h.holder] += h.microbatches;
+    s.part = true;
+    st.agg.shares[i][from] = std::move(s);
+    st.barrier->share(i, from);
+  }
+  if (!b.round) {
+    b.early.emplace_back(from, std::move(m));
+    return boundary::none;
+  }
+  if (m.group != b.round->group()) {
+    enter_whole(self, i, from + " cut its share among other replicas");
+    return boundary::none;
+  }
+  if (m.reduced) {
+    share_tag tag;
+    for (std::size_t k = 0; k < m.contributors.size(); ++k)
+      tag[m.contributors[k]] = static_cast<std::int64_t>(m.counts[k]);
+    if (auto at = b.round->index_of(from))
+      b.round->add_reduced(*at, std::move(tag), std::move(m.values));
+  } else {
+    b.round->add_part(from, static_cast<std::int64_t>(m.microbatches), std::move(m.values));
+  }
+  return boundary::none;
 }
 
 // A draining host is done once it shared its part of the iteration in progress, or has no
@@ -129,6 +356,10 @@ void maybe_drained(self_ptr self) {
   }
   if (stake && st.agg.shared.count(st.current) == 0)
     return;
+  // Gone, it could not reduce its part: the stage falls back to whole shares, its own sent
+  // whole before it leaves.
+  if (auto b = st.agg.bfly.find(st.current); b != st.agg.bfly.end() && b->second.round)
+    enter_whole(self, st.current, me(st) + " is leaving");
   if (stake && !is_holder(st)) {
     auto mine = st.agg.shares[st.current].find(me(st));
     if (st.barrier->verdict(st.current) == nullptr || mine == st.agg.shares[st.current].end()
@@ -193,7 +424,46 @@ boundary try_average(self_ptr self, std::uint64_t i) {
   auto params = st.model->parameters();
   std::vector<model::gradient_sum> sums;
   std::vector<std::string> contributors;
-  for (auto& [replica, s] : st.agg.shares[i]) { // replica-name order: bit-identical everywhere
+  // By butterfly: this replica's part summed over the contributors goes to the others, and
+  // the sum is whole once every part's owner sent its own over the same contributors. A
+  // contributor outside the round (a replica met after this one shared) falls back.
+  std::map<std::string, share_data> summed; // butterfly: the whole sum, as one share
+  if (auto b = st.agg.bfly.find(i); b != st.agg.bfly.end() && b->second.round && !b->second.whole) {
+    auto& round = *b->second.round;
+    share_tag tag;
+    for (auto& [r, sh] : st.agg.shares[i])
+      if (sh.count > 0)
+        tag[r] = sh.count;
+    for (auto& [r, n] : tag)
+      if (!round.index_of(r)) {
+        enter_whole(self, i, r + " shared outside the group");
+        return boundary::none;
+      }
+    if (!tag.empty() && round.mine().size() > 0 && round.sent() != tag)
+      if (auto part = round.reduce(tag))
+        send_reduced(self, i, b->second, tag, std::move(*part));
+    if (!tag.empty()) {
+      auto whole = round.assemble(tag);
+      if (!whole)
+        return boundary::none;
+      if (st.agg.butterfly_noted != round.group().size()) { // said once per group size: how the stage averages
+        st.agg.butterfly_noted = round.group().size();
+        auto n = round.group().size();
+        tell(self, st.ctx->reporter, verdict_atom::value, me(st),
+             "iteration " + std::to_string(i) + ": stage " + std::to_string(st.ctx->stage) + " averages by butterfly among "
+               + std::to_string(n) + " replicas (each sends " + std::to_string(2 * (n - 1)) + "/" + std::to_string(n)
+               + " of a share, not " + std::to_string(n - 1) + " shares)");
+      }
+      auto buffer = std::make_shared<std::vector<float>>(std::move(*whole));
+      auto& one = summed[tag.begin()->first];
+      for (auto& [r, n] : tag)
+        one.count += n;
+      one.values = {wire::dtype::float32, {static_cast<std::int64_t>(buffer->size())},
+                    std::shared_ptr<const std::uint8_t>(buffer, reinterpret_cast<const std::uint8_t*>(buffer->data())),
+                    buffer->size() * sizeof(float), false, {}};
+    }
+  }
+  for (auto& [replica, s] : summed.empty() ? st.agg.shares[i] : summed) { // replica-name order: bit-identical everywhere
     if (s.count == 0)
       continue;
     contributors.push_back(replica);
@@ -216,6 +486,12 @@ boundary try_average(self_ptr self, std::uint64_t i) {
       }
     }
     sums.push_back(std::move(g));
+  }
+  if (!summed.empty()) { // the contributors are the sum's
+    contributors.clear();
+    for (auto& [r, sh] : st.agg.shares[i])
+      if (sh.count > 0)
+        contributors.push_back(r);
   }
   std::int64_t total = 0;
   for (auto& g : sums)
@@ -302,6 +578,16 @@ boundary try_apply(self_ptr self, std::uint64_t i) {
   if (auto r = st.agg.next_residual.find(i); r != st.agg.next_residual.end())
     st.agg.residual = std::move(r->second);
   st.agg.next_residual.erase(st.agg.next_residual.begin(), st.agg.next_residual.upper_bound(i));
+  // What the encoding of this replica's butterfly sum lost goes into its next share too (the
+  // next sum counts it once, as it would have counted it now).
+  if (auto b = st.agg.bfly.find(i); b != st.agg.bfly.end() && b->second.round && !b->second.reduce_error.empty()) {
+    auto span = b->second.round->mine();
+    if (st.agg.residual.size() != st.agg.share_elements)
+      st.agg.residual.assign(static_cast<std::size_t>(st.agg.share_elements), 0.0f);
+    for (std::size_t k = 0; k < b->second.reduce_error.size() && span.begin + k < st.agg.residual.size(); ++k)
+      st.agg.residual[span.begin + k] += b->second.reduce_error[k];
+  }
+  st.agg.bfly.erase(st.agg.bfly.begin(), st.agg.bfly.upper_bound(i));
   st.agg.last_share.reset();
   if (auto mine = st.agg.shares[i].find(me(st)); mine != st.agg.shares[i].end()) {
     st.agg.last_share = share_chunk(st, i, mine->second);
@@ -455,6 +741,15 @@ boundary on_state_chunk(self_ptr self, const std::string& from, const wire::stat
   st.agg.last_share.reset();
   st.agg.residual.clear();
   st.agg.next_residual.clear();
+  st.agg.bfly.erase(st.agg.bfly.begin(), st.agg.bfly.lower_bound(st.current));
+  for (auto& [i, b] : st.agg.bfly) // a round it was in before the load: whole shares from here on
+    if (b.round) {
+      b.round.reset();
+      b.whole = true;
+      auto& sh = st.agg.shares[i];
+      for (auto it = sh.begin(); it != sh.end();)
+        it = it->second.part ? sh.erase(it) : std::next(it);
+    }
   // Shares that arrived during the download for iterations the loaded state already holds
   // (a catch-up sends the one just applied too) are of no use; those of the iteration in
   // progress are kept.
@@ -552,6 +847,16 @@ void stall_watch(self_ptr self, std::uint64_t seen) {
   self->delayed_send(self, period, tick_atom::value, st.current);
   if (seen != st.current || st.current >= st.ctx->spec->end_iteration())
     return;
+  // A butterfly round without its sum for a whole period falls back to whole shares (what
+  // it waits for may never come: an owner that counts otherwise; the slow one loses bytes).
+  if (auto b = st.agg.bfly.find(st.current);
+      st.ready && b != st.agg.bfly.end() && b->second.round && st.agg.averaged.count(st.current) == 0) {
+    auto shared = st.agg.shared_ms.find(st.current);
+    if (shared != st.agg.shared_ms.end() && steady_ms() - shared->second >= period.count()) {
+      enter_whole(self, st.current, "no sum " + std::to_string(period.count()) + " ms after sharing");
+      resume(self, try_average(self, st.current));
+    }
+  }
   if (!st.ready) {
     report_failure(self, "iteration " + std::to_string(st.current) + " in progress for over "
                            + std::to_string(period.count()) + " ms: no weights"

@@ -23,6 +23,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/core/butterfly.hpp"
 #include "actors/core/hop_ledger.hpp"
 #include "actors/host/host_internal.hpp"
 #include "actors/core/iteration_barrier.hpp"
@@ -62,6 +63,18 @@ struct share_data {
   std::int64_t count = 0;
   wire::tensor_payload values;
   std::map<std::string, std::int64_t> holders; // microbatches per data holder (add up to count)
+  bool part = false; // butterfly: a peer's count and holders only; its values went to the parts' owners
+};
+
+/// One iteration's butterfly averaging at this replica (actors/core/butterfly.hpp).
+struct butterfly_state {
+  std::optional<butterfly_round> round; ///< once this replica shared by butterfly
+  bool whole = false;                   ///< fell back to whole shares (or never left them)
+  /// Parts and reduced parts that came before this replica shared: taken once it has.
+  std::vector<std::pair<std::string, wire::gradient_chunk>> early;
+  /// int8: what the encoding of this replica's reduced part lost (error feedback, added to
+  /// the residual when the iteration is applied).
+  std::vector<float> reduce_error;
 };
 
 /// A relay's microbatches between forward and backward (compute_relay.cpp).
@@ -103,6 +116,10 @@ struct aggregation_state {
   // a verdict is encoded from the same residual). A loaded state starts from none.
   std::vector<float> residual;
   std::map<std::uint64_t, std::vector<float>> next_residual;
+  /// Butterfly averaging, by iteration (training.share_exchange).
+  std::map<std::uint64_t, butterfly_state> bfly;
+  std::uint64_t share_elements = 0; ///< values of a share: this stage's parameters
+  std::size_t butterfly_noted = 0;  ///< the group size of the last butterfly round said in the log
   replica_vote vote;
   std::optional<wire::replica_hash> last_hash; // of the last step applied
   bool fresh = false; // loaded a state and applied no step since: may be behind the others
@@ -275,6 +292,12 @@ void send_share_chunks(self_ptr self, const std::vector<std::string>& to, const 
 void maybe_drained(self_ptr self);
 void take_report(compute_state& st, wire::iteration_done&& d);
 boundary try_share(self_ptr self, std::uint64_t i);
+/// A butterfly part or reduced part of iteration i (whole, put together) from `from`.
+boundary on_butterfly(self_ptr self, const std::string& from, wire::gradient_chunk&& m);
+/// A whole share of iteration i came: a butterfly round of i falls back to whole shares.
+void whole_share_came(self_ptr self, std::uint64_t i, const std::string& from);
+/// `id` is gone: a butterfly round it was in falls back to whole shares.
+void butterfly_peer_down(self_ptr self, const std::string& id);
 boundary try_average(self_ptr self, std::uint64_t i);
 boundary try_apply(self_ptr self, std::uint64_t i);
 /// Stage 0's norm of iteration i named the holders it counted (relay stages follow it).

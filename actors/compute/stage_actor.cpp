@@ -239,6 +239,7 @@ void on_peer_down(self_ptr self, const std::string& id) {
     st.fetch.download.cancel(); // the download source died: ask another replica
     request_state(self);
   }
+  butterfly_peer_down(self, id); // a round it was in falls back to whole shares
   // Its share, if any, is dropped: its microbatches come back through re-sends. Not so for a
   // replica that drained and left (it shared everything it counted before its LEAVE), nor
   // for a data holder (its own microbatches, counted at stage 0 by it alone, never come back).
@@ -311,6 +312,7 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
   for (auto& p : st.model->parameters())
     share_elements += static_cast<std::uint64_t>(p.tensor.numel());
   st.agg.incoming.emplace(share_elements);
+  st.agg.share_elements = share_elements;
   st.ready = !ctx->joining;
   st.run_origin = ctx->incarnation;
   if (ctx->awaits_cut()) {
@@ -372,7 +374,19 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
             if (m.stage != static_cast<std::uint32_t>(st.ctx->stage) || m.iteration < st.current
                 || st.gone.count(from) > 0 || st.agg.averaged.count(m.iteration) > 0)
               return;
-            auto piece = st.agg.incoming->add(from, std::move(m));
+            share_span span{0, st.agg.share_elements};
+            if (!m.group.empty()) { // butterfly: a part for this replica, or the sum of the sender's part
+              auto& owner = m.reduced ? from : me(st);
+              auto at = std::lower_bound(m.group.begin(), m.group.end(), owner);
+              if (at == m.group.end() || *at != owner) {
+                report_failure(self, "gradient share from " + from + ": a butterfly " + (m.reduced ? "sum" : "part")
+                                       + " for a group without " + owner);
+                return;
+              }
+              span = butterfly_part(st.agg.share_elements, m.group.size(),
+                                    static_cast<std::size_t>(at - m.group.begin()));
+            }
+            auto piece = st.agg.incoming->add(from, std::move(m), span);
             if (!piece.error.empty()) {
               report_failure(self, "gradient share from " + from + ": " + piece.error);
               return;
@@ -380,6 +394,18 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
             if (!piece.whole)
               return; // more chunks to come
             m = std::move(*piece.whole);
+            auto i = m.iteration;
+            if (!m.group.empty()) {
+              resume(self, on_butterfly(self, from, std::move(m)));
+              resume(self, try_share(self, i));
+              if (st.ready && st.agg.fresh && i > st.current) {
+                behind(self, from, i);
+                return;
+              }
+              resume(self, try_average(self, i));
+              return;
+            }
+            whole_share_came(self, i, from);
             share_data s;
             s.count = static_cast<std::int64_t>(m.microbatches);
             s.values = m.values;

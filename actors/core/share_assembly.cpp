@@ -37,24 +37,32 @@ bool plain(const wire::gradient_chunk& c) {
 
 } // namespace
 
+int share_assembler::kind_of(const wire::gradient_chunk& c) {
+  return c.group.empty() ? 0 : c.reduced ? 2 : 1;
+}
+
 std::vector<wire::gradient_chunk> cut_share(const wire::gradient_chunk& whole, std::size_t max_elements) {
   auto total = whole.total_elements;
-  if (total == 0 || max_elements == 0 || total <= max_elements || !plain(whole))
+  auto count = whole.values.shape.size() == 1 ? static_cast<std::uint64_t>(whole.values.shape[0]) : 0;
+  if (total == 0 || max_elements == 0 || count <= max_elements || !plain(whole))
     return {whole};
   auto width = wire::dtype_size(whole.values.type);
   bool scaled = whole.values.type == wire::dtype::int8;
   if (scaled) // every chunk starts at a block: its scales are whole blocks' too
     max_elements = std::max<std::size_t>(share_int8_block, max_elements / share_int8_block * share_int8_block);
   std::vector<wire::gradient_chunk> out;
-  for (std::uint64_t off = 0; off < total; off += max_elements) {
-    auto n = std::min<std::uint64_t>(max_elements, total - off);
+  for (std::uint64_t off = 0; off < count; off += max_elements) {
+    auto n = std::min<std::uint64_t>(max_elements, count - off);
     wire::gradient_chunk c;
     c.iteration = whole.iteration;
     c.stage = whole.stage;
     c.contributors = whole.contributors;
     c.microbatches = whole.microbatches;
     c.holders = whole.holders; // the decoder checks that they add up to microbatches, per chunk
-    c.offset = off;
+    c.group = whole.group;
+    c.reduced = whole.reduced;
+    c.counts = whole.counts;
+    c.offset = whole.offset + off;
     c.total_elements = total;
     if (off == 0)
       c.reports = whole.reports;
@@ -77,8 +85,12 @@ share_assembler::share_assembler(std::uint64_t stage_elements, std::size_t max_p
 }
 
 share_assembler::outcome share_assembler::add(const std::string& from, wire::gradient_chunk&& c) {
+  return add(from, std::move(c), {0, stage_elements_});
+}
+
+share_assembler::outcome share_assembler::add(const std::string& from, wire::gradient_chunk&& c, share_span span) {
   outcome out;
-  auto key = std::make_pair(from, c.iteration);
+  auto key = std::make_tuple(from, c.iteration, kind_of(c));
   if (c.total_elements == 0) { // an empty share: no microbatch counted there
     if (c.offset != 0 || c.microbatches != 0 || c.values.size != 0) {
       out.error = "an empty gradient share with values or microbatches";
@@ -100,12 +112,19 @@ share_assembler::outcome share_assembler::add(const std::string& from, wire::gra
   }
   auto how = *encoding(c.values.type);
   auto n = static_cast<std::uint64_t>(c.values.shape[0]);
-  if (n == 0 || c.offset > c.total_elements || n > c.total_elements - c.offset) {
-    out.error = "a gradient chunk of " + std::to_string(n) + " values at offset " + std::to_string(c.offset)
-                + " in a share of " + std::to_string(c.total_elements);
+  auto width = span.size();
+  if (span.size() == 0 && n == 0 && c.offset == span.begin) { // an empty part (a share of fewer blocks than replicas)
+    parts_.erase(key);
+    out.whole = std::move(c);
     return out;
   }
-  if (c.offset == 0 && n == c.total_elements) { // whole in one frame: nothing to put together
+  if (n == 0 || c.offset < span.begin || c.offset > span.end || n > span.end - c.offset) {
+    out.error = "a gradient chunk of " + std::to_string(n) + " values at offset " + std::to_string(c.offset) + " in "
+                + (c.group.empty() ? "a share of " + std::to_string(c.total_elements)
+                                   : "the part [" + std::to_string(span.begin) + ", " + std::to_string(span.end) + ")");
+    return out;
+  }
+  if (c.offset == span.begin && n == width) { // whole in one frame: nothing to put together
     parts_.erase(key);
     if (how != model::share_compression::fp32) {
       std::shared_ptr<std::uint8_t> buffer(new std::uint8_t[n * value_bytes], std::default_delete<std::uint8_t[]>());
@@ -116,7 +135,7 @@ share_assembler::outcome share_assembler::add(const std::string& from, wire::gra
     out.whole = std::move(c);
     return out;
   }
-  if (n < min_values_ && c.offset + n != c.total_elements) {
+  if (n < min_values_ && c.offset + n != span.end) {
     out.error = "a gradient chunk of " + std::to_string(n) + " values, fewer than " + std::to_string(min_values_)
                 + " and not the share's last";
     return out;
@@ -129,42 +148,45 @@ share_assembler::outcome share_assembler::add(const std::string& from, wire::gra
     auto next = p.ranges.upper_bound(c.offset);
     bool overlaps = (next != p.ranges.end() && next->first < c.offset + n)
                     || (next != p.ranges.begin() && std::prev(next)->second > c.offset);
-    if (overlaps || c.microbatches != p.head.microbatches || c.contributors != p.head.contributors) {
+    if (overlaps || c.microbatches != p.head.microbatches || c.contributors != p.head.contributors
+        || c.group != p.head.group || c.counts != p.head.counts || !(p.span == span)) {
       parts_.erase(it);
       it = parts_.end();
     }
   }
   if (it == parts_.end()) {
-    // A peer has at most max_pending shares under way: the oldest makes room.
-    std::vector<std::map<std::pair<std::string, std::uint64_t>, part>::iterator> mine;
+    // A peer has at most max_pending shares of each kind under way: the oldest makes room.
+    std::vector<decltype(parts_)::iterator> mine;
     for (auto p = parts_.begin(); p != parts_.end(); ++p)
-      if (p->first.first == from)
+      if (std::get<0>(p->first) == from && std::get<2>(p->first) == std::get<2>(key))
         mine.push_back(p);
-    if (mine.size() >= max_pending_)
-      parts_.erase(mine.front()); // keys are ordered by iteration within one peer
+    if (mine.size() >= max_pending_) // the oldest iteration first: keys are ordered so within one peer
+      parts_.erase(*std::min_element(mine.begin(), mine.end(), [](auto& a, auto& b) {
+        return std::get<1>(a->first) < std::get<1>(b->first);
+      }));
     it = parts_.emplace(key, part{}).first;
     auto& p = it->second;
     p.head = c;
     p.head.values = {};
     p.head.scales.clear();
     p.head.reports.clear();
-    p.buffer = std::shared_ptr<std::uint8_t>(new std::uint8_t[c.total_elements * value_bytes],
-                                             std::default_delete<std::uint8_t[]>());
+    p.span = span;
+    p.buffer = std::shared_ptr<std::uint8_t>(new std::uint8_t[width * value_bytes], std::default_delete<std::uint8_t[]>());
   }
-  if (c.offset == 0) // the first chunk carries the holders' reports
+  if (c.offset == span.begin) // the first chunk carries the holders' reports
     it->second.head.reports = std::move(c.reports);
   auto& p = it->second;
   model::decode_share(how, c.values.bytes.get(), c.scales.data(), n,
-                      reinterpret_cast<float*>(p.buffer.get() + c.offset * value_bytes));
+                      reinterpret_cast<float*>(p.buffer.get() + (c.offset - span.begin) * value_bytes));
   p.received += n;
   p.ranges.emplace(c.offset, c.offset + n);
-  if (p.received < p.head.total_elements)
+  if (p.received < width)
     return out;
   auto whole = std::move(p.head);
-  whole.offset = 0;
+  whole.offset = span.begin;
   whole.values.type = wire::dtype::float32;
-  whole.values.shape = {static_cast<std::int64_t>(whole.total_elements)};
-  whole.values.size = static_cast<std::size_t>(whole.total_elements) * value_bytes;
+  whole.values.shape = {static_cast<std::int64_t>(width)};
+  whole.values.size = static_cast<std::size_t>(width) * value_bytes;
   whole.values.bytes = std::move(p.buffer);
   parts_.erase(it);
   out.whole = std::move(whole);
@@ -173,18 +195,18 @@ share_assembler::outcome share_assembler::add(const std::string& from, wire::gra
 
 void share_assembler::forget_before(std::uint64_t iteration) {
   for (auto it = parts_.begin(); it != parts_.end();)
-    it = it->first.second < iteration ? parts_.erase(it) : std::next(it);
+    it = std::get<1>(it->first) < iteration ? parts_.erase(it) : std::next(it);
 }
 
 void share_assembler::forget(const std::string& from) {
   for (auto it = parts_.begin(); it != parts_.end();)
-    it = it->first.first == from ? parts_.erase(it) : std::next(it);
+    it = std::get<0>(it->first) == from ? parts_.erase(it) : std::next(it);
 }
 
 std::size_t share_assembler::pending_bytes() const {
   std::size_t n = 0;
   for (auto& [k, p] : parts_)
-    n += static_cast<std::size_t>(p.head.total_elements) * value_bytes;
+    n += static_cast<std::size_t>(p.span.size()) * value_bytes;
   return n;
 }
 

@@ -15,12 +15,16 @@
 #include <utility>
 #include <vector>
 
+#include <tuple>
+
+#include "actors/core/butterfly.hpp"
 #include "messages/types.hpp"
 
 namespace gwtf::actors {
 
-/// `whole` (one share: offset 0, all of its values) as chunks of at most `max_elements`
-/// values each, in order, sharing `whole`'s bytes (no copy). The first chunk carries the
+/// `whole` (one share: offset 0, all of its values; or one butterfly part: its offset, its
+/// values) as chunks of at most `max_elements` values each, in order, sharing `whole`'s
+/// bytes (no copy). The first chunk carries the
 /// holders' reports; every chunk carries the iteration, stage, contributors, microbatches,
 /// their count per holder and the total. An empty share (no values) is one chunk.
 std::vector<wire::gradient_chunk> cut_share(const wire::gradient_chunk& whole, std::size_t max_elements);
@@ -37,8 +41,13 @@ public:
     std::optional<wire::gradient_chunk> whole; ///< the peer's share is complete: offset 0, all values
     std::string error;                         ///< the chunk was refused: why (the rest is unchanged)
   };
-  /// Takes one chunk of `from`'s share.
+  /// Takes one chunk of `from`'s whole share.
   outcome add(const std::string& from, wire::gradient_chunk&& chunk);
+  /// Takes one chunk of `from`'s share, part or reduced part (actors/core/butterfly.hpp) that
+  /// covers `span` of the stage's values: put together, it is `whole` with offset
+  /// span.begin and span.size() values. A peer's whole shares, parts and reduced parts are
+  /// put together apart, each kind with at most `max_pending` under way.
+  outcome add(const std::string& from, wire::gradient_chunk&& chunk, share_span span);
 
   /// Drops the shares under way of iterations before `iteration` (applied).
   void forget_before(std::uint64_t iteration);
@@ -50,16 +59,20 @@ public:
   std::size_t pending() const { return parts_.size(); }
 
 private:
+  /// 0: a whole share, 1: a part of one for its owner, 2: a reduced part.
+  static int kind_of(const wire::gradient_chunk& c);
+
   struct part {
     wire::gradient_chunk head;                ///< the first chunk, its values dropped
-    std::shared_ptr<std::uint8_t> buffer;     ///< total values, float32
+    share_span span;                          ///< what it covers
+    std::shared_ptr<std::uint8_t> buffer;     ///< span.size() values, float32
     std::uint64_t received = 0;               ///< values so far
     std::map<std::uint64_t, std::uint64_t> ranges; ///< what came: [offset, end) by offset
   };
   std::uint64_t stage_elements_;
   std::size_t max_pending_;
   std::uint64_t min_values_;
-  std::map<std::pair<std::string, std::uint64_t>, part> parts_; ///< (peer, iteration) -> share under way
+  std::map<std::tuple<std::string, std::uint64_t, int>, part> parts_; ///< (peer, iteration, kind) -> under way
 };
 
 } // namespace gwtf::actors

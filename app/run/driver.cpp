@@ -119,9 +119,10 @@ void inject(driver_ptr self, std::uint64_t i) {
       continue;
     switch (f.action) {
       case fault_action::crash:
-        crash(self, f.host, f.phase == fault_phase::forward    ? "forward"
-                            : f.phase == fault_phase::backward ? "backward"
-                                                               : "any");
+        crash(self, f.host, f.phase == fault_phase::forward     ? "forward"
+                            : f.phase == fault_phase::backward  ? "backward"
+                            : f.phase == fault_phase::averaging ? "averaging"
+                                                                : "any");
         break;
       case fault_action::join:
         for (auto& h : st.cfg->hosts)

@@ -11,6 +11,7 @@
 #include <iterator>
 #include <map>
 #include <sstream>
+#include <tuple>
 #include <unistd.h>
 
 #include "app/config/cluster_config.hpp"
@@ -518,4 +519,65 @@ TEST_CASE("cluster: adaptive top-k compression forced on every link still trains
   CHECK(r.exactly_once_violations.empty());
   CHECK(r.failures.empty());
   check_replicas_agree(r);
+}
+
+namespace {
+
+// configs/local.yaml with a third replica at stages 1 and 3 (r1-tokyo, r3-oregon): those
+// stages average by butterfly (training.share_exchange, from 3 replicas on).
+app::cluster_config three_replicas(int iterations, std::vector<actors::fault_event> script) {
+  auto cfg = local(iterations, std::move(script));
+  for (auto [like, name, region] : {std::tuple{"r1-ohio", "r1-tokyo", "tokyo"}, {"r3-virginia", "r3-oregon", "oregon"}}) {
+    auto it = std::find_if(cfg.hosts.begin(), cfg.hosts.end(), [&](auto& h) { return h.name == like; });
+    REQUIRE(it != cfg.hosts.end());
+    auto h = *it;
+    h.name = name;
+    h.region = region;
+    cfg.hosts.push_back(h);
+  }
+  return cfg;
+}
+
+} // namespace
+
+TEST_CASE("cluster: stages of three replicas average by butterfly and train as the reference does") {
+  auto cfg = three_replicas(10, {});
+  cfg.node.max_message_bytes = 256 << 10; // parts and sums cross in chunks too
+  cfg.node.chunk_bytes = 64 << 10;
+  std::ostringstream log;
+  auto r = app::run_embedded(cfg, log, 90);
+  INFO(log.str());
+  REQUIRE(r.completed);
+  for (auto [host, stage] : {std::pair{"r1-tokyo", 1}, {"r1-ohio", 1}, {"r3-oregon", 3}})
+    CHECK(log.str().find(std::string{host} + ": iteration 0: stage " + std::to_string(stage)
+                         + " averages by butterfly among 3 replicas") != std::string::npos);
+  CHECK(log.str().find("r2-oregon: iteration 0: stage 2 averages by butterfly") == std::string::npos); // 2 replicas
+  CHECK(log.str().find("falls back to whole shares") == std::string::npos);
+  // The same additions in the same order as the all-to-all exchange: the reference's loss.
+  CHECK(worst_vs_reference(cfg, r) <= 1e-4);
+  CHECK(r.exactly_once_violations.empty());
+  CHECK(r.replica_disagreements.empty());
+  CHECK(r.failures.empty());
+  check_replicas_agree(r);
+}
+
+TEST_CASE("cluster: a replica killed mid-butterfly falls back to whole shares and loses no microbatch") {
+  // r1-tokyo dies once every contributor's part of its share reached it, before their sum
+  // goes out: its stage-mates wait for a sum that never comes, see it go, fall back to whole
+  // shares and average without it (its microbatches re-sent) at the same iteration.
+  auto cfg = three_replicas(8, {fault(3, actors::fault_action::crash, "r1-tokyo", actors::fault_phase::averaging)});
+  cfg.routing.gwtf.reroute_gain = 0; // keep flows through r1-tokyo until it dies
+  std::ostringstream log;
+  auto r = app::run_embedded(cfg, log, 90);
+  INFO(log.str());
+  REQUIRE(r.completed);
+  CHECK(r.crashes == 1);
+  CHECK(r.gone.count("r1-tokyo") == 1);
+  CHECK(log.str().find("butterfly averaging falls back to whole shares (r1-tokyo of its group is gone)")
+        != std::string::npos);
+  check_churn_run(cfg, r);
+  check_replicas_agree(r);
+  CHECK(r.replica_disagreements.empty());
+  // stage 3 kept its three replicas and its butterfly
+  CHECK(log.str().find("r3-oregon: iteration 0: stage 3 averages by butterfly among 3 replicas") != std::string::npos);
 }

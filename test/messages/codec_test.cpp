@@ -13,6 +13,8 @@
 #include "messages/wire.capnp.h"
 #include "samples.hpp"
 
+#include <limits>
+
 using namespace gwtf::wire;
 namespace schema = gwtf::wire::capnp_schema;
 
@@ -635,4 +637,50 @@ TEST_CASE("codec: an int8 gradient chunk carries a scale per block of 128 values
   ints.scales.clear();
   CHECK(reject(encode(message{ints})).detail
         == "gradientChunk.values: a dense 1-D float32, bfloat16 or int8 tensor");
+}
+
+TEST_CASE("codec: a butterfly part names a sorted group, and a reduced part each contributor's microbatches") {
+  gradient_chunk g;
+  g.iteration = 3;
+  g.stage = 1;
+  g.contributors = {"r1", "r2"};
+  g.microbatches = 5;
+  g.holders = {{"h0", 5}};
+  g.offset = 256;
+  g.total_elements = 1000;
+  g.values = tensor_payload::copy_of(dtype::float32, {4}, std::vector<std::uint8_t>(16, 0).data(), 16);
+  g.group = {"r1", "r2", "r3"};
+  g.reduced = true;
+  g.counts = {2, 3};
+  auto back = decode(encode(message{g}).data(), encode(message{g}).size());
+  REQUIRE(std::holds_alternative<message>(back));
+  CHECK(std::get<message>(back) == message{g});
+
+  auto unsorted = g;
+  unsorted.group = {"r2", "r1", "r3"};
+  CHECK(reject(encode(message{unsorted})).detail
+        == "gradientChunk.group[1]: r1, not after r2 (the group is sorted, each name once)");
+  auto twice = g;
+  twice.group = {"r1", "r1", "r3"};
+  CHECK(reject(encode(message{twice})).detail
+        == "gradientChunk.group[1]: r1, not after r1 (the group is sorted, each name once)");
+  auto lone = g;
+  lone.group.clear();
+  CHECK(reject(encode(message{lone})).detail == "gradientChunk.reduced: a reduced part without a group");
+  auto short_counts = g;
+  short_counts.counts = {5};
+  CHECK(reject(encode(message{short_counts})).detail == "gradientChunk.counts: 1 counts for 2 contributors");
+  auto wrong_sum = g;
+  wrong_sum.counts = {1, 3};
+  CHECK(reject(encode(message{wrong_sum})).detail == "gradientChunk.counts: 4 microbatches in all, not the chunk's 5");
+  auto wraps = g;
+  wraps.counts = {2, std::numeric_limits<std::uint64_t>::max()};
+  CHECK(reject(encode(message{wraps})).detail
+        == "gradientChunk.counts[1]: 18446744073709551615 more, past the chunk's 5 microbatches");
+  auto part = g;
+  part.reduced = false;
+  CHECK(reject(encode(message{part})).detail
+        == "gradientChunk.counts: 2 counts for a chunk that is not a reduced part (expected 0)");
+  part.counts.clear();
+  CHECK(std::holds_alternative<message>(decode(encode(message{part}).data(), encode(message{part}).size())));
 }
