@@ -42,7 +42,13 @@ void send_share_chunks(self_ptr self, const std::vector<std::string>& to, const 
   // Chunk by chunk to every replica: each gets its first chunk as early as possible.
   for (auto& piece : pieces)
     for (auto& r : to)
-      st.ctx->send(self, r, service::stage, piece);
+      send_share_piece(self, r, piece);
+}
+
+void send_share_piece(self_ptr self, const std::string& to, const wire::gradient_chunk& piece) {
+  auto& st = self->state;
+  st.metrics.share_bytes += piece.values.size + piece.scales.size() * sizeof(float);
+  st.ctx->send(self, to, service::stage, piece);
 }
 
 // A float32 view of values [span.begin, span.end) of `whole` (no copy).
@@ -85,7 +91,7 @@ void send_parts(self_ptr self, butterfly_state& b, wire::gradient_chunk c, const
     bool any = false;
     for (auto& [to, pieces] : out)
       if (k < pieces.size()) {
-        st.ctx->send(self, to, service::stage, pieces[k]);
+        send_share_piece(self, to, pieces[k]);
         any = true;
       }
     if (!any)
@@ -219,6 +225,7 @@ void enter_whole(self_ptr self, std::uint64_t i, const std::string& why) {
     it = it->second.part ? sh.erase(it) : std::next(it);
   if (!had)
     return;
+  ++st.metrics.butterfly_fallbacks;
   tell(self, st.ctx->reporter, verdict_atom::value, me(st),
        "iteration " + std::to_string(i) + ": butterfly averaging falls back to whole shares (" + why + ")");
   if (st.agg.shared.count(i) > 0 && i == st.current && st.ready)

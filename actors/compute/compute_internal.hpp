@@ -168,6 +168,8 @@ struct compute_metrics {
   double compute_s_total = 0, wasted_s_total = 0;
   std::uint64_t resends = 0;     ///< microbatches sent again to a replacement hop
   std::uint64_t peers_lost = 0;  ///< peers declared down (crashed or hung), not graceful leaves
+  std::uint64_t share_bytes = 0; ///< values and scales of the gradient shares, parts and sums it sent
+  std::uint64_t butterfly_fallbacks = 0; ///< butterfly rounds it fell back from to whole shares
 };
 
 /// How activations and gradients go on the wire: compression.mode adaptive (docs/compression.md).
@@ -287,6 +289,8 @@ void resume_stalled(self_ptr self);
 // aggregation (compute_aggregation.cpp)
 wire::gradient_chunk share_chunk(const compute_state& st, std::uint64_t i, const share_data& mine);
 void send_share(self_ptr self, std::uint64_t i);
+/// Sends one GRADIENT_CHUNK to `to`, counted in metrics.share_bytes.
+void send_share_piece(self_ptr self, const std::string& to, const wire::gradient_chunk& piece);
 /// Sends a share to `to` in chunks of node.chunk_bytes (actors/core/share_assembly.hpp).
 void send_share_chunks(self_ptr self, const std::vector<std::string>& to, const wire::gradient_chunk& whole);
 void maybe_drained(self_ptr self);

@@ -146,7 +146,9 @@ std::string inspect_json(self_ptr self) {
                      {"compute_s_total", st.metrics.compute_s_total},
                      {"wasted_s_total", st.metrics.wasted_s_total},
                      {"resends", st.metrics.resends},
-                     {"peers_lost", st.metrics.peers_lost}};
+                     {"peers_lost", st.metrics.peers_lost},
+                     {"share_bytes_sent", st.metrics.share_bytes},
+                     {"butterfly_fallbacks", st.metrics.butterfly_fallbacks}};
   if (st.ctx->spec->adaptive) {
     nlohmann::ordered_json links = nlohmann::ordered_json::object();
     for (auto& [id, l] : st.encoder.links)

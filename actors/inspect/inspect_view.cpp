@@ -263,6 +263,10 @@ std::string prometheus_text(const inspect_parts& p, const json& compute, const j
     e.sample("gwtf_resends_total", {}, num(compute, "resends"));
     e.family("gwtf_peers_lost_total", "counter", "peers this host's stage saw crash or hang (declared down; graceful leaves not counted)");
     e.sample("gwtf_peers_lost_total", {}, num(compute, "peers_lost"));
+    e.family("gwtf_share_bytes_sent_total", "counter", "bytes of gradient shares, butterfly parts and sums this host sent its stage-mates (values and scales)");
+    e.sample("gwtf_share_bytes_sent_total", {}, num(compute, "share_bytes_sent"));
+    e.family("gwtf_butterfly_fallbacks_total", "counter", "butterfly averaging rounds this host fell back from to whole shares (a replica of the round gone, groups that differed)");
+    e.sample("gwtf_butterfly_fallbacks_total", {}, num(compute, "butterfly_fallbacks"));
     e.family("gwtf_stashed_microbatches", "gauge", "microbatches whose activations (or inputs) this host keeps for their backward");
     e.sample("gwtf_stashed_microbatches", {}, num(compute, "stashed"));
     std::map<std::string, int> states;
