@@ -243,6 +243,27 @@ TEST_CASE("launch: SIGKILL in a forward and in a backward pass loses no microbat
   fs::remove_all(dir);
 }
 
+// Butterfly averaging across processes (docs/runtime.md, "Butterfly averaging"): stage 1 has
+// three replicas, so it averages by reduce-scatter + all-gather over TCP. r1c is SIGKILLed
+// once every contributor's part of its share reached it and before it sends their sum: its
+// stage-mates fall back to whole shares for that iteration and train on as the reference does.
+TEST_CASE("launch: a replica SIGKILLed mid-butterfly loses no microbatch, and the stage averages on") {
+  auto dir = workdir("butterfly");
+  auto hosts = replicated + "  - {name: r1c, region: tokyo, role: relay, stage: 1, capacity: 4}\n";
+  auto l = launch_and_reference(dir, hosts, 8, "{at_iteration: 3, action: crash, host: r1c, phase: averaging}", "",
+                                "routing: {gwtf: {tick_ms: 200, reroute_gain: 0}}\n");
+  INFO(findings(l.r.out) << l.r.out << l.logs);
+  REQUIRE(l.r.code == 0);
+  CHECK(has(l.r.out, "crashes 1"));
+  CHECK(has(l.r.out, "# exited: r1c: signal 9"));
+  CHECK(has(l.r.out + l.logs, "stage 1 averages by butterfly among 3 replicas"));
+  CHECK(has(l.r.out + l.logs, "butterfly averaging falls back to whole shares (r1c of its group is gone)"));
+  CHECK(has(l.r.out, "exactly-once violations 0; replica disagreements 0"));
+  REQUIRE(l.loss.size() == 8);
+  check_band(l, 1e-3);
+  fs::remove_all(dir);
+}
+
 // Busy hosts stay alive (issue 37): 6 blocks of d=256 over 1024-token sequences take about a
 // second per pass, with the shipped failure detection (200 ms heartbeats, 800 ms connection
 // timeout). In node mode the compute runs on a thread of its own: with it on the scheduler,
