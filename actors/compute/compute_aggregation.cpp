@@ -51,6 +51,15 @@ void send_share_piece(self_ptr self, const std::string& to, const wire::gradient
   st.ctx->send(self, to, service::stage, piece);
 }
 
+// Iteration i's parts count for nothing (whole shares from here on): their counts in the
+// shares, and those that came before this replica shared, go.
+void drop_parts(compute_state& st, std::uint64_t i) {
+  st.agg.bfly[i].early.clear();
+  auto& sh = st.agg.shares[i];
+  for (auto it = sh.begin(); it != sh.end();)
+    it = it->second.part ? sh.erase(it) : std::next(it);
+}
+
 // A float32 view of values [span.begin, span.end) of `whole` (no copy).
 wire::tensor_payload float_slice(const wire::tensor_payload& whole, share_span span) {
   return {wire::dtype::float32, {static_cast<std::int64_t>(span.size())},
@@ -172,15 +181,16 @@ void send_share(self_ptr self, std::uint64_t i) {
   auto& b = st.agg.bfly[i];
   bool butterfly = st.ctx->spec->training.share_exchange == model::share_exchange::butterfly && !b.whole
                    && !st.draining && group.size() >= butterfly_min_group;
-  if (butterfly && b.round && b.round->group() != group) {
-    butterfly = false; // falls back below
+  if (butterfly && b.round && b.round->group() != group) { // the group changed since: whole shares
+    butterfly = false;
+    ++st.metrics.butterfly_fallbacks;
+    tell(self, st.ctx->reporter, verdict_atom::value, me(st),
+         "iteration " + std::to_string(i) + ": butterfly averaging falls back to whole shares (its stage's replicas "
+           "changed before it shared again)");
   }
-  if (!butterfly && b.round) {
-    b.whole = true;
+  if (!butterfly) { // what came as parts (early, or of a round it leaves) counts for nothing
+    drop_parts(st, i);
     b.round.reset();
-    auto& sh = st.agg.shares[i];
-    for (auto it = sh.begin(); it != sh.end();)
-      it = it->second.part ? sh.erase(it) : std::next(it);
   }
   b.whole = !butterfly;
   std::vector<std::pair<std::string, wire::gradient_chunk>> early;
@@ -218,11 +228,8 @@ void enter_whole(self_ptr self, std::uint64_t i, const std::string& why) {
   bool had = b.round.has_value();
   b.whole = true;
   b.round.reset();
-  b.early.clear();
   b.reduce_error.clear();
-  auto& sh = st.agg.shares[i];
-  for (auto it = sh.begin(); it != sh.end();)
-    it = it->second.part ? sh.erase(it) : std::next(it);
+  drop_parts(st, i);
   if (!had)
     return;
   ++st.metrics.butterfly_fallbacks;
@@ -233,12 +240,7 @@ void enter_whole(self_ptr self, std::uint64_t i, const std::string& why) {
 }
 
 void whole_share_came(self_ptr self, std::uint64_t i, const std::string& from) {
-  auto& st = self->state;
-  auto& b = st.agg.bfly[i];
-  if (b.round)
-    enter_whole(self, i, "a whole share came from " + from);
-  else
-    b.whole = true; // not shared yet: it shares whole
+  enter_whole(self, i, "a whole share came from " + from); // not shared yet: it will share whole
 }
 
 void butterfly_peer_down(self_ptr self, const std::string& id) {
@@ -753,9 +755,7 @@ boundary on_state_chunk(self_ptr self, const std::string& from, const wire::stat
     if (b.round) {
       b.round.reset();
       b.whole = true;
-      auto& sh = st.agg.shares[i];
-      for (auto it = sh.begin(); it != sh.end();)
-        it = it->second.part ? sh.erase(it) : std::next(it);
+      drop_parts(st, i);
     }
   // Shares that arrived during the download for iterations the loaded state already holds
   // (a catch-up sends the one just applied too) are of no use; those of the iteration in
