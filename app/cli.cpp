@@ -1,5 +1,7 @@
 #include "app/cli.hpp"
 
+#include <ostream>
+
 namespace gwtf::app {
 
 std::vector<std::string> restore_arguments(const std::vector<std::string>& args, std::uint64_t iteration,
@@ -402,6 +404,25 @@ std::variant<cli_options, cli_error> parse_cli(const std::vector<std::string>& a
                            : (check ? cli_action::check : cli_action::node);
   }
   return out;
+}
+
+int run_exit_code(const run_outcome& r, std::ostream& err) {
+  if (!r.completed) {
+    for (auto& f : r.failures)
+      err << "caf-gwtf: " << f << "\n";
+    err << "caf-gwtf: training did not complete\n";
+    return exit_code::failure;
+  }
+  if (r.violations.empty() && r.disagreements.empty())
+    return exit_code::ok;
+  // Trained to the end, but not as the reference trainer would have: not a good run.
+  for (auto& v : r.violations)
+    err << "caf-gwtf: exactly-once violation: " << v << "\n";
+  for (auto& d : r.disagreements)
+    err << "caf-gwtf: replica disagreement: " << d << "\n";
+  err << "caf-gwtf: training completed, but with " << r.violations.size() << " exactly-once violation(s) and "
+      << r.disagreements.size() << " replica disagreement(s) (exit code " << exit_code::check_failed << ")\n";
+  return exit_code::check_failed;
 }
 
 } // namespace gwtf::app

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iosfwd>
 #include <optional>
 #include <string>
 #include <variant>
@@ -79,6 +80,19 @@ constexpr int rejoin = 3;
 /// Internal to node mode: a lost stage is being restored; run_node's caller re-executes itself
 /// with restore_arguments (never an exit code).
 constexpr int restore = 4;
+/// An embedded or launched run completed, but its driver's outside checks failed: an
+/// exactly-once violation or a replica disagreement (docs/runtime.md, "Outside checks").
+constexpr int check_failed = 5;
 } // namespace exit_code
+
+/// What a run of the embedded cluster or `launch` ended with, for its exit code.
+struct run_outcome {
+  bool completed = false;
+  std::vector<std::string> failures, violations, disagreements;
+};
+
+/// The exit code of a run: ok, failure (did not complete; its failures said on `err`) or
+/// check_failed (completed with exactly-once violations or replica disagreements, each said).
+int run_exit_code(const run_outcome& r, std::ostream& err);
 
 } // namespace gwtf::app

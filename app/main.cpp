@@ -188,12 +188,7 @@ int run_sim(const cli_options& opts) {
 
 // Exit code of an embedded or launched run; prints why it failed.
 int report_run(const embedded_result& r) {
-  if (r.completed)
-    return exit_code::ok;
-  for (auto& f : r.failures)
-    std::cerr << "caf-gwtf: " << f << "\n";
-  std::cerr << "caf-gwtf: training did not complete\n";
-  return exit_code::failure;
+  return run_exit_code({r.completed, r.failures, r.exactly_once_violations, r.replica_disagreements}, std::cerr);
 }
 
 } // namespace

@@ -39,7 +39,8 @@ struct microbatch_id {
   std::uint32_t holder = 0;    ///< index of the data holder (order of `hosts` in the config)
   std::uint32_t index = 0;     ///< 0 .. microbatches_per_holder-1
 
-  /// A single 64-bit key, unique for iteration < 2^40, holder < 2^12, index < 2^12.
+  /// A single 64-bit key, unique for iteration < 2^40, holder < 2^12, index < 2^12: the
+  /// configs are validated to those (max_data_holders, max_microbatches_per_holder).
   std::uint64_t key() const { return iteration << 24 | std::uint64_t{holder} << 12 | index; }
 };
 

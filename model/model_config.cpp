@@ -54,8 +54,8 @@ void data_config::validate(int vocab, const issue_sink& report) const {
 void training_config::validate(const issue_sink& report) const {
   check_int(report, "iterations", iterations, 1, 100'000'000, "a number of iterations");
   check_int(report, "microbatch_size", microbatch_size, 1, 65536, "sequences per microbatch");
-  check_int(report, "microbatches_per_holder", microbatches_per_holder, 1, 65536,
-              "microbatches per data holder and iteration");
+  check_int(report, "microbatches_per_holder", microbatches_per_holder, 1, max_microbatches_per_holder,
+            "microbatches per data holder and iteration (a microbatch id keeps 12 bits for its index)");
   check_real(report, "lr", lr, 0.0, bound::open, 10.0, bound::closed, "a learning rate");
   check_real(report, "min_lr", min_lr, 0.0, bound::closed, 10.0, bound::closed, "a learning rate");
   if (std::isfinite(lr) && std::isfinite(min_lr) && min_lr > lr)

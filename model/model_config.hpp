@@ -102,6 +102,11 @@ struct training_config {
   void validate(const issue_sink& report) const;
 };
 
+/// The most data holders, and microbatches per holder and iteration, that a microbatch's key
+/// holds (model::microbatch_id::key(): 12 bits each); the configs are validated to them.
+inline constexpr std::uint32_t max_data_holders = 4096;
+inline constexpr std::uint32_t max_microbatches_per_holder = 4096;
+
 /// Field lists: drive the YAML reader, the printer and the docs check (app/).
 template <class F>
 void visit_fields(F& f, model_config& x) {

@@ -129,6 +129,7 @@ caf::behavior metrics_server(metrics_ptr self, inspect_server_options opts) {
         end = c.head.find("\n\n");
       if (end == std::string::npos) {
         if (c.head.size() > max_head) {
+          c.answered = true; // one answer and one line per connection, however much more comes
           self->send(self->state.opts.reporter, failure_atom::value, self->state.opts.host_name,
                      "metrics: closed a connection from " + self->remote_addr(msg.handle)
                        + ": no complete request head in 8 KiB");

@@ -392,6 +392,17 @@ void validate_cluster(cluster_config& cfg, reader& r, const fs::path& base_dir,
   }
 
   bool node_mode = cfg.hosts.size() == 1;
+  { // a microbatch's key keeps 12 bits for its data holder (model::microbatch_id::key())
+    std::size_t holders = cfg.training.data_holders.size();
+    if (!node_mode)
+      holders = static_cast<std::size_t>(std::count_if(cfg.hosts.begin(), cfg.hosts.end(), [](auto& h) {
+        return h.role == actors::host_role::data_holder;
+      }));
+    if (holders > model::max_data_holders)
+      r.error_for(node_mode ? "training.data_holders" : "hosts",
+                  "expected at most " + std::to_string(model::max_data_holders) + " data holders (a microbatch id keeps "
+                    "12 bits for its holder), got " + std::to_string(holders));
+  }
   if (node_mode) {
     // One host per process: the roster of data holders cannot be read off hosts.
     auto& h = cfg.hosts.front();

@@ -2,6 +2,8 @@
 
 #include "app/cli.hpp"
 
+#include <sstream>
+
 using namespace gwtf::app;
 
 namespace {
@@ -175,4 +177,21 @@ TEST_CASE("cli: a node that follows a restore starts again at the cut, a relay p
   CHECK(o.resume_at == std::optional<std::uint64_t>{4});
   CHECK_FALSE(o.join);
   CHECK(o.sets == std::vector<std::string>{"node.data_dir=/d", "hosts[0].stage=3"});
+}
+
+TEST_CASE("a run's exit code: 0 when it completed and its checks held, 5 with a violation or a disagreement") {
+  std::ostringstream err;
+  CHECK(run_exit_code({true, {}, {}, {}}, err) == exit_code::ok);
+  CHECK(err.str().empty());
+  CHECK(run_exit_code({false, {"r1: stalled"}, {}, {}}, err) == exit_code::failure);
+  CHECK(err.str() == "caf-gwtf: r1: stalled\ncaf-gwtf: training did not complete\n");
+  err.str("");
+  CHECK(run_exit_code({true, {}, {"iteration 3, stage 1: 12 counted twice"}, {}}, err)
+        == exit_code::check_failed);
+  CHECK(err.str() == "caf-gwtf: exactly-once violation: iteration 3, stage 1: 12 counted twice\n"
+                     "caf-gwtf: training completed, but with 1 exactly-once violation(s) and 0 replica disagreement(s) "
+                     "(exit code 5)\n");
+  err.str("");
+  CHECK(run_exit_code({true, {}, {}, {"r2b after iteration 4"}}, err) == exit_code::check_failed);
+  CHECK(err.str().find("replica disagreement: r2b after iteration 4") != std::string::npos);
 }

@@ -398,3 +398,23 @@ TEST_CASE("placement.policy dtfm: the founding relays as DT-FM places them, late
   moved.placement.network = "/elsewhere/aws-8.yaml";
   CHECK(cluster_hash(moved) == cluster_hash(cfg));
 }
+
+TEST_CASE("configs stay within what a microbatch key holds: 4096 data holders and 4096 microbatches each") {
+  auto text = [](int holders, int microbatches) {
+    std::string t = "hosts:\n";
+    for (int h = 0; h < holders; ++h)
+      t += "  - {name: dh" + std::to_string(h) + ", role: data_holder}\n";
+    t += "  - {name: r1, role: relay, stage: 1}\n  - {name: r2, role: relay, stage: 2}\n"
+         "data: {path: corpus.txt}\ntraining: {microbatches_per_holder: " + std::to_string(microbatches) + "}\n";
+    return t;
+  };
+  auto at_limit = parse_cluster_config(text(2, 4096), "limit.yaml", test_dir / "good_configs");
+  INFO(all_errors(at_limit.errors));
+  CHECK(at_limit.config.has_value());
+  auto holders = parse_cluster_config(text(4097, 4), "holders.yaml", test_dir / "good_configs");
+  REQUIRE_FALSE(holders.config.has_value());
+  CHECK(std::any_of(holders.errors.begin(), holders.errors.end(), [](const config_error& e) {
+    return e.key == "hosts"
+           && e.message == "expected at most 4096 data holders (a microbatch id keeps 12 bits for its holder), got 4097";
+  }));
+}

@@ -432,6 +432,13 @@ TEST_CASE("shell against a node process: answers, errors, a hostile client, dead
   CHECK(http(mport, "POST /metrics HTTP/1.0\r\n\r\n").rfind("HTTP/1.1 405", 0) == 0);
   CHECK(http(mport, "garbage\r\n\r\n").rfind("HTTP/1.1 400", 0) == 0);
   CHECK(http(mport, std::string(9000, 'x')).rfind("HTTP/1.1 400", 0) == 0); // no complete head in 8 KiB
+  { // ... answered once however much more comes on that connection (was one 400 per read)
+    auto flood = http(mport, std::string(40000, 'x'));
+    std::size_t answers = 0;
+    for (auto at = flood.find("HTTP/1.1 400"); at != std::string::npos; at = flood.find("HTTP/1.1 400", at + 1))
+      ++answers;
+    CHECK(answers == 1);
+  }
   // A head in pieces (bash's printf to /dev/tcp in the image's HEALTHCHECK writes it so) is
   // answered once complete: every piece is taken, none meets a closed connection.
   for (int round = 0; round < 20; ++round)
