@@ -854,13 +854,15 @@ void stall_watch(self_ptr self, std::uint64_t seen) {
   self->delayed_send(self, period, tick_atom::value, st.current);
   if (seen != st.current || st.current >= st.ctx->spec->end_iteration())
     return;
-  // A butterfly round without its sum for a whole period falls back to whole shares (what
-  // it waits for may never come: an owner that counts otherwise; the slow one loses bytes).
+  // A butterfly round that heard nothing for a whole period since it shared falls back to
+  // whole shares (what it waits for may never come: an owner that counts otherwise). A round
+  // that still receives chunks is slow, not stuck: large shares on slow uplinks take long.
   if (auto b = st.agg.bfly.find(st.current);
       st.ready && b != st.agg.bfly.end() && b->second.round && st.agg.averaged.count(st.current) == 0) {
     auto shared = st.agg.shared_ms.find(st.current);
-    if (shared != st.agg.shared_ms.end() && steady_ms() - shared->second >= period.count()) {
-      enter_whole(self, st.current, "no sum " + std::to_string(period.count()) + " ms after sharing");
+    if (shared != st.agg.shared_ms.end()
+        && steady_ms() - std::max(shared->second, b->second.heard_ms) >= period.count()) {
+      enter_whole(self, st.current, "nothing of its round for " + std::to_string(period.count()) + " ms");
       resume(self, try_average(self, st.current));
     }
   }

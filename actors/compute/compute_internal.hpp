@@ -75,6 +75,7 @@ struct butterfly_state {
   /// int8: what the encoding of this replica's reduced part lost (error feedback, added to
   /// the residual when the iteration is applied).
   std::vector<float> reduce_error;
+  std::int64_t heard_ms = 0; ///< when a chunk of the round last came (steady clock)
 };
 
 /// A relay's microbatches between forward and backward (compute_relay.cpp).

@@ -378,6 +378,11 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
               return;
             share_span span{0, st.agg.share_elements};
             if (!m.group.empty()) { // butterfly: a part for this replica, or the sum of the sender's part
+              // A stage-mate is at most one iteration ahead: what is further is kept nowhere.
+              if (m.iteration > st.current + 1)
+                return;
+              if (m.iteration == st.current) // the round progresses (its stall timer: stall_watch)
+                st.agg.bfly[m.iteration].heard_ms = steady_ms();
               auto& owner = m.reduced ? from : me(st);
               auto at = std::lower_bound(m.group.begin(), m.group.end(), owner);
               if (at == m.group.end() || *at != owner) {

@@ -12,10 +12,9 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
-
-#include <tuple>
 
 #include "actors/core/butterfly.hpp"
 #include "messages/types.hpp"
@@ -38,7 +37,7 @@ public:
 
   /// What a chunk did.
   struct outcome {
-    std::optional<wire::gradient_chunk> whole; ///< the peer's share is complete: offset 0, all values
+    std::optional<wire::gradient_chunk> whole; ///< complete: the whole share (offset 0) or part (its span), all values
     std::string error;                         ///< the chunk was refused: why (the rest is unchanged)
   };
   /// Takes one chunk of `from`'s whole share.
