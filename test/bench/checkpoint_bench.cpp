@@ -17,6 +17,9 @@
 #include "model/checkpoint.hpp"
 #include "model/stage.hpp"
 #include "model/torch_runtime.hpp"
+#include "bench_stats.hpp"
+
+using gwtf::bench::median;
 
 using namespace gwtf;
 using clock_type = std::chrono::steady_clock;
@@ -25,10 +28,6 @@ namespace {
 
 double since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 } // namespace
 

@@ -17,6 +17,9 @@
 #include "app/run/embedded.hpp"
 #include "model/reference.hpp"
 #include "model/torch_runtime.hpp"
+#include "bench_stats.hpp"
+
+using gwtf::bench::median;
 
 using namespace gwtf;
 
@@ -97,10 +100,6 @@ int main(int argc, char** argv) {
                 r, a, b, b / a, res.wall_s, res.exactly_once_violations.size());
     std::fflush(stdout);
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   std::printf("median: reference %.0f tokens/s, cluster %.0f tokens/s, cluster/reference %.3f\n",
               median(ref_tps), median(cluster_tps), median(ratios));
   return 0;

@@ -17,6 +17,9 @@
 
 #include "model/sparse.hpp"
 #include "model/torch_runtime.hpp"
+#include "bench_stats.hpp"
+
+using gwtf::bench::median;
 
 int main(int argc, char** argv) {
   int rounds = argc > 1 ? std::atoi(argv[1]) : 30;
@@ -61,10 +64,6 @@ int main(int argc, char** argv) {
     half.push_back(ms(t1, t2));
     bf16.push_back(ms(t2, t3));
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   double c = median(copy), hh = median(half), bb = median(bf16);
   double gb = static_cast<double>(bytes) / 1e9;
   std::printf("activation: %.1f MB fp32, %d rounds, medians (one core)\n", static_cast<double>(bytes) / 1e6, rounds);

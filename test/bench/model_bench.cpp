@@ -14,6 +14,9 @@
 #include "model/pipeline.hpp"
 #include "model/reference.hpp"
 #include "model/torch_runtime.hpp"
+#include "bench_stats.hpp"
+
+using gwtf::bench::median;
 
 using namespace gwtf;
 
@@ -79,10 +82,6 @@ int main(int argc, char** argv) {
     std::printf("round %d: reference %8.0f tokens/s   stage API %8.0f tokens/s   ratio %.3f\n", r,
                 a, b, b / a);
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   std::printf("median: reference %.0f tokens/s, stage API %.0f tokens/s, stage/reference %.3f "
               "(overhead %.1f%%)\n",
               median(ref_tps), median(pipe_tps), median(ratios), (1.0 - median(ratios)) * 100);

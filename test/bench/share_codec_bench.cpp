@@ -14,6 +14,9 @@
 #include <vector>
 
 #include "model/share_codec.hpp"
+#include "bench_stats.hpp"
+
+using gwtf::bench::median;
 
 int main(int argc, char** argv) {
   int rounds = argc > 1 ? std::atoi(argv[1]) : 10;
@@ -54,10 +57,6 @@ int main(int argc, char** argv) {
     enc_int8.push_back(ms(t4, t5));
     dec_int8.push_back(ms(t5, t6));
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   double c = median(copy);
   std::printf("share of %zu values (%.0f MB fp32), %d rounds, medians on one core\n", n, n * 4 / 1e6, rounds);
   std::printf("memcpy fp32          %8.1f ms  1.00x\n", c);

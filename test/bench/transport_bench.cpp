@@ -29,6 +29,9 @@
 #include "actors/interfaces.hpp"
 #include "actors/net/peer_transport.hpp"
 #include "actors/system_setup.hpp"
+#include "bench_stats.hpp"
+
+using gwtf::bench::median;
 
 using namespace gwtf;
 using namespace gwtf::actors;
@@ -46,10 +49,6 @@ struct result {
   double rtt_us = 0;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 
