@@ -19,6 +19,7 @@
 #include "app/run/launch.hpp"
 #include "app/tools/shell.hpp"
 #include "app/run/node.hpp"
+#include "app/run/spec.hpp"
 #include "app/sim/scenario.hpp"
 #include "app/sim/sim_report.hpp"
 #include "model/reference.hpp"
@@ -104,7 +105,8 @@ int run_reference_mode(const cluster_config& cfg) {
                  << "," << rep.tokens_per_s << "\n";
       tokens_per_s_sum += rep.tokens_per_s;
       ++reported;
-    });
+    },
+    cfg.training.averaging);
   if (auto* err = std::get_if<std::string>(&r)) {
     std::cerr << "caf-gwtf: " << *err << "\n";
     return exit_code::failure;
@@ -240,6 +242,10 @@ int main(int argc, char** argv) {
       return run_import(*cfg, co, std::cout, std::cerr);
     return opts.action == cli_action::export_hf ? run_export(*cfg, co, std::cout, std::cerr)
                                                 : run_eval(*cfg, co, std::cout, std::cerr);
+  }
+  if (auto why = runtime_refusal(*cfg); !why.empty()) { // launch, node mode and embedded alike
+    std::cerr << "caf-gwtf: " << why << "\n";
+    return exit_code::failure;
   }
   if (opts.action == cli_action::launch) {
     launch_options lo;

@@ -97,6 +97,10 @@ struct training_config {
   /// How they exchange them: butterfly (reduce-scatter + all-gather, from 3 replicas on) or
   /// all_to_all (every replica's whole share to every other).
   model::share_exchange share_exchange = model::share_exchange::butterfly;
+  /// When the averaged gradient is applied: sync, or overlap (one iteration stale, as
+  /// hivemind's delayed optimizer step); overlap runs in the reference trainer and the
+  /// simulator, the runtime refuses it for now (app/run/spec.hpp).
+  model::averaging_mode averaging = model::averaging_mode::sync;
 
   /// Reports every field that is out of range or inconsistent.
   void validate(const issue_sink& report) const;
@@ -147,6 +151,7 @@ void visit_fields(F& f, training_config& x) {
   f("checkpoint_push_mb_s", x.checkpoint_push_mb_s);
   f("share_compression", x.share_compression);
   f("share_exchange", x.share_exchange);
+  f("averaging", x.averaging);
 }
 
 } // namespace gwtf::model

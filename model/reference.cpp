@@ -59,23 +59,39 @@ gradient_sum reference_model::gradients() const {
 }
 
 double reference_model::apply(std::int64_t iteration) {
+  auto [avg, norm] = take_average();
+  step(avg, norm, iteration);
+  return norm;
+}
+
+std::pair<std::vector<torch::Tensor>, double> reference_model::take_average() {
   auto avg = average({gradients()});
   double norm = std::sqrt(squared_norm(avg));
-  impl_->optimizer->step(avg, learning_rate(impl_->training, iteration),
-                         clip_coefficient(norm, impl_->training.grad_clip));
   impl_->whole->reset();
-  return norm;
+  return {std::move(avg), norm};
+}
+
+void reference_model::step(const std::vector<torch::Tensor>& averaged, double norm, std::int64_t iteration) {
+  impl_->optimizer->step(averaged, learning_rate(impl_->training, iteration),
+                         clip_coefficient(norm, impl_->training.grad_clip));
 }
 
 outcome<bool> run_reference(const model_config& model, const training_config& training,
                             const data_config& data, int holders,
-                            const std::function<void(const reference_report&)>& on_iteration) {
+                            const std::function<void(const reference_report&)>& on_iteration,
+                            averaging_mode averaging) {
   auto opened = corpus::open(data, model.vocab, model.seq_len);
   if (auto* err = std::get_if<std::string>(&opened))
     return *err;
   auto& text = std::get<corpus>(opened);
   reference_model ref{model, training};
   using clock = std::chrono::steady_clock;
+  struct pending_step {
+    std::vector<torch::Tensor> averaged;
+    double norm = 0;
+    std::int64_t iteration = 0;
+  };
+  std::optional<pending_step> pending; // overlap: the step of the iteration before, not yet taken
   for (std::int64_t it = 0; it < training.iterations; ++it) {
     auto start = clock::now();
     double loss_sum = 0;
@@ -91,12 +107,22 @@ outcome<bool> run_reference(const model_config& model, const training_config& tr
     reference_report rep;
     rep.iteration = it;
     rep.lr = learning_rate(training, it);
-    rep.grad_norm = ref.apply(it);
+    if (averaging == averaging_mode::sync) {
+      rep.grad_norm = ref.apply(it);
+    } else {
+      auto [avg, norm] = ref.take_average();
+      if (pending)
+        ref.step(pending->averaged, pending->norm, pending->iteration);
+      pending = pending_step{std::move(avg), norm, it};
+      rep.grad_norm = norm;
+    }
     rep.loss = loss_sum / count;
     double secs = std::chrono::duration<double>(clock::now() - start).count();
     rep.tokens_per_s = static_cast<double>(count) * training.microbatch_size * model.seq_len / secs;
     on_iteration(rep);
   }
+  if (pending) // the last update lands after the last iteration
+    ref.step(pending->averaged, pending->norm, pending->iteration);
   return true;
 }
 

@@ -5,9 +5,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "model/data.hpp"
+#include "model/share_codec.hpp"
 #include "model/stage.hpp"
 
 namespace gwtf::model {
@@ -30,6 +32,12 @@ public:
   /// Averages, clips by the global norm and takes one AdamW step; returns the norm.
   double apply(std::int64_t iteration);
 
+  /// The average of the gradient sums since the last apply or take, and its global norm;
+  /// the sums start again (the next iteration accumulates apart). apply = take + step.
+  std::pair<std::vector<torch::Tensor>, double> take_average();
+  /// One AdamW step with `averaged` (clipped by its global `norm`) at `iteration`'s rate.
+  void step(const std::vector<torch::Tensor>& averaged, double norm, std::int64_t iteration);
+
 private:
   struct impl;
   std::unique_ptr<impl> impl_;
@@ -47,8 +55,14 @@ struct reference_report {
 /// Trains `training.iterations` steps. Each iteration takes microbatches_per_holder
 /// microbatches from each of `holders` data holders, in holder order, exactly as the
 /// distributed run samples them. Returns an error for an unusable corpus.
+/// `averaging`: sync steps with each iteration's gradient before the next one; overlap (as
+/// hivemind's delayed optimizer step, model/share_codec.hpp) computes iteration t on the
+/// weights before t-1's step, which it takes after t's gradients: every step one iteration
+/// stale, the last one taken after the last iteration. A report's grad_norm is of its own
+/// iteration's gradient either way.
 outcome<bool> run_reference(const model_config& model, const training_config& training,
                             const data_config& data, int holders,
-                            const std::function<void(const reference_report&)>& on_iteration);
+                            const std::function<void(const reference_report&)>& on_iteration,
+                            averaging_mode averaging = averaging_mode::sync);
 
 } // namespace gwtf::model

@@ -212,9 +212,8 @@ embedded_result run_embedded(const cluster_config& cfg, std::ostream& out, doubl
     result.failures.push_back("the embedded cluster needs emulation.network");
     return result;
   }
-  if (cfg.routing.router != routing::router_kind::gwtf) {
-    result.failures.push_back("routing.router: the embedded cluster routes with gwtf only; swarm is not "
-                              "supported here (docs/runtime.md)");
+  if (auto why = runtime_refusal(cfg); !why.empty()) {
+    result.failures.push_back(why);
     return result;
   }
   for (std::size_t i = 0; i < cfg.faults.script.size(); ++i)

@@ -52,4 +52,13 @@ std::shared_ptr<actors::cluster_spec> make_spec(const cluster_config& cfg) {
   return spec;
 }
 
+std::string runtime_refusal(const cluster_config& cfg) {
+  if (cfg.routing.router != routing::router_kind::gwtf)
+    return "routing.router: the runtime routes with gwtf only; swarm is not supported here (docs/runtime.md)";
+  if (cfg.training.averaging != model::averaging_mode::sync)
+    return "training.averaging: overlap is run by the reference trainer (caf-gwtf reference) and the simulator; "
+           "the runtime averages sync (docs/runtime.md)";
+  return {};
+}
+
 } // namespace gwtf::app

@@ -259,15 +259,21 @@ TEST_CASE("cluster: random crashes at a per-iteration rate lose no microbatch an
   }
 }
 
-TEST_CASE("cluster: a router the runtime does not run is refused up front, naming the key") {
-  auto cfg = local(5, {});
-  cfg.routing.router = routing::router_kind::swarm;
-  std::ostringstream log;
-  auto r = app::run_embedded(cfg, log, 10);
-  CHECK_FALSE(r.completed);
-  REQUIRE(r.failures.size() == 1);
-  CHECK(r.failures[0].find("routing.router") == 0);
-  CHECK(r.rows.empty());
+TEST_CASE("cluster: what the runtime does not run (a router, overlapped averaging) is refused up front, naming the key") {
+  for (std::string key : {"routing.router", "training.averaging"}) {
+    INFO(key);
+    auto cfg = local(5, {});
+    if (key == "routing.router")
+      cfg.routing.router = routing::router_kind::swarm;
+    else
+      cfg.training.averaging = model::averaging_mode::overlap;
+    std::ostringstream log;
+    auto r = app::run_embedded(cfg, log, 10);
+    CHECK_FALSE(r.completed);
+    REQUIRE(r.failures.size() == 1);
+    CHECK(r.failures[0].find(key + ": ") == 0);
+    CHECK(r.rows.empty());
+  }
 }
 
 TEST_CASE("cluster: a run stopped with --until resumes from its checkpoints and continues the uninterrupted run") {

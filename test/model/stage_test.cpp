@@ -398,3 +398,67 @@ TEST_CASE("sizing: every stage's parameter count is what the torch modules alloc
         CHECK(model_parameters(m) == total);
       }
 }
+
+// training.averaging overlap in the reference trainer (hivemind's delayed optimizer step):
+// iteration t computes on the weights before t-1's step, and every step is one iteration stale.
+TEST_CASE("reference trainer, overlap: each step lands one iteration late, and the loss still falls") {
+  configure_torch(1);
+  auto m = tiny(architecture::gpt);
+  auto t = short_run(3);
+  auto text = open_corpus(test_corpus, m);
+  auto batch = [&](reference_model& ref, std::uint64_t it) {
+    double loss = 0;
+    for (std::uint32_t i = 0; i < 2; ++i) {
+      microbatch_id id{it, 0, i};
+      loss += ref.accumulate(id.key(), sample(text, t.seed, id, t.microbatch_size, m.seq_len));
+    }
+    return loss / 2;
+  };
+  auto same_weights = [](const reference_model& a, const reference_model& b) {
+    auto pa = a.parameters(), pb = b.parameters();
+    REQUIRE(pa.size() == pb.size());
+    for (std::size_t k = 0; k < pa.size(); ++k)
+      if (!torch::equal(pa[k].tensor, pb[k].tensor))
+        return false;
+    return true;
+  };
+  // By hand: sync takes g0's step before batch 1; overlap computes batch 1 on W0 and then
+  // takes g0's step, which gives the very weights sync had after its first step.
+  reference_model sync{m, t}, overlap{m, t};
+  double s0 = batch(sync, 0);
+  sync.apply(0);
+  double o0 = batch(overlap, 0);
+  auto [g0, n0] = overlap.take_average();
+  CHECK(s0 == o0);
+  CHECK(same_weights(sync, reference_model{m, t}) == false); // sync stepped...
+  double o1 = batch(overlap, 1);                              // ...overlap computes on W0
+  auto [g1, n1] = overlap.take_average();
+  overlap.step(g0, n0, 0);
+  CHECK(same_weights(sync, overlap)); // W1 either way: g0, applied once
+  double s1 = batch(sync, 1);
+  CHECK(s1 != o1); // batch 1 at W1 (sync) and at W0 (overlap)
+
+  // run_reference with overlap reports exactly those losses, and trains.
+  std::vector<double> sync_losses, overlap_losses;
+  data_config d;
+  d.path = test_corpus;
+  auto two = t;
+  two.microbatches_per_holder = 2;
+  REQUIRE(std::holds_alternative<bool>(run_reference(m, two, d, 1, [&](auto& r) { sync_losses.push_back(r.loss); })));
+  REQUIRE(std::holds_alternative<bool>(run_reference(m, two, d, 1, [&](auto& r) { overlap_losses.push_back(r.loss); },
+                                                     averaging_mode::overlap)));
+  REQUIRE(overlap_losses.size() == 3);
+  CHECK(overlap_losses[0] == doctest::Approx(o0).epsilon(1e-12));
+  CHECK(overlap_losses[1] == doctest::Approx(o1).epsilon(1e-12));
+  CHECK(sync_losses[1] == doctest::Approx(s1).epsilon(1e-12));
+  CHECK(overlap_losses[1] != sync_losses[1]);
+
+  auto longer = short_run(40);
+  longer.microbatches_per_holder = 2;
+  std::vector<double> curve;
+  REQUIRE(std::holds_alternative<bool>(run_reference(m, longer, d, 1, [&](auto& r) { curve.push_back(r.loss); },
+                                                     averaging_mode::overlap)));
+  double first = (curve[0] + curve[1] + curve[2]) / 3, last = (curve[37] + curve[38] + curve[39]) / 3;
+  MESSAGE("overlap: loss " << first << " -> " << last);
+  CHECK(last < 0.8 * first);
+}
