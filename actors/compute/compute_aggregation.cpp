@@ -204,8 +204,7 @@ void send_share(self_ptr self, std::uint64_t i) {
       b.early.clear();
     }
   } else {
-    b.early.clear();
-    send_share_chunks(self, same_stage(st), c);
+    send_share_chunks(self, same_stage(st), c); // drop_parts above emptied `early`
   }
   st.agg.shares[i][me(st)] = std::move(mine);
   st.barrier->share(i, me(st));
