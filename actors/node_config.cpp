@@ -106,6 +106,20 @@ void node_config::validate(const issue_sink& report) const {
   check_int(report, "max_message_bytes", max_message_bytes, 4096, (std::int64_t{1} << 32) - 1,
             "a message size limit in bytes");
   check_int(report, "chunk_bytes", chunk_bytes, 1024, std::int64_t{1} << 31, "a chunk size in bytes");
+  check_int(report, "max_connections", max_connections, 1, 1'000'000, "a number of connections");
+  check_int(report, "max_connections_per_address", max_connections_per_address, 1, 1'000'000,
+            "a number of connections");
+  if (max_connections_per_address > max_connections)
+    report("max_connections_per_address", "at most max_connections (" + std::to_string(max_connections) + "), got "
+                                            + std::to_string(max_connections_per_address));
+  check_int(report, "idle_timeout_ms", idle_timeout_ms, 0, 86'400'000, "milliseconds, 0 = never");
+  if (idle_timeout_ms > 0 && idle_timeout_ms < 1000)
+    report("idle_timeout_ms", "0 (never) or at least 1000 (peers talk every heartbeat, but not faster), got "
+                                + std::to_string(idle_timeout_ms));
+  check_int(report, "max_partial_bytes", max_partial_bytes, 4096, std::int64_t{1} << 40, "a number of bytes");
+  if (max_partial_bytes < max_message_bytes)
+    report("max_partial_bytes", "at least max_message_bytes (" + std::to_string(max_message_bytes)
+                                  + ": one whole message must fit), got " + std::to_string(max_partial_bytes));
 }
 
 void host_config::validate(int stages, const issue_sink& report) const {

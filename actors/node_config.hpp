@@ -56,6 +56,15 @@ struct node_config {
   /// shares, states, checkpoint copies): no frame is bounded by the model, and a peer's
   /// control messages pass between the chunks. At most half of max_message_bytes is used.
   std::int64_t chunk_bytes = 1 << 20;
+  /// node.listen takes at most this many connections at once, and this many from one source
+  /// address; above a cap a newcomer displaces the connection idle longest (1 s at least), or
+  /// is refused (docs/runtime.md, "Bounded ports").
+  int max_connections = 512;
+  int max_connections_per_address = 128;
+  int idle_timeout_ms = 60000;             ///< a peer connection with no byte in or out this long is closed; 0 = never
+  /// Bytes of unfinished frames across all peer connections; above it the connection holding
+  /// the most is closed. At least max_message_bytes.
+  std::int64_t max_partial_bytes = 128 << 20;
   std::string data_dir;                    ///< checkpoints (docs/checkpoints.md); empty = none
 
   /// Reports every invalid field.
@@ -176,6 +185,10 @@ void visit_fields(F& f, node_config& x) {
   f("scheduler_threads", x.scheduler_threads);
   f("max_message_bytes", x.max_message_bytes);
   f("chunk_bytes", x.chunk_bytes);
+  f("max_connections", x.max_connections);
+  f("max_connections_per_address", x.max_connections_per_address);
+  f("idle_timeout_ms", x.idle_timeout_ms);
+  f("max_partial_bytes", x.max_partial_bytes);
   f("data_dir", x.data_dir);
 }
 

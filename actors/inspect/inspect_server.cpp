@@ -24,13 +24,23 @@ namespace {
 
 constexpr std::uint32_t max_frame = 64 * 1024; // a request is a short query
 
+// The shell connects per query: a handful at once is plenty (docs/shell.md).
+port_limits inspect_limits(int handshake_timeout_ms) {
+  port_limits l;
+  l.max_connections = 64;
+  l.max_per_address = 16;
+  l.handshake_timeout = std::chrono::milliseconds(handshake_timeout_ms); // TLS and the first request
+  l.idle_timeout = std::chrono::minutes(5); // longer than any trace
+  return l;
+}
+
 struct client {
   std::string address;
   std::vector<std::uint8_t> buffer; // bytes of the frame being read
   std::uint32_t expected = 0;       // its length, once the 4-byte header is in
   bool header = true;               // reading the header
   std::unique_ptr<tls_session> tls; // with node.tls
-  std::uint64_t serial = 0;         // names it in its handshake timeout (handles are reused)
+  std::uint64_t serial = 0;         // names it to late answers (handles are reused)
 };
 
 struct inspect_server_state {
@@ -46,9 +56,10 @@ void refuse(server_ptr self, caf::io::connection_handle hdl, const std::string& 
   auto& st = self->state;
   auto it = st.clients.find(hdl);
   auto who = it == st.clients.end() ? std::string{"?"} : it->second.address;
-  self->send(st.opts.reporter, failure_atom::value, st.opts.host_name,
-             "inspect: closed the connection from " + who + ": " + why);
+  if (auto line = st.listener.line(who, "closed the connection from " + who, why))
+    self->send(st.opts.reporter, failure_atom::value, st.opts.host_name, *line);
   st.clients.erase(hdl);
+  st.listener.left(hdl);
   self->close(hdl);
 }
 
@@ -75,6 +86,7 @@ void reply(server_ptr self, caf::io::connection_handle hdl, const wire::inspect_
   }
   self->write(hdl, out.size(), out.data());
   self->flush(hdl);
+  self->state.listener.active(hdl);
 }
 
 void on_frame(server_ptr self, caf::io::connection_handle hdl, const std::vector<std::uint8_t>& frame) {
@@ -90,6 +102,7 @@ void on_frame(server_ptr self, caf::io::connection_handle hdl, const std::vector
     return;
   }
   auto id = req->request_id;
+  st.listener.handshaken(hdl);
   if (is_control(req->query) && !st.opts.control) {
     reply(self, hdl,
           wire::inspect_reply{id, false,
@@ -113,33 +126,47 @@ void on_frame(server_ptr self, caf::io::connection_handle hdl, const std::vector
 caf::behavior inspect_server(server_ptr self, inspect_server_options opts) {
   auto& st = self->state;
   st.opts = std::move(opts);
-  st.listener.open(self, st.opts.host, st.opts.port);
+  st.listener.open(self, st.opts.host, st.opts.port, "inspect", inspect_limits(st.opts.handshake_timeout_ms));
+  self->send(self, tick_atom::value);
   return {
     [self](caf::get_atom) { return self->state.listener.answer(); },
     [self](const caf::io::new_connection_msg& msg) {
       auto& st = self->state;
+      auto say = [self](const std::string& line) {
+        self->send(self->state.opts.reporter, failure_atom::value, self->state.opts.host_name, line);
+      };
+      auto drop = [self](caf::io::connection_handle h, const std::string& why) { refuse(self, h, why); };
+      if (!st.listener.admit(self, msg.handle, say, drop))
+        return;
       client c;
-      c.address = self->remote_addr(msg.handle) + ":" + std::to_string(self->remote_port(msg.handle));
+      c.address = broker_listener::address(self, msg.handle);
       c.serial = ++st.next_serial;
-      if (st.opts.tls) {
+      if (st.opts.tls)
         c.tls = std::make_unique<tls_session>(st.opts.tls);
-        self->delayed_send(self, std::chrono::milliseconds(st.opts.handshake_timeout_ms), timeout_atom::value,
-                           msg.handle.id(), c.serial);
-      }
       st.clients[msg.handle] = std::move(c);
       self->configure_read(msg.handle, caf::io::receive_policy::at_most(16 * 1024));
     },
-    [self](timeout_atom, std::int64_t id, std::uint64_t serial) {
+    [self](tick_atom) {
       auto& st = self->state;
-      auto hdl = caf::io::connection_handle::from_int(id);
-      auto it = st.clients.find(hdl);
-      if (it != st.clients.end() && it->second.serial == serial && it->second.tls && !it->second.tls->established())
-        refuse(self, hdl, "no TLS handshake within " + std::to_string(st.opts.handshake_timeout_ms) + " ms");
+      st.listener.expire([self](caf::io::connection_handle hdl, port_guard::lapse lapse) {
+        auto& st = self->state;
+        auto it = st.clients.find(hdl);
+        std::string why;
+        if (lapse == port_guard::lapse::idle)
+          why = describe(lapse, st.listener.guard->limits());
+        else if (it != st.clients.end() && it->second.tls && !it->second.tls->established())
+          why = "no TLS handshake within " + std::to_string(st.opts.handshake_timeout_ms) + " ms";
+        else
+          why = "no request within " + std::to_string(st.opts.handshake_timeout_ms) + " ms";
+        refuse(self, hdl, why);
+      });
+      self->delayed_send(self, broker_listener::scan_every, tick_atom::value);
     },
     [self](caf::io::new_data_msg& msg) {
       auto it = self->state.clients.find(msg.handle);
       if (it == self->state.clients.end())
         return;
+      self->state.listener.active(msg.handle);
       auto* p = reinterpret_cast<const std::uint8_t*>(msg.buf.data());
       auto* end = p + msg.buf.size();
       std::vector<std::uint8_t> plain;
@@ -185,7 +212,10 @@ caf::behavior inspect_server(server_ptr self, inspect_server_options opts) {
           return; // refused
       }
     },
-    [self](const caf::io::connection_closed_msg& msg) { self->state.clients.erase(msg.handle); },
+    [self](const caf::io::connection_closed_msg& msg) {
+      self->state.clients.erase(msg.handle);
+      self->state.listener.left(msg.handle);
+    },
     [](const caf::io::acceptor_closed_msg&) {},
   };
 }

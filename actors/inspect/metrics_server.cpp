@@ -18,6 +18,17 @@ namespace {
 
 constexpr std::size_t max_head = 8 * 1024;
 
+// One request per connection, a probe or a scrape at a time: a few dozen at once is plenty.
+// The handshake is the whole request head.
+port_limits metrics_limits(int handshake_timeout_ms) {
+  port_limits l;
+  l.max_connections = 64;
+  l.max_per_address = 16;
+  l.handshake_timeout = std::chrono::milliseconds(handshake_timeout_ms);
+  l.idle_timeout = std::chrono::seconds(60); // an answer that never drains
+  return l;
+}
+
 struct http_client {
   std::string head;
   bool answered = false;
@@ -53,6 +64,18 @@ void respond(metrics_ptr self, caf::io::connection_handle hdl, int code, const s
   self->ack_writes(hdl, true);
   self->write(hdl, text.size(), text.data());
   self->flush(hdl);
+  self->state.listener.active(hdl);
+}
+
+// Closes `hdl` with a (rate-limited) line.
+void drop(metrics_ptr self, caf::io::connection_handle hdl, const std::string& why) {
+  auto& st = self->state;
+  auto who = broker_listener::address(self, hdl);
+  if (auto line = st.listener.line(who, "closed the connection from " + who, why))
+    self->send(st.opts.reporter, failure_atom::value, st.opts.host_name, *line);
+  st.clients.erase(hdl);
+  st.listener.left(hdl);
+  self->close(hdl);
 }
 
 void on_request(metrics_ptr self, caf::io::connection_handle hdl, const std::string& line) {
@@ -107,10 +130,26 @@ void on_request(metrics_ptr self, caf::io::connection_handle hdl, const std::str
 caf::behavior metrics_server(metrics_ptr self, inspect_server_options opts) {
   auto& st = self->state;
   st.opts = std::move(opts);
-  st.listener.open(self, st.opts.host, st.opts.port);
+  st.listener.open(self, st.opts.host, st.opts.port, "metrics", metrics_limits(st.opts.handshake_timeout_ms));
+  self->send(self, tick_atom::value);
   return {
     [self](caf::get_atom) { return self->state.listener.answer(); },
+    [self](tick_atom) {
+      self->state.listener.expire([self](caf::io::connection_handle hdl, port_guard::lapse lapse) {
+        drop(self, hdl,
+             lapse == port_guard::lapse::idle
+               ? describe(lapse, self->state.listener.guard->limits())
+               : "no whole request head within " + std::to_string(self->state.opts.handshake_timeout_ms) + " ms");
+      });
+      self->delayed_send(self, broker_listener::scan_every, tick_atom::value);
+    },
     [self](const caf::io::new_connection_msg& msg) {
+      auto say = [self](const std::string& line) {
+        self->send(self->state.opts.reporter, failure_atom::value, self->state.opts.host_name, line);
+      };
+      auto evict = [self](caf::io::connection_handle h, const std::string& why) { drop(self, h, why); };
+      if (!self->state.listener.admit(self, msg.handle, say, evict))
+        return;
       auto& c = self->state.clients[msg.handle] = http_client{};
       c.serial = ++self->state.next_serial;
       self->configure_read(msg.handle, caf::io::receive_policy::at_most(4096));
@@ -120,6 +159,7 @@ caf::behavior metrics_server(metrics_ptr self, inspect_server_options opts) {
       if (it == self->state.clients.end() || it->second.answered)
         return; // one request per connection: the rest is ignored
       auto& c = it->second;
+      self->state.listener.active(msg.handle);
       c.head.append(msg.buf.begin(), msg.buf.end());
       // The answer waits for the whole head (its blank line): answering and closing at the
       // request line would reset a client still writing its headers (bash's printf to
@@ -130,9 +170,11 @@ caf::behavior metrics_server(metrics_ptr self, inspect_server_options opts) {
       if (end == std::string::npos) {
         if (c.head.size() > max_head) {
           c.answered = true; // one answer and one line per connection, however much more comes
-          self->send(self->state.opts.reporter, failure_atom::value, self->state.opts.host_name,
-                     "metrics: closed a connection from " + self->remote_addr(msg.handle)
-                       + ": no complete request head in 8 KiB");
+          self->state.listener.handshaken(msg.handle);
+          auto who = broker_listener::address(self, msg.handle);
+          if (auto line = self->state.listener.line(who, "answered 400 and closed the connection from " + who,
+                                                    "no complete request head in 8 KiB"))
+            self->send(self->state.opts.reporter, failure_atom::value, self->state.opts.host_name, *line);
           respond(self, msg.handle, 400, "text/plain", "request head too large\n");
         }
         return;
@@ -141,16 +183,21 @@ caf::behavior metrics_server(metrics_ptr self, inspect_server_options opts) {
       if (eol > 0 && c.head[eol - 1] == '\r')
         --eol;
       c.answered = true;
+      self->state.listener.handshaken(msg.handle);
       on_request(self, msg.handle, c.head.substr(0, eol));
     },
     [self](const caf::io::data_transferred_msg& msg) {
       auto it = self->state.clients.find(msg.handle);
       if (it != self->state.clients.end() && it->second.closing && msg.remaining == 0) {
         self->state.clients.erase(it);
+        self->state.listener.left(msg.handle);
         self->close(msg.handle);
       }
     },
-    [self](const caf::io::connection_closed_msg& msg) { self->state.clients.erase(msg.handle); },
+    [self](const caf::io::connection_closed_msg& msg) {
+      self->state.clients.erase(msg.handle);
+      self->state.listener.left(msg.handle);
+    },
     [](const caf::io::acceptor_closed_msg&) {},
   };
 }

@@ -96,13 +96,15 @@ std::string frame_reader::on_header() {
     p.total = total;
     p.frame.service = h[6];
     p.frame.introduction = (flags_ & pf::introduction) != 0;
-    p.frame.bytes.clear();
-    p.frame.bytes.reserve(total);
+    p.frame.bytes = {}; // grows with the bytes that arrive (space), never from `total`
   } else if (!p.open) {
     return fail("a continuation on lane " + std::to_string(lane_) + " without a first fragment");
   } else if (total != p.total || h[6] != static_cast<std::uint8_t>(p.frame.service)) {
     return fail("a continuation that changes its frame's size or service");
   }
+  if (length > pf::fragment_bytes)
+    return fail("a fragment of " + std::to_string(length) + " bytes (at most " + std::to_string(pf::fragment_bytes)
+                + ")");
   if (std::uint64_t{p.frame.bytes.size()} + length > p.total)
     return fail("fragments beyond their frame's announced " + std::to_string(p.total) + " bytes");
   payload_left_ = length;
@@ -134,9 +136,25 @@ std::pair<std::uint8_t*, std::size_t> frame_reader::space() {
     return {header_ + have_, peer_framing::header_bytes - have_};
   auto& bytes = partial_[lane_].frame.bytes;
   auto end = fragment_at_ + fragment_length_;
-  if (bytes.size() < end)
-    bytes.resize(end); // the whole fragment at once (at most fragment_bytes as we cut them)
+  if (bytes.size() < end) { // the whole fragment at once (at most fragment_bytes)
+    make_room(end);
+    bytes.resize(end);
+  }
   return {bytes.data() + end - payload_left_, payload_left_};
+}
+
+void frame_reader::make_room(std::size_t end) {
+  // Memory follows the bytes that came: at most twice them, never above the frame's size.
+  auto& p = partial_[lane_];
+  if (p.frame.bytes.capacity() < end)
+    p.frame.bytes.reserve(std::min<std::size_t>(p.total, std::max(end, 2 * p.frame.bytes.capacity())));
+}
+
+std::size_t frame_reader::buffered() const {
+  std::size_t n = 0;
+  for (auto& p : partial_)
+    n += p.frame.bytes.capacity();
+  return n;
 }
 
 std::string frame_reader::wrote(std::size_t n, std::vector<inbound_frame>& out) {
@@ -167,8 +185,10 @@ std::string frame_reader::feed(const std::uint8_t* data, std::size_t n, std::vec
       auto& bytes = partial_[lane_].frame.bytes;
       auto k = static_cast<std::size_t>(std::min<std::uint64_t>(payload_left_, n));
       auto filled = fragment_at_ + (fragment_length_ - payload_left_);
-      if (bytes.size() == filled) // no space opened: append without zeroing first
+      if (bytes.size() == filled) { // no space opened: append without zeroing first
+        make_room(filled + k);
         bytes.insert(bytes.end(), data, data + k);
+      }
       else
         std::copy(data, data + k, bytes.data() + filled);
       data += k;

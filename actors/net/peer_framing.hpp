@@ -60,7 +60,8 @@ struct inbound_frame {
 };
 
 /// Follows the fragments of one inbound stream. Memory: at most one partial frame per lane,
-/// each at most `max_frame` bytes, allocated only once a header announcing it was checked.
+/// each at most `max_frame` bytes, growing with its fragments as they arrive (a fragment
+/// carries at most `fragment_bytes`), never from what a header announced.
 /// Bytes go in by copy (`feed`) or straight from the socket (`space`, then `wrote`): a
 /// fragment's payload is read into its frame, with no buffer in between.
 class frame_reader {
@@ -82,12 +83,16 @@ public:
   bool in_payload() const { return payload_left_ > 0; }
 
   bool greeted() const { return greeted_; } ///< the peer's hello arrived
+  /// Bytes held for frames not yet whole (what a peer made this reader allocate): at most
+  /// twice the payload that arrived plus one fragment per lane, whatever a header announced.
+  std::size_t buffered() const;
   std::uint64_t frames() const { return frames_; }
 
 private:
   std::string fail(std::string why);
   std::string on_header();
   void fragment_done(std::vector<inbound_frame>& out);
+  void make_room(std::size_t end); // the current lane's frame may hold `end` bytes
 
   struct partial {
     bool open = false;

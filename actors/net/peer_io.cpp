@@ -98,8 +98,8 @@ struct connection {
   std::vector<std::uint8_t> raw; // bytes that go before any fragment: the hello, TLS records
   std::size_t raw_sent = 0;
   bool hello_sent = false;         // (with TLS: held by the session until its handshake completes)
-  clock_type::time_point deadline; // for the handshake and hello
   bool want_out = false;           // EPOLLOUT armed
+  std::size_t buffered = 0;        // the reader's unfinished frames, as last counted
   explicit connection(std::uint64_t max_frame) : reader(max_frame) {}
   bool ready() const { return !tls || tls->established(); } // frames may be written
 };
@@ -116,7 +116,11 @@ struct peer_io::loop {
   std::thread thread;
   std::unordered_map<std::uint64_t, std::unique_ptr<connection>> conns;
   std::uint64_t next_id = 0;
-  std::size_t unhandshaken = 0; // connections whose hello has not come yet
+  std::unique_ptr<port_guard> guard; // caps, handshake and idle deadlines (actors/net/port_guard)
+  refusal_log said;                  // refusal lines, rate-limited per source and kind
+  std::uint64_t buffered_total = 0;  // unfinished frames' bytes of every connection
+  clock_type::time_point now = clock_type::now(); // of this turn of the loop
+  clock_type::time_point next_scan = now;         // for expired deadlines
   std::vector<std::uint8_t> in;      // TLS records read
   std::vector<std::uint8_t> scratch; // fragments to encrypt
   std::vector<inbound_frame> frames;
@@ -151,19 +155,20 @@ struct peer_io::loop {
     ::epoll_ctl(ep, EPOLL_CTL_MOD, c.fd, &e);
   }
 
-  connection& add(int fd, std::string address, bool dialled) {
+  // `id`: admitted by the guard (accepted), else a dialled connection.
+  connection& add(int fd, std::string address, std::uint64_t id = 0) {
     tune(fd, opts.send_window);
     auto c = std::make_unique<connection>(opts.max_frame);
-    c->id = ++next_id;
+    c->id = id != 0 ? id : ++next_id;
     c->fd = fd;
     c->address = std::move(address);
-    c->dialled = dialled;
-    c->deadline = clock_type::now() + std::chrono::milliseconds(opts.handshake_timeout_ms);
+    c->dialled = id == 0;
+    if (c->dialled)
+      guard->dialled(c->id, now);
     epoll_event e{};
     e.events = EPOLLIN;
     e.data.u64 = c->id;
     ::epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e);
-    ++unhandshaken;
     auto& ref = *c;
     conns.emplace(c->id, std::move(c));
     return ref;
@@ -175,8 +180,8 @@ struct peer_io::loop {
       return;
     auto c = std::move(it->second);
     conns.erase(it);
-    if (!c->reader.greeted())
-      --unhandshaken;
+    guard->left(id);
+    buffered_total -= c->buffered;
     if (c->serial != 0)
       ev.dialled(c->serial, 0, c->address + ": " + why);
     else if (c->reader.greeted())
@@ -185,9 +190,37 @@ struct peer_io::loop {
     ::close(c->fd);
   }
 
+  // One line per source and kind of refusal and window (actors/net/port_guard.hpp).
+  void say(const std::string& address, const std::string& why, const std::string& what) {
+    if (auto line = said.refuse(address, why, opts.port_name + ": " + what + ": " + why, now))
+      ev.refused(*line);
+  }
+
   void refuse(connection& c, const std::string& why) {
-    ev.refused(std::string{"closed the connection "} + (c.dialled ? "to " : "from ") + c.address + ": " + why);
+    say(c.address, why, std::string{"closed the connection "} + (c.dialled ? "to " : "from ") + c.address);
     close_connection(c.id, why);
+  }
+
+  // After bytes went into `c`'s reader: the host's budget for unfinished frames. Above it the
+  // connection holding the most is closed. False if that was `c`.
+  bool within_budget(connection& c) {
+    auto b = c.reader.buffered();
+    buffered_total = buffered_total - c.buffered + b;
+    c.buffered = b;
+    bool kept = true;
+    while (buffered_total > opts.max_partial_bytes) {
+      connection* most = nullptr;
+      for (auto& [id, x] : conns)
+        if (most == nullptr || x->buffered > most->buffered)
+          most = x.get();
+      if (most == nullptr || most->buffered == 0)
+        break;
+      kept = kept && most != &c;
+      refuse(*most, "its unfinished frames hold " + std::to_string(most->buffered) + " bytes, and this host's "
+                      + std::to_string(opts.max_partial_bytes)
+                      + " for unfinished frames of all connections (node.max_partial_bytes) are spent");
+    }
+    return kept;
   }
 
   // This end's hello (through TLS once its handshake completed).
@@ -217,6 +250,7 @@ struct peer_io::loop {
   // if it was closed.
   bool flush(connection& c) {
     std::size_t written = 0;
+    guard->active(c.id, now); // (a connection this host writes to is not idle)
     while (written < write_budget) {
       if (c.raw_sent < c.raw.size()) {
         auto n = ::send(c.fd, c.raw.data() + c.raw_sent, c.raw.size() - c.raw_sent, MSG_NOSIGNAL);
@@ -295,8 +329,9 @@ struct peer_io::loop {
 
   // Hands out the frames read; answers a dial on the peer's hello. False if closed.
   bool after_read(connection& c, bool was_greeted, const std::string& why) {
+    guard->active(c.id, now);
     if (!was_greeted && c.reader.greeted()) {
-      --unhandshaken;
+      guard->handshaken(c.id);
       if (c.serial != 0) {
         auto serial = c.serial;
         c.serial = 0;
@@ -310,7 +345,7 @@ struct peer_io::loop {
       refuse(c, why);
       return false;
     }
-    return true;
+    return within_budget(c);
   }
 
   // What a read's result means: bytes to take, a retry, nothing more for now, or the end (the
@@ -408,7 +443,18 @@ struct peer_io::loop {
       int fd = ::accept4(listener, reinterpret_cast<sockaddr*>(&a), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0)
         return;
-      auto& c = add(fd, peer_address(a), false);
+      auto address = peer_address(a);
+      auto id = ++next_id;
+      auto admitted = guard->arrive(id, source_address(address), now);
+      for (auto old : admitted.evicted)
+        if (auto it = conns.find(old); it != conns.end())
+          refuse(*it->second, "idle while the port was full: made room for " + address);
+      if (!admitted.admitted) {
+        say(address, admitted.why, "refused the connection from " + address);
+        ::close(fd);
+        continue;
+      }
+      auto& c = add(fd, std::move(address), id);
       if (opts.tls) {
         c.tls = std::make_unique<tls_session>(opts.tls); // greets once the handshake completes
       } else {
@@ -433,7 +479,7 @@ struct peer_io::loop {
     }
     for (auto& cmd : batch) {
       if (cmd.what == command::adopt) {
-        auto& c = add(cmd.fd, std::move(cmd.address), true);
+        auto& c = add(cmd.fd, std::move(cmd.address));
         c.serial = cmd.id;
         if (opts.tls_client) {
           c.tls = std::make_unique<tls_session>(opts.tls_client);
@@ -461,29 +507,29 @@ struct peer_io::loop {
   }
 
   int next_timeout_ms() {
-    if (unhandshaken == 0)
+    auto soonest = guard->next_deadline();
+    if (!soonest)
       return -1;
-    auto now = clock_type::now();
-    auto soonest = clock_type::time_point::max();
-    for (auto& [id, c] : conns)
-      if (!c->reader.greeted())
-        soonest = std::min(soonest, c->deadline);
-    if (soonest <= now)
+    auto at = std::max(*soonest, next_scan);
+    auto t = clock_type::now();
+    if (at <= t)
       return 0;
-    return static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(soonest - now).count()) + 1;
+    return static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(at - t).count()) + 1;
   }
 
+  // Handshake and idle deadlines, looked at every 50 ms at most (a scan of every connection).
   void expire() {
-    if (unhandshaken == 0)
+    if (now < next_scan)
       return;
-    auto now = clock_type::now();
-    std::vector<std::uint64_t> late;
-    for (auto& [id, c] : conns)
-      if (!c->reader.greeted() && c->deadline <= now)
-        late.push_back(id);
-    for (auto id : late) {
-      auto& c = *conns.at(id);
-      if (c.tls && !c.tls->established())
+    next_scan = now + std::chrono::milliseconds(50);
+    for (auto& [id, lapse] : guard->expired(now)) {
+      auto it = conns.find(id);
+      if (it == conns.end())
+        continue;
+      auto& c = *it->second;
+      if (lapse == port_guard::lapse::idle)
+        refuse(c, describe(lapse, guard->limits()));
+      else if (c.tls && !c.tls->established())
         refuse(c, "no TLS handshake within " + std::to_string(opts.handshake_timeout_ms) + " ms");
       else
         refuse(c, "no hello within " + std::to_string(opts.handshake_timeout_ms) + " ms");
@@ -496,6 +542,7 @@ struct peer_io::loop {
       int n = ::epoll_wait(ep, events, 64, next_timeout_ms());
       if (n < 0 && errno != EINTR)
         return;
+      now = clock_type::now();
       for (int i = 0; i < n; ++i) {
         auto key = events[i].data.u64;
         if (key == wake_key) {
@@ -526,6 +573,9 @@ std::unique_ptr<peer_io> peer_io::start(peer_io_options opts, peer_io_events eve
   auto l = std::make_unique<loop>();
   l->opts = std::move(opts);
   l->ev = std::move(events);
+  auto limits = l->opts.limits;
+  limits.handshake_timeout = std::chrono::milliseconds(l->opts.handshake_timeout_ms);
+  l->guard = std::make_unique<port_guard>(limits);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/net/port_guard.hpp"
 #include "actors/net/tls_session.hpp"
 
 namespace gwtf::actors {
@@ -26,6 +27,13 @@ struct peer_io_options {
   std::shared_ptr<const tls_context> tls_client; ///< dialled connections
   int handshake_timeout_ms = 10000;              ///< TLS handshake and hello by then, or dropped
   std::uint64_t max_frame = 64u << 20;           ///< largest frame accepted
+  /// Accepted connections: caps per port and per source address, idle timeout (the handshake
+  /// timeout is `handshake_timeout_ms`, for dialled connections too). actors/net/port_guard.hpp
+  port_limits limits;
+  /// Bytes of unfinished frames across all connections: above it, the connection holding the
+  /// most is closed (honest peers' frames are chunks far below it).
+  std::uint64_t max_partial_bytes = 256u << 20;
+  std::string port_name = "peer port"; ///< names the port in refusal lines
   /// Unsent bytes a connection may have in its socket (TCP_NOTSENT_LOWAT) and encrypted
   /// ahead: more waits in the frame writer, where control frames overtake bulk ones.
   std::size_t send_window = 256 * 1024;
@@ -37,7 +45,9 @@ struct peer_io_events {
     frame;
   /// A greeted connection (one that `dialled` answered, or an accepted one whose hello came) ended.
   std::function<void(std::uint64_t conn, const std::string& why)> closed;
-  /// A connection broke the framing, TLS or the handshake deadline, and was closed.
+  /// A connection broke the framing, TLS, the handshake deadline, a cap or the idle timeout,
+  /// and was closed (or, above a cap, never taken): one line, at most one per source address
+  /// and 10 s (the next says how many were held back).
   std::function<void(const std::string& what)> refused;
   /// The answer to `adopt(serial, ...)`: the connection id once the peer's hello came, or 0
   /// and why not.

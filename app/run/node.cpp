@@ -269,6 +269,10 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
       po.host = listen->host;
       po.port = listen->port;
       po.max_frame = static_cast<std::uint64_t>(cfg.node.max_message_bytes);
+      po.max_partial_bytes = static_cast<std::uint64_t>(cfg.node.max_partial_bytes);
+      po.limits.max_connections = static_cast<std::size_t>(cfg.node.max_connections);
+      po.limits.max_per_address = static_cast<std::size_t>(cfg.node.max_connections_per_address);
+      po.limits.idle_timeout = std::chrono::milliseconds(cfg.node.idle_timeout_ms);
       po.host_name = host.name;
       po.reporter = reporter;
       po.tls = tls;

@@ -1,7 +1,9 @@
 // The socket loop under node mode's transport (actors/net/peer_io), with no CAF, on 127.0.0.1:
 // a dial is answered on the peer's hello, a heartbeat overtakes a share queued before it, a
-// header above the limit is refused with the peer's address, a dial to a non-peer fails, and
-// a loop stopped while commands arrive stops.
+// header above the limit is refused with the peer's address, a dial to a non-peer fails, a
+// loop stopped while commands arrive stops, the connection caps hold against a flood (one
+// line for it) and an honest peer displaces an idle one, and the budget for unfinished
+// frames closes the connection holding the most.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include <arpa/inet.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -70,8 +73,7 @@ struct seen {
   }
 };
 
-std::unique_ptr<peer_io> start(seen& s, std::uint64_t max_frame) {
-  peer_io_options o;
+std::unique_ptr<peer_io> start(seen& s, std::uint64_t max_frame, peer_io_options o = {}) {
   o.host = "127.0.0.1";
   o.max_frame = max_frame;
   std::string why;
@@ -121,7 +123,7 @@ TEST_CASE("socket loop: a dial is answered on the hello, control overtakes a que
   pf::write_header(bytes, pf::bulk, pf::first, stage, 0, 9u << 20);
   REQUIRE(::write(raw, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()));
   REQUIRE(a_seen.wait([&] { return !a_seen.refused.empty(); }));
-  CHECK(a_seen.refused[0].find("closed the connection from 127.0.0.1:") == 0);
+  CHECK(a_seen.refused[0].find("peer port: closed the connection from 127.0.0.1:") == 0);
   CHECK(a_seen.refused[0].find("a frame announcing 9437184 bytes (limit 8388608") != std::string::npos);
   ::close(raw);
 
@@ -171,4 +173,129 @@ TEST_CASE("socket loop: stopped while commands arrive, it stops (100 rounds)") {
     ++in_time;
   }
   CHECK(in_time == 100);
+}
+
+namespace {
+
+// Whether the other end closed `fd` within 10 s (reads and drops what comes first).
+bool closed_by_peer(int fd) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::uint8_t buf[4096];
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 100};
+    if (::poll(&p, 1, 100) <= 0)
+      continue;
+    auto n = ::read(fd, buf, sizeof buf);
+    if (n <= 0)
+      return true;
+  }
+  return false;
+}
+
+void write_all(int fd, const std::vector<std::uint8_t>& b) {
+  REQUIRE(::write(fd, b.data(), b.size()) == static_cast<ssize_t>(b.size()));
+}
+
+// `fragments` full fragments of a bulk frame of `total` bytes (the first one opens it).
+std::vector<std::uint8_t> partial_frame(std::size_t fragments, std::uint32_t total, bool hello = true) {
+  auto out = hello ? pf::hello_bytes() : std::vector<std::uint8_t>{};
+  for (std::size_t i = 0; i < fragments; ++i) {
+    pf::write_header(out, pf::bulk, i == 0 ? pf::first : 0, stage, pf::fragment_bytes, total);
+    out.insert(out.end(), pf::fragment_bytes, static_cast<std::uint8_t>(i));
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("socket loop: a flood from one address stays within its cap with one line, and an honest peer displaces an idle connection") {
+  seen s;
+  peer_io_options o;
+  o.limits.max_connections = 8;
+  o.limits.max_per_address = 3;
+  o.limits.evictable_after = std::chrono::milliseconds(300);
+  auto io = start(s, 1u << 20, o);
+  // Three idle connections (no hello) fill the address's cap.
+  std::vector<int> idle;
+  for (int i = 0; i < 3; ++i) {
+    idle.push_back(gwtf::test::connect_loopback(io->port()));
+    REQUIRE(idle.back() >= 0);
+  }
+  // Twenty more at once, while the three are fresh: each is closed at once, one line says so.
+  std::vector<int> flood;
+  for (int i = 0; i < 20; ++i) {
+    flood.push_back(gwtf::test::connect_loopback(io->port()));
+    REQUIRE(flood.back() >= 0);
+  }
+  for (int fd : flood) {
+    CHECK(closed_by_peer(fd));
+    ::close(fd);
+  }
+  {
+    std::lock_guard<std::mutex> g{s.mtx};
+    REQUIRE(s.refused.size() == 1);
+    CHECK(s.refused[0].find("peer port: refused the connection from 127.0.0.1:") == 0);
+    CHECK(s.refused[0].find("the address is at its limit of connections (3 from 127.0.0.1), and none of them idle for 300 ms")
+          != std::string::npos);
+  }
+  // Once they have been idle past 300 ms, an honest peer takes the idlest one's place: its
+  // hello is answered and its frame arrives.
+  std::this_thread::sleep_for(std::chrono::milliseconds(400)); // the idleness the rule is about
+  int honest = gwtf::test::connect_loopback(io->port());
+  REQUIRE(honest >= 0);
+  frame_writer w;
+  w.push(membership, false, std::vector<std::uint8_t>(40, 5));
+  auto bytes = pf::hello_bytes();
+  while (w.next(bytes)) {
+  }
+  write_all(honest, bytes);
+  REQUIRE(s.wait([&] { return !s.frames.empty(); }));
+  CHECK(s.frames[0].second == std::vector<std::uint8_t>(40, 5));
+  CHECK(closed_by_peer(idle[0])); // the oldest of the idle ones
+  int still_open = 0;
+  for (int i = 1; i < 3; ++i) {
+    pollfd p{idle[i], POLLIN, 0};
+    // (they got this host's hello: readable, but not closed)
+    std::uint8_t buf[64];
+    if (::poll(&p, 1, 0) > 0 && ::read(idle[i], buf, sizeof buf) > 0)
+      ++still_open;
+  }
+  CHECK(still_open == 2);
+  for (int fd : idle)
+    ::close(fd);
+  ::close(honest);
+}
+
+TEST_CASE("socket loop: the host's budget for unfinished frames closes the connection holding the most, the others go on") {
+  seen s;
+  peer_io_options o;
+  o.max_partial_bytes = 3u << 19; // 1.5 MiB
+  auto io = start(s, 4u << 20, o);
+  int a = gwtf::test::connect_loopback(io->port());
+  int b = gwtf::test::connect_loopback(io->port());
+  int c = gwtf::test::connect_loopback(io->port());
+  REQUIRE((a >= 0 && b >= 0 && c >= 0));
+  constexpr std::uint32_t b_total = 5 * pf::fragment_bytes;
+  write_all(a, partial_frame(16, 3u << 20)); // 1 MiB of a 3 MiB frame
+  write_all(b, partial_frame(4, b_total));   // 256 KiB of 320
+  write_all(c, partial_frame(5, 1u << 20));  // 320 KiB of 1 MiB: the sum passes 1.5 MiB
+  CHECK(closed_by_peer(a));
+  {
+    std::lock_guard<std::mutex> g{s.mtx};
+    REQUIRE(s.refused.size() == 1);
+    CHECK(s.refused[0].find("its unfinished frames hold 1048576 bytes, and this host's 1572864 for unfinished frames "
+                            "of all connections (node.max_partial_bytes) are spent")
+          != std::string::npos);
+  }
+  // B finishes its frame: it arrives whole.
+  std::vector<std::uint8_t> last;
+  pf::write_header(last, pf::bulk, pf::last, stage, pf::fragment_bytes, b_total);
+  last.insert(last.end(), pf::fragment_bytes, 4);
+  write_all(b, last);
+  REQUIRE(s.wait([&] { return !s.frames.empty(); }));
+  CHECK(s.frames[0].first == stage);
+  CHECK(s.frames[0].second.size() == b_total);
+  CHECK(s.frames[0].second.back() == 4);
+  for (int fd : {a, b, c})
+    ::close(fd);
 }
