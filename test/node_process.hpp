@@ -70,17 +70,22 @@ struct node_process {
   /// Starts `exe --config config [args...]`, its output in `log_file`; false if it cannot start.
   bool start(const std::string& exe, const std::filesystem::path& config, std::filesystem::path log_file,
              std::vector<std::string> args = {}) {
+    args.insert(args.begin(), {exe, "--config", config.string()});
+    return start_argv(std::move(args), std::move(log_file));
+  }
+
+  /// Starts `argv[0] argv[1..]` (a path), its output in `log_file`; false if it cannot start.
+  bool start_argv(std::vector<std::string> args, std::filesystem::path log_file) {
     log = std::move(log_file);
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    std::string path = exe, a1 = "--config", a2 = config.string();
-    std::vector<char*> argv{path.data(), a1.data(), a2.data()};
+    std::vector<char*> argv;
     for (auto& a : args)
       argv.push_back(a.data());
     argv.push_back(nullptr);
-    int rc = posix_spawn(&pid, path.c_str(), &fa, nullptr, argv.data(), environ);
+    int rc = posix_spawn(&pid, args[0].c_str(), &fa, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&fa);
     return rc == 0;
   }
