@@ -107,16 +107,18 @@ enum class fault_action {
   slow_link, ///< the link host -> peer gets `slowdown` times slower
   actor_failure, ///< one local actor of the host fails; its supervisor restarts it
   hang,      ///< the host stops answering for duration_ms (launch: SIGSTOP, then SIGCONT)
+  double_count, ///< the host adds the next microbatch's gradients twice (tests the exactly-once check)
 };
 
 /// Names of `fault_action` values as they appear in YAML.
-constexpr std::array<std::pair<fault_action, const char*>, 6> enum_names(fault_action) {
+constexpr std::array<std::pair<fault_action, const char*>, 7> enum_names(fault_action) {
   return {{{fault_action::crash, "crash"},
            {fault_action::join, "join"},
            {fault_action::leave, "leave"},
            {fault_action::slow_link, "slow_link"},
            {fault_action::actor_failure, "actor_failure"},
-           {fault_action::hang, "hang"}}};
+           {fault_action::hang, "hang"},
+           {fault_action::double_count, "double_count"}}};
 }
 
 /// When inside an iteration a crash strikes.

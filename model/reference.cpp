@@ -55,7 +55,10 @@ double reference_model::accumulate(std::uint64_t mb, const microbatch_tokens& to
 }
 
 gradient_sum reference_model::gradients() const {
-  return gradient_sum{impl_->whole->sums(), static_cast<std::int64_t>(impl_->whole->count())};
+  gradient_sum out;
+  out.sums = impl_->whole->sums();
+  out.count = static_cast<std::int64_t>(impl_->whole->count());
+  return out;
 }
 
 double reference_model::apply(std::int64_t iteration) {

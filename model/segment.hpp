@@ -92,6 +92,16 @@ public:
 
   std::size_t stashed() const { return stash_.size(); }
   bool counted(std::uint64_t mb) const { return counted_.count(mb) > 0; }
+  /// How many times the parameter gradients of `mb` were added to the sums this iteration:
+  /// counted at the addition itself, so a second addition shows (the exactly-once check
+  /// reports it), whatever `counted` says.
+  std::uint32_t additions(std::uint64_t mb) const {
+    auto it = additions_.find(mb);
+    return it == additions_.end() ? 0 : it->second;
+  }
+  /// Fault injection for the exactly-once check (faults.script action double_count): the
+  /// next microbatch counted is added twice.
+  void add_next_twice() { add_twice_ = true; }
   std::size_t count() const { return counted_.size(); }
   std::int64_t duplicates() const { return duplicates_; }
 
@@ -137,6 +147,7 @@ public:
   /// Starts the next iteration: forgets counted microbatches and gradient sums.
   void reset() {
     counted_.clear();
+    additions_.clear();
     sums_.clear();
   }
 
@@ -170,19 +181,27 @@ private:
       ++duplicates_;
       return;
     }
+    int times = add_twice_ ? 2 : 1;
+    add_twice_ = false;
     auto& sums = sums_[holder_of(mb)];
-    if (sums.empty()) {
-      sums = std::move(grads);
-      return;
+    for (int t = 0; t < times; ++t) {
+      ++additions_[mb];
+      if (sums.empty()) {
+        for (auto& g : grads)
+          sums.push_back(times > 1 ? g.clone() : g);
+        continue;
+      }
+      for (std::size_t i = 0; i < sums.size(); ++i)
+        sums[i].add_(grads[i]);
     }
-    for (std::size_t i = 0; i < sums.size(); ++i)
-      sums[i].add_(grads[i]);
   }
 
   std::vector<named_parameter> params_;
   forward_fn fn_;
   std::unordered_map<std::uint64_t, entry> stash_;
   std::unordered_set<std::uint64_t> counted_;
+  std::unordered_map<std::uint64_t, std::uint32_t> additions_; // per microbatch, at the addition
+  bool add_twice_ = false;
   std::map<std::uint32_t, std::vector<torch::Tensor>> sums_; // per data holder
   std::int64_t duplicates_ = 0;
   bool rematerialize_ = false;

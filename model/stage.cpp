@@ -1,5 +1,6 @@
 #include "model/stage.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 
@@ -204,6 +205,17 @@ bool stage::counted(std::uint64_t mb) const {
     if (!s.counted(mb))
       return false;
   return true;
+}
+
+std::uint32_t stage::additions(std::uint64_t mb) const {
+  std::uint32_t most = 0;
+  for (auto& s : impl_->segments)
+    most = std::max(most, s.additions(mb));
+  return most;
+}
+
+void stage::add_next_twice() {
+  impl_->segments.back().add_next_twice(); // one microbatch doubled (the head's, at stage 0)
 }
 
 std::int64_t stage::duplicates() const {

@@ -90,6 +90,13 @@ public:
   /// Whether the parameter gradients of `mb` have been counted this iteration.
   bool counted(std::uint64_t mb) const;
 
+  /// How many times the parameter gradients of `mb` were added this iteration (the most of
+  /// any segment): 1 for a counted microbatch, 0 for one not counted; more is a double count.
+  std::uint32_t additions(std::uint64_t mb) const;
+  /// Fault injection (faults.script double_count): the next microbatch counted is added
+  /// twice (by the stage's last segment), which the exactly-once check must report.
+  void add_next_twice();
+
   /// Gradient computations discarded because their microbatch was already counted.
   std::int64_t duplicates() const;
 

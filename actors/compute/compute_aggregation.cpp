@@ -150,16 +150,21 @@ void send_share(self_ptr self, std::uint64_t i) {
     }
     mine.values = to_payload(flat);
   }
+  // The exactly-once report: each key as many times as its gradients were added (a double
+  // addition shows as the key twice, which the check reports as counted twice).
   std::vector<std::uint64_t> keys;
+  auto report = [&](std::uint64_t k) {
+    keys.insert(keys.end(), std::max<std::uint32_t>(1, st.model->additions(k)), k);
+  };
   if (is_holder(st)) {
     for (auto& [k, o] : st.holder.origins)
       if (o.done)
-        keys.push_back(k);
+        report(k);
   } else {
     for (auto& [k, r] : st.ledger->records())
       if (r.mb.iteration == i && r.backward_done && st.model->counted(k)
           && (!verdict || kept.count(r.mb.holder) > 0))
-        keys.push_back(k);
+        report(k);
   }
   tell(self, st.ctx->reporter, share_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage), i, keys);
   auto c = share_chunk(st, i, mine);

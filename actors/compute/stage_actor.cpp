@@ -522,6 +522,8 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
     [self](crash_atom, const std::string& phase) {
       if (phase == "actor") // injected failure of this actor: its supervisor restarts the host's actors
         self->quit(caf::make_error(caf::sec::runtime_error, "injected actor failure"));
+      else if (phase == "double_count" && self->state.model) // the exactly-once check's own test
+        self->state.model->add_next_twice();
       else
         self->state.armed = phase;
     },

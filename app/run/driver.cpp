@@ -44,6 +44,7 @@ struct driver_state {
   host_control* control = nullptr;
   std::set<std::string> hosts; // started and not crashed/left
   std::set<std::string> dead;
+  std::set<std::string> strangers; // names outside the roster that sent reports (dropped)
   embedded_result result;
   std::promise<void>* finished = nullptr;
   embedded_result* result_out = nullptr;
@@ -90,6 +91,18 @@ void crash(driver_ptr self, const std::string& host, const std::string& phase) {
   if (phase == "any")
     st.fault_at[host] = std::chrono::steady_clock::now(); // detection time: until a peer declares it dead
   st.control->crash(self, host, phase);
+}
+
+// Whether `host` is a host of this cluster (its config's hosts): the outside checks take
+// reports from those only. Anything else is one handled error per name.
+bool from_roster(driver_ptr self, const std::string& host) {
+  auto& st = self->state;
+  for (auto& h : st.cfg->hosts)
+    if (h.name == host)
+      return true;
+  if (st.strangers.insert(host).second && st.strangers.size() <= 100)
+    st.result.failures.push_back("driver: a report from '" + host + "', which is not a host of this cluster: dropped");
+  return false;
 }
 
 int stage_of(const driver_state& st, const std::string& host) {
@@ -143,6 +156,13 @@ void inject(driver_ptr self, std::uint64_t i) {
         break;
       case fault_action::actor_failure:
         crash(self, f.host, "actor");
+        break;
+      case fault_action::double_count: // no host dies: the exactly-once check must fire
+        if (st.hosts.count(f.host) > 0) {
+          *st.out << "# " << f.host << " adds its next microbatch's gradients twice (faults.script double_count)"
+                  << std::endl;
+          st.control->crash(self, f.host, "double_count");
+        }
         break;
       case fault_action::hang:
         if (st.hosts.count(f.host) > 0 && st.control->hang(self, f.host)) {
@@ -418,19 +438,28 @@ caf::behavior driver(driver_ptr self, const cluster_config* cfg, std::shared_ptr
   return driver_actor::behavior_type{
     [self](iteration_atom, const std::string& holder, std::uint64_t i, std::uint32_t mbs, double loss_sum,
            std::uint32_t flows) {
+      if (!from_roster(self, holder))
+        return;
       self->state.reports[i][holder] = {mbs, loss_sum, flows};
       maybe_print(self);
     },
     [self](share_atom, const std::string& host, std::uint32_t stage, std::uint64_t i,
-           const std::vector<std::uint64_t>& keys) { self->state.share_keys[{stage, i}][host] = keys; },
-    [self](averaged_atom, const std::string&, std::uint32_t stage, std::uint64_t i,
+           const std::vector<std::uint64_t>& keys) {
+      if (from_roster(self, host))
+        self->state.share_keys[{stage, i}][host] = keys;
+    },
+    [self](averaged_atom, const std::string& host, std::uint32_t stage, std::uint64_t i,
            const std::vector<std::string>& contributors) {
+      if (!from_roster(self, host))
+        return;
       // Checked once the reports of every replica are surely in (check_up_to): the shares of
       // other processes may still be on their way. An empty list (no microbatch counted at
       // this stage) is checked too: it is a violation if the holders finished any.
       self->state.contributors.emplace(std::make_pair(stage, i), contributors);
     },
     [self](applied_atom, const std::string& host, std::uint32_t stage, std::uint64_t i, std::uint64_t hash) {
+      if (!from_roster(self, host))
+        return;
       auto& st = self->state;
       auto& last_applied = st.result.last_applied[host];
       last_applied = std::max(last_applied, i); // a replayed report (node reporter) is older

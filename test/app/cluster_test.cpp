@@ -587,3 +587,24 @@ TEST_CASE("cluster: a replica killed mid-butterfly falls back to whole shares an
   // stage 3 kept its three replicas and its butterfly
   CHECK(log.str().find("r3-oregon: iteration 0: stage 3 averages by butterfly among 3 replicas") != std::string::npos);
 }
+
+TEST_CASE("cluster: a gradient added twice inside a replica is caught by the exactly-once check (faults.script double_count)") {
+  // The check counts additions where they happen (model::stage::additions), not the set that
+  // makes accumulation skip duplicates: with the set, this double count reported each key
+  // once and passed. One relay and one data holder each add one microbatch twice.
+  auto cfg = local(4, {fault(2, actors::fault_action::double_count, "r1-ohio"),
+                       fault(2, actors::fault_action::double_count, "dh-virginia")});
+  std::ostringstream log;
+  auto r = app::run_embedded(cfg, log, 60);
+  INFO(log.str());
+  REQUIRE(r.completed);
+  CHECK(r.crashes == 0);
+  std::vector<std::string> twice;
+  for (auto& v : r.exactly_once_violations)
+    if (v.find("iteration 2: 0 missing, 1 counted twice") != std::string::npos)
+      twice.push_back(v);
+  REQUIRE(twice.size() == 2);
+  CHECK(twice[0].rfind("stage 0 ", 0) == 0);
+  CHECK(twice[1].rfind("stage 1 ", 0) == 0);
+  CHECK(r.exactly_once_violations.size() == 2); // nothing at the other iterations
+}
