@@ -16,6 +16,7 @@
 #include "actors/net/link_emulator.hpp"
 #include "actors/core/peer_directory.hpp"
 #include "actors/net/wire_frame.hpp"
+#include "common/wall_clock.hpp"
 
 namespace gwtf::actors {
 
@@ -70,7 +71,7 @@ void tell_subscriber(self_ptr self, const std::vector<std::string>& names) {
 void dial_failed(self_ptr self, const std::string& address, const caf::error& err) {
   // Unreachable peers are normal under churn: retried with back-off.
   self->state.dir->dial_done(address, false, now_ms());
-  caf::aout(self) << "link: dial " << address << " failed: " << self->system().render(err) << std::endl;
+  caf::aout(self) << "[" << utc_stamp() << "] link: dial " << address << " failed: " << self->system().render(err) << std::endl;
 }
 
 void place(self_ptr self, const std::string& peer) {
@@ -129,7 +130,7 @@ void on_gossip(self_ptr self, std::uint64_t conn, wire_frame&& frame, bool intro
   }
   place(self, out.peer);
   if (out.newly_bound)
-    caf::aout(self) << "link: connected to " << out.peer << " (" << g->peers.front().peer.address
+    caf::aout(self) << "[" << utc_stamp() << "] link: connected to " << out.peer << " (" << g->peers.front().peer.address
                     << ", connection " << conn << ")" << std::endl;
   // Answer a new binding, so that both ends are bound, and every introduction: a peer dials
   // again when its end lost the binding (after a hang, a stale connection's teardown can
@@ -260,7 +261,7 @@ net_link_actor::behavior_type running(self_ptr self) {
       if (caf::actor_cast<caf::actor_addr>(self->current_sender()) != st.transport.address())
         return;
       if (auto name = st.dir->connection_lost(conn, now_ms()))
-        caf::aout(self) << "link: lost the connection to " << *name << " (" << why << ")" << std::endl;
+        caf::aout(self) << "[" << utc_stamp() << "] link: lost the connection to " << *name << " (" << why << ")" << std::endl;
     },
     [self](slow_atom, const std::string& a, const std::string& b, double factor) {
       if (self->state.emu)

@@ -121,7 +121,8 @@ std::string derived_report(const cluster_config& cfg, std::uint64_t machine_byte
     std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(cluster_hash(cfg)));
     out << "# node mode: this process is one host; flows are negotiated with the peers reached "
            "through node.bootstrap at run time\n"
-        << "# cluster hash " << hash << " (model, training, data format, routing, placement policy, compression, data holders): every "
+        << "# cluster hash " << hash << " (model, training, data format, routing, placement policy, compression, data holders, "
+           "heartbeat and timeouts): every "
            "host of the cluster must print the same\n";
     return out.str();
   }

@@ -26,8 +26,10 @@ routing::dtfm_request dtfm_request_for(const cluster_config& cfg) {
 
 std::uint64_t cluster_hash(const cluster_config& cfg) {
   // What every host must share: model, training (but where it writes its loss), the data
-  // format and the roster. Not the data path (each holder's own file), not the per-process
-  // sections (node, hosts, faults, emulation).
+  // format, the roster and failure detection (a host with a shorter timeout than its peers
+  // declares them dead while they are merely slower to beat). Not the data path (each
+  // holder's own file), not the per-process sections (node, hosts, the rest of faults,
+  // emulation).
   cluster_config shared;
   shared.model = cfg.model;
   shared.training = cfg.training;
@@ -40,6 +42,9 @@ std::uint64_t cluster_hash(const cluster_config& cfg) {
   shared.routing = cfg.routing;
   shared.placement.policy = cfg.placement.policy; // every host must place alike; not its file
   shared.compression = cfg.compression;           // the loss depends on it
+  shared.faults.heartbeat_interval_ms = cfg.faults.heartbeat_interval_ms;
+  shared.faults.connection_timeout_ms = cfg.faults.connection_timeout_ms;
+  shared.faults.hop_timeout_ms = cfg.faults.hop_timeout_ms;
   auto text = to_yaml(shared);
   std::uint64_t h = 1469598103934665603ull; // FNV-1a
   for (unsigned char c : text) {

@@ -367,7 +367,7 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
             continue;
           if (n <= 0 || c == 0)
             return;
-          caf::anon_send(reporter, stop_atom::value);
+          caf::anon_send(reporter, stop_atom::value, std::string{c == SIGINT ? "SIGINT" : "SIGTERM"});
         }
       });
       code = exit_future.get();

@@ -32,13 +32,13 @@
 #include "actors/interfaces.hpp"
 #include "app/cli.hpp"
 #include "app/run/launcher_protocol.hpp"
+#include "common/wall_clock.hpp"
 
 namespace gwtf::app {
 
 namespace {
 
 using namespace gwtf::actors;
-using clock = std::chrono::steady_clock;
 
 struct reporter_state {
   std::ostream* out = nullptr;
@@ -54,17 +54,14 @@ struct reporter_state {
   std::promise<int>* exit_code = nullptr;
   restore_order* restore = nullptr; // where to start again after a restore of a lost stage
   bool finishing = false, finished = false, restoring = false;
-  clock::time_point start = clock::now();
   int linger_ms = 1000;
 };
 
 using reporter_ptr = caf::stateful_actor<reporter_state>*;
 
-// One log line: seconds since start, then the event.
+// One log line: the UTC wall clock (common/wall_clock.hpp), then the event.
 std::ostream& line(reporter_ptr self) {
-  auto& st = self->state;
-  return *st.out << "[" << std::fixed << std::setprecision(3)
-                 << std::chrono::duration<double>(clock::now() - st.start).count() << "] ";
+  return *self->state.out << "[" << utc_stamp() << "] ";
 }
 
 // Keeps the last reports the launcher can take twice, to send again after a reconnect.
@@ -183,7 +180,7 @@ caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me
     [self, up](iteration_atom, const std::string& holder, std::uint64_t i, std::uint32_t mbs, double loss_sum,
                std::uint32_t flows) {
       line(self) << "iteration " << i << " done at " << holder << ": " << mbs << " microbatches, loss "
-                 << std::setprecision(4) << (mbs > 0 ? loss_sum / mbs : 0) << ", flows " << flows << std::endl;
+                 << std::fixed << std::setprecision(4) << (mbs > 0 ? loss_sum / mbs : 0) << ", flows " << flows << std::endl;
       up(iteration_atom::value, holder, i, mbs, loss_sum, flows);
     },
     [self, up](share_atom, const std::string& host, std::uint32_t stage, std::uint64_t i,
@@ -303,6 +300,10 @@ caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me
     [self](done_atom) {
       self->send_exit(self->state.link, caf::exit_reason::user_shutdown);
       finish(self, exit_code::ok);
+    },
+    [self](stop_atom, const std::string& signal) {
+      line(self) << signal << ": leaving gracefully (the stage's work in progress first)" << std::endl;
+      self->send(self, stop_atom::value);
     },
     [self](stop_atom) {
       // SIGTERM / SIGINT, the end of training, or the launcher's loss: a graceful leave.

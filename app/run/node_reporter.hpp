@@ -30,7 +30,9 @@ using node_reporter_actor = actors::reporter_actor::extend<
     /// internal: the host stopped and the last frames had their time: the process ends
     caf::reacts_to<actors::done_atom>,
     /// SIGTERM / SIGINT, the end of training, or the launcher's loss: a graceful leave
-    caf::reacts_to<actors::stop_atom>>;
+    caf::reacts_to<actors::stop_atom>,
+    /// the same for a shutdown signal, named (said at once: the drain may take a while)
+    caf::reacts_to<actors::stop_atom, std::string>>;
 
 /// Spawns the reporter. `last_iteration`: the run's last iteration (its end); `upstream`: the
 /// launcher's driver, or none; `upstream_address`: where to dial it again after a loss;

@@ -172,6 +172,7 @@ struct channel {
   connection c;
   std::unique_ptr<actors::tls_session> tls;
   std::vector<std::uint8_t> plain; // decrypted and not yet taken
+  bool answered = false;           // some answer byte came
 
   std::optional<std::string> send(const std::uint8_t* p, std::size_t n, deadline until) {
     if (!tls)
@@ -183,8 +184,14 @@ struct channel {
   }
 
   std::optional<std::string> recv(std::uint8_t* p, std::size_t n, deadline until) {
-    if (!tls)
-      return recv_all(c.fd, p, n, until);
+    if (!tls) {
+      auto why = recv_all(c.fd, p, n, until);
+      // A host that runs node.tls closes a plain client at its first bytes, without a word.
+      if (why && !answered && *why == "the host closed the connection")
+        *why += " without answering (if it runs node.tls, the shell needs --cert, --key and --ca)";
+      answered = answered || !why;
+      return why;
+    }
     while (plain.size() < n) {
       pollfd pf{c.fd, POLLIN, 0};
       if (::poll(&pf, 1, remaining_ms(until)) != 1)

@@ -80,6 +80,18 @@ TEST_CASE("--check on one host of a real cluster does not pretend to know the fl
   auto other_roster = cfg;
   other_roster.training.data_holders.pop_back();
   CHECK(cluster_hash(other_roster) != cluster_hash(cfg));
+  // Failure detection is shared: a host timing out sooner than its peers would declare
+  // them dead. What the launcher changes per host (its fault script) is not.
+  for (auto change : {&gwtf::actors::fault_config::heartbeat_interval_ms, &gwtf::actors::fault_config::connection_timeout_ms,
+                      &gwtf::actors::fault_config::hop_timeout_ms}) {
+    auto other_timing = cfg;
+    other_timing.faults.*change += 100;
+    CHECK(cluster_hash(other_timing) != cluster_hash(cfg));
+  }
+  auto scripted = cfg;
+  scripted.faults.crash_rate = 0.5;
+  scripted.faults.script.push_back({});
+  CHECK(cluster_hash(scripted) == cluster_hash(cfg));
 }
 
 TEST_CASE("--check reports the network part of the optimal routing on the emulated network") {

@@ -399,6 +399,8 @@ TEST_CASE("launch: SIGTERM makes a relay drain and leave: exit code 0, zero wast
   REQUIRE(l.r.code == 0);
   CHECK(has(l.r.out, "crashes 0, joins 0, departures 1"));
   CHECK(has(l.r.out, "# exited: r1b: exit code 0"));
+  // It says so when the signal comes, not only when the drain is over.
+  CHECK(has(gwtf::test::read_file(dir / "logs" / "r1b.log"), "SIGTERM: leaving gracefully"));
   CHECK(has(l.r.out, "wasted compute 0.00%"));
   CHECK(has(l.r.out, "exactly-once violations 0; replica disagreements 0"));
   // It shared its part of the iteration before leaving: nothing was recomputed, so the

@@ -142,6 +142,10 @@ TEST_CASE("tls: a host refuses plain TCP, no certificate, another CA's, a plain 
   auto bare = run_command(shell);
   CHECK(bare.code == 1);
   CHECK(bare.out.find("caf-gwtf shell: " + inspect_at + ": ") == 0);
+  CHECK_MESSAGE(bare.out.find("the host closed the connection without answering (if it runs node.tls, the shell "
+                              "needs --cert, --key and --ca)")
+                  != std::string::npos,
+                bare.out);
   log = node.wait_for("inspect: closed the connection from 127.0.0.1:");
   CHECK(log.find("inspect: closed the connection from 127.0.0.1:") != std::string::npos);
   auto stranger_shell = run_command(shell + " --cert '" + (other / "host-0.crt").string() + "' --key '" +
