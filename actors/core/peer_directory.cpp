@@ -1,15 +1,17 @@
 #include "actors/core/peer_directory.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 namespace gwtf::actors {
 
 peer_directory::peer_directory(wire::hello self, std::vector<std::string> bootstrap,
-                               std::int64_t backoff_min_ms, std::int64_t backoff_max_ms)
+                               std::int64_t backoff_min_ms, std::int64_t backoff_max_ms, std::int64_t give_up_ms)
   : self_(std::move(self)),
     bootstrap_(std::move(bootstrap)),
     backoff_min_(std::max<std::int64_t>(1, backoff_min_ms)),
-    backoff_max_(std::max(backoff_min_ms, backoff_max_ms)) {
+    backoff_max_(std::max(backoff_min_ms, backoff_max_ms)),
+    give_up_(std::max(give_up_ms, backoff_max_)) {
 }
 
 gossip_outcome peer_directory::on_gossip(std::uint64_t conn, const wire::gossip& g, std::int64_t now_ms) {
@@ -33,9 +35,7 @@ gossip_outcome peer_directory::on_gossip(std::uint64_t conn, const wire::gossip&
     out.error = "connection of '" + b->second + "' now claims to be '" + intro.peer_id + "'";
     // Not bound; but if the claim is true, dialling the claimed address lets the peer
     // introduce itself directly.
-    // At most 32 such addresses pending: a hostile peer's claims cannot grow the list.
-    if (!intro.address.empty() && intro.address != self_.address && hinted_.size() < 32)
-      hinted_.insert(intro.address);
+    hint(intro.address);
     out.error += intro.address.empty() ? "" : "; dialling " + intro.address + " to hear it directly";
     return out;
   }
@@ -49,10 +49,13 @@ gossip_outcome peer_directory::on_gossip(std::uint64_t conn, const wire::gossip&
       learn(g, out);
       return out;
     }
-    // The name is bound elsewhere: only a newer incarnation (a restart) takes it over.
+    // The name is bound elsewhere: only a newer incarnation (a restart) takes it over. The
+    // claimant's address is dialled once that binding is gone (it may have been the
+    // impostor): a true claim is then heard over the claimant's own connection.
     if (intro.incarnation <= e.hello.incarnation) {
       out.error = "peer '" + intro.peer_id + "' at " + intro.address
                   + " is already connected elsewhere with the same or a newer incarnation";
+      hint(intro.address);
       return out;
     }
     by_conn_.erase(*e.conn);
@@ -65,6 +68,7 @@ gossip_outcome peer_directory::on_gossip(std::uint64_t conn, const wire::gossip&
     it = peers_.emplace(intro.peer_id, entry{}).first;
     out.learned.push_back(intro.peer_id);
   }
+  forgotten_.erase(intro.peer_id);
   it->second.hello = intro;
   out.newly_bound = !it->second.conn;
   it->second.conn = conn;
@@ -75,11 +79,21 @@ gossip_outcome peer_directory::on_gossip(std::uint64_t conn, const wire::gossip&
   return out;
 }
 
+void peer_directory::hint(const std::string& address) {
+  // At most 32 such addresses pending: a hostile peer's claims cannot grow the list.
+  if (!address.empty() && address != self_.address && hinted_.size() < 32)
+    hinted_.insert(address);
+}
+
 void peer_directory::learn(const wire::gossip& g, gossip_outcome& out) {
   for (std::size_t i = 1; i < g.peers.size(); ++i) {
     const auto& h = g.peers[i].peer;
     if (h.peer_id == self_.peer_id || h.cluster != self_.cluster || peers_.count(h.peer_id) > 0)
       continue;
+    // A peer given up on comes back only when someone is connected to it.
+    if (g.peers[i].suspected && forgotten_.count(h.peer_id) > 0)
+      continue;
+    forgotten_.erase(h.peer_id);
     peers_.emplace(h.peer_id, entry{h, std::nullopt, {}});
     out.learned.push_back(h.peer_id);
   }
@@ -121,6 +135,12 @@ std::optional<std::string> peer_directory::connection_lost(std::uint64_t conn, s
   return name;
 }
 
+bool peer_directory::given_up(const std::string& address, std::int64_t now_ms) const {
+  auto d = dials_.find(address);
+  return d != dials_.end() && !d->second.in_flight && d->second.failing_since >= 0
+         && now_ms - d->second.failing_since >= give_up_;
+}
+
 bool peer_directory::dialable(const std::string& address, std::int64_t now_ms) const {
   if (address.empty() || address == self_.address)
     return false;
@@ -130,6 +150,20 @@ bool peer_directory::dialable(const std::string& address, std::int64_t now_ms) c
 
 std::vector<std::string> peer_directory::due(std::int64_t now_ms) {
   std::set<std::string> out;
+  // Peers no dial has reached for the give-up time: gone (left, or died for good).
+  for (auto it = peers_.begin(); it != peers_.end();) {
+    if (!it->second.conn && given_up(it->second.hello.address, now_ms)) {
+      dials_.erase(it->second.hello.address); // learned again, it starts afresh
+      forgotten_.insert(it->first);
+      if (forgotten_.size() > 4096) // a bound: the oldest name is as good as any
+        forgotten_.erase(forgotten_.begin());
+      it = peers_.erase(it);
+      continue;
+    }
+    ++it;
+  }
+  for (auto it = hinted_.begin(); it != hinted_.end();)
+    it = given_up(*it, now_ms) ? hinted_.erase(it) : std::next(it);
   for (auto& [name, e] : peers_)
     if (!e.conn && dialable(e.hello.address, now_ms))
       out.insert(e.hello.address);
@@ -157,8 +191,11 @@ void peer_directory::dial_done(const std::string& address, bool ok, std::int64_t
   if (ok) {
     d.backoff = 0;
     d.not_before = now_ms + backoff_min_;
+    d.failing_since = -1;
     return;
   }
+  if (d.failing_since < 0)
+    d.failing_since = now_ms;
   d.backoff = d.backoff == 0 ? backoff_min_ : std::min(backoff_max_, d.backoff * 2);
   d.not_before = now_ms + d.backoff;
 }

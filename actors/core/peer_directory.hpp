@@ -36,9 +36,12 @@ class peer_directory {
 public:
   /// `self`: this host's introduction (name, advertised address, region, cluster hash).
   /// `bootstrap`: addresses dialled until a connected peer has them. Dial back-off doubles from
-  /// `backoff_min_ms` up to `backoff_max_ms` per address.
+  /// `backoff_min_ms` up to `backoff_max_ms` per address. A peer (not a bootstrap address)
+  /// that no dial has reached for `give_up_ms` is forgotten: it left or died, and is not
+  /// dialled for ever; gossip that names it only as suspected does not bring it back, its
+  /// own introduction (or a peer bound to it) does.
   peer_directory(wire::hello self, std::vector<std::string> bootstrap, std::int64_t backoff_min_ms,
-                 std::int64_t backoff_max_ms);
+                 std::int64_t backoff_max_ms, std::int64_t give_up_ms = 10 * 60 * 1000);
 
   /// A GOSSIP arrived on connection `conn`.
   gossip_outcome on_gossip(std::uint64_t conn, const wire::gossip& g, std::int64_t now_ms);
@@ -78,14 +81,18 @@ private:
     std::int64_t not_before = 0;
     std::int64_t backoff = 0;
     bool in_flight = false;
+    std::int64_t failing_since = -1; // the first failed dial since the last success; -1: none
   };
   bool dialable(const std::string& address, std::int64_t now_ms) const;
+  bool given_up(const std::string& address, std::int64_t now_ms) const; // no dial reached it for give_up_ms
   void learn(const wire::gossip& g, gossip_outcome& out); // the records after the sender's
+  void hint(const std::string& address);                  // dial it until a peer binds there
 
   wire::hello self_;
   std::vector<std::string> bootstrap_;
-  std::int64_t backoff_min_, backoff_max_;
+  std::int64_t backoff_min_, backoff_max_, give_up_;
   std::map<std::string, entry> peers_;
+  std::set<std::string> forgotten_; // given up on: learned again only from itself or a bound record
   std::map<std::uint64_t, std::string> by_conn_;
   std::map<std::string, dial_state> dials_;
   /// Addresses claimed on another peer's connection: dialled until a peer binds there, so

@@ -174,3 +174,52 @@ TEST_CASE("peer directory: two hosts that dial each other at once hold two conne
   CHECK_FALSE(d.bound_name(4).has_value());
   CHECK_FALSE(d.bound_name(5).has_value());
 }
+
+TEST_CASE("peer directory: a peer no dial reaches for the give-up time is forgotten, and suspected gossip does not bring it back") {
+  peer_directory d{host("me", "10.0.0.9:4242"), {}, 100, 800, 5000};
+  REQUIRE(d.on_gossip(1, from(host("a", "10.0.0.1:4242"), {host("b", "10.0.0.2:4242")}), 0).error.empty());
+  REQUIRE(d.on_gossip(2, from(host("b", "10.0.0.2:4242")), 0).error.empty());
+  // b leaves (or dies): its connection is lost and every redial fails.
+  REQUIRE(d.connection_lost(2, 1000) == std::optional<std::string>{"b"});
+  std::int64_t t = 1000;
+  int dials = 0;
+  while (t < 7000) {
+    for (auto& a : d.due(t)) {
+      CHECK(a == "10.0.0.2:4242");
+      ++dials;
+      d.dial_done(a, false, t);
+    }
+    t += 50;
+  }
+  CHECK(dials >= 3);  // redialled with back-off for a while...
+  CHECK(d.known() == std::vector<std::string>{"a"}); // ...then given up on
+  CHECK(d.due(t + 100000).empty());
+  // a still gossips b as suspected (it lost it too): b stays forgotten.
+  wire::gossip g = from(host("a", "10.0.0.1:4242"));
+  g.peers.push_back({host("b", "10.0.0.2:4242"), 0, true});
+  CHECK(d.on_gossip(1, g, t).learned.empty());
+  CHECK(d.known() == std::vector<std::string>{"a"});
+  // A peer connected to b (not suspected) brings it back, and so would b itself.
+  g.peers.back().suspected = false;
+  CHECK(d.on_gossip(1, g, t).learned == std::vector<std::string>{"b"});
+  CHECK(d.due(t) == std::vector<std::string>{"10.0.0.2:4242"});
+}
+
+TEST_CASE("peer directory: a host refused while an impostor held its name is dialled and bound once the impostor is gone") {
+  auto d = make({});
+  // The impostor claims "a" first, with a higher incarnation.
+  REQUIRE(d.on_gossip(1, from(host("a", "10.0.0.66:4242", 9)), 0).error.empty());
+  // The real a is refused: the name is bound elsewhere with a newer incarnation.
+  auto refused = d.on_gossip(2, from(host("a", "10.0.0.1:4242", 1)), 10);
+  CHECK(refused.error.find("already connected elsewhere") != std::string::npos);
+  CHECK(d.bound_name(2) == std::nullopt);
+  // The impostor goes; the real a's address is dialled, and its introduction binds.
+  REQUIRE(d.connection_lost(1, 20) == std::optional<std::string>{"a"});
+  auto due = d.due(200);
+  CHECK(std::find(due.begin(), due.end(), "10.0.0.1:4242") != due.end());
+  d.dial_done("10.0.0.1:4242", true, 210);
+  auto back = d.on_gossip(3, from(host("a", "10.0.0.1:4242", 1)), 220);
+  CHECK(back.error.empty());
+  CHECK(back.newly_bound);
+  CHECK(d.connection("a") == std::optional<std::uint64_t>{3});
+}
