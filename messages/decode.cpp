@@ -483,6 +483,7 @@ void get(schema::GradientChunk::Reader r, gradient_chunk& x, checker& c) {
       c.bad(wire_error::bad_field, at("gradientChunk.group", static_cast<unsigned>(i)) + ": " + x.group[i]
                                      + ", not after " + x.group[i - 1] + " (the group is sorted, each name once)");
   x.reduced = r.getReduced();
+  x.keys_digest = r.getKeysDigest();
   if (c.ok() && x.reduced && x.group.empty())
     c.bad(wire_error::bad_field, "gradientChunk.reduced: a reduced part without a group");
   auto counts = r.getCounts();

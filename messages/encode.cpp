@@ -238,6 +238,7 @@ struct filler {
     auto counts = b.initCounts(static_cast<unsigned>(x.counts.size()));
     for (unsigned i = 0; i < x.counts.size(); ++i)
       counts.set(i, x.counts[i]);
+    b.setKeysDigest(x.keys_digest);
   }
   void operator()(const norm_share& x) {
     auto b = body.initNormShare();

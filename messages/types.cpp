@@ -81,7 +81,7 @@ GWTF_WIRE_EQ(pong, x.probe_id, x.sent_nanos, x.received_bytes, x.compute_seconds
 GWTF_WIRE_EQ(bandwidth_sample, x.peer, x.bytes, x.nanos)
 GWTF_WIRE_EQ(gradient_chunk, x.iteration, x.stage, x.contributors, x.microbatches, x.offset,
              x.total_elements, x.values, x.reports, x.holders, x.scales, x.group, x.reduced,
-             x.counts)
+             x.counts, x.keys_digest)
 GWTF_WIRE_EQ(holder_count, x.holder, x.microbatches)
 GWTF_WIRE_EQ(norm_share, x.iteration, x.stage, x.sum_squares, x.holders)
 GWTF_WIRE_EQ(state_request, x.transfer_id, x.stage, x.checkpoint, x.iteration)

@@ -275,6 +275,8 @@ struct gradient_chunk {
   bool reduced = false;
   /// `reduced`: each contributor's microbatches, in `contributors`' order; else empty.
   std::vector<std::uint64_t> counts;
+  /// The sender's exactly-once digest of the keys in its share (actors/core/key_digest.hpp).
+  std::uint64_t keys_digest = 0;
 };
 
 /// One stage's share of the global gradient norm.

@@ -275,6 +275,10 @@ struct GradientChunk {
   group @10 :List(Text);
   reduced @11 :Bool;               # with a group: the owner's sum of its part over `contributors`; else a part of the sender's share, to its owner
   counts @12 :List(UInt64);        # reduced: each contributor's microbatches (they add up to microbatches); else empty
+  # The sender's exactly-once digest: the sum (mod 2^64) of mix64(key) over the microbatch keys
+  # in its share, each as many times as its gradients were added (docs/runtime.md, "Exactly
+  # once in node mode"); 0 in a reduced part.
+  keysDigest @13 :UInt64;
 }
 
 # Microbatches of one data holder.

@@ -1,6 +1,7 @@
 // The iteration boundary of a replica (share, average, apply; driven by iteration_barrier),
 // the stage-state download, the replica vote and the stall report (docs/runtime.md).
 #include "actors/compute/compute_internal.hpp"
+#include "actors/core/key_digest.hpp"
 
 namespace gwtf::actors::compute {
 
@@ -21,6 +22,7 @@ wire::gradient_chunk share_chunk(const compute_state& st, std::uint64_t i, const
   c.values = mine.count > 0 ? mine.values : wire::tensor_payload{wire::dtype::float32, {0}, nullptr, 0, false, {}};
   for (auto& [holder, n] : mine.holders)
     c.holders.push_back({holder, static_cast<std::uint32_t>(n)});
+  c.keys_digest = mine.digest;
   return c;
 }
 
@@ -167,6 +169,7 @@ void send_share(self_ptr self, std::uint64_t i) {
         report(k);
   }
   tell(self, st.ctx->reporter, share_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage), i, keys);
+  mine.digest = key_digest(keys);
   auto c = share_chunk(st, i, mine);
   for (auto& [h, d] : st.barrier->reports(i))
     c.reports.push_back(d);
@@ -329,6 +332,7 @@ boundary on_butterfly(self_ptr self, const std::string& from, wire::gradient_chu
     for (auto& h : m.holders)
       s.holders[h.holder] += h.microbatches;
     s.part = true;
+    s.digest = m.keys_digest;
     st.agg.shares[i][from] = std::move(s);
     st.barrier->share(i, from);
   }
@@ -405,6 +409,38 @@ boundary try_share(self_ptr self, std::uint64_t i) {
   st.agg.shared_ms.emplace(i, steady_ms());
   maybe_drained(self);
   return try_average(self, i);
+}
+
+// Exactly once in node mode (actors/core/key_digest.hpp): the shares just averaged hold each
+// microbatch of their holders once, 0..n-1 each; else an error line and a metric.
+void check_exactly_once(self_ptr self, std::uint64_t i) {
+  auto& st = self->state;
+  auto& roster = st.ctx->spec->holders;
+  std::uint64_t got = 0;
+  std::int64_t counted = 0;
+  std::map<std::uint32_t, std::int64_t> per_holder;
+  std::string stranger;
+  for (auto& [r, sh] : st.agg.shares[i]) {
+    if (sh.count == 0)
+      continue;
+    got += sh.digest;
+    counted += sh.count;
+    for (auto& [h, n] : sh.holders) {
+      auto at = std::find(roster.begin(), roster.end(), h);
+      if (at == roster.end())
+        stranger = h;
+      else
+        per_holder[static_cast<std::uint32_t>(at - roster.begin())] += n;
+    }
+  }
+  if (stranger.empty() && got == expected_digest(i, per_holder))
+    return;
+  ++st.metrics.exactly_once_violations;
+  report_failure(self, "exactly-once: stage " + std::to_string(st.ctx->stage) + " iteration " + std::to_string(i)
+                         + ": the averaged shares do not hold each of their " + std::to_string(counted)
+                         + " microbatches once"
+                         + (stranger.empty() ? std::string{" (a microbatch added twice, or one missing)"}
+                                             : " (holder '" + stranger + "' is not in the roster)"));
 }
 
 boundary try_average(self_ptr self, std::uint64_t i) {
@@ -520,6 +556,7 @@ boundary try_average(self_ptr self, std::uint64_t i) {
   st.agg.averaged[i] = std::move(avg);
   tell(self, st.ctx->reporter, averaged_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage), i,
              contributors);
+  check_exactly_once(self, i);
   wire::norm_share n{i, static_cast<std::uint32_t>(st.ctx->stage), sq, {}};
   // Stage 0's norm carries its verdict: the holders whose microbatches it averaged. Every
   // other stage averages those holders' microbatches only.

@@ -64,6 +64,7 @@ struct share_data {
   wire::tensor_payload values;
   std::map<std::string, std::int64_t> holders; // microbatches per data holder (add up to count)
   bool part = false; // butterfly: a peer's count and holders only; its values went to the parts' owners
+  std::uint64_t digest = 0; // its sender's exactly-once digest of the keys in it (actors/core/key_digest.hpp)
 };
 
 /// One iteration's butterfly averaging at this replica (actors/core/butterfly.hpp).
@@ -171,6 +172,7 @@ struct compute_metrics {
   std::uint64_t peers_lost = 0;  ///< peers declared down (crashed or hung), not graceful leaves
   std::uint64_t share_bytes = 0; ///< values and scales of the gradient shares, parts and sums it sent
   std::uint64_t butterfly_fallbacks = 0; ///< butterfly rounds it fell back from to whole shares
+  std::uint64_t exactly_once_violations = 0; ///< iterations whose averaged shares' digest was wrong
 };
 
 /// How activations and gradients go on the wire: compression.mode adaptive (docs/compression.md).

@@ -148,7 +148,8 @@ std::string inspect_json(self_ptr self) {
                      {"resends", st.metrics.resends},
                      {"peers_lost", st.metrics.peers_lost},
                      {"share_bytes_sent", st.metrics.share_bytes},
-                     {"butterfly_fallbacks", st.metrics.butterfly_fallbacks}};
+                     {"butterfly_fallbacks", st.metrics.butterfly_fallbacks},
+                     {"exactly_once_violations", st.metrics.exactly_once_violations}};
   if (st.ctx->spec->adaptive) {
     nlohmann::ordered_json links = nlohmann::ordered_json::object();
     for (auto& [id, l] : st.encoder.links)
@@ -416,6 +417,7 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
             share_data s;
             s.count = static_cast<std::int64_t>(m.microbatches);
             s.values = m.values;
+            s.digest = m.keys_digest;
             for (auto& h : m.holders)
               s.holders[h.holder] += h.microbatches;
             st.agg.shares[m.iteration][from] = std::move(s);

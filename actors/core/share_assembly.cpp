@@ -62,6 +62,7 @@ std::vector<wire::gradient_chunk> cut_share(const wire::gradient_chunk& whole, s
     c.group = whole.group;
     c.reduced = whole.reduced;
     c.counts = whole.counts;
+    c.keys_digest = whole.keys_digest;
     c.offset = whole.offset + off;
     c.total_elements = total;
     if (off == 0)

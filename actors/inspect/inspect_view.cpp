@@ -267,6 +267,8 @@ std::string prometheus_text(const inspect_parts& p, const json& compute, const j
     e.sample("gwtf_share_bytes_sent_total", {}, num(compute, "share_bytes_sent"));
     e.family("gwtf_butterfly_fallbacks_total", "counter", "butterfly averaging rounds this host fell back from to whole shares (a replica of the round gone, groups that differed)");
     e.sample("gwtf_butterfly_fallbacks_total", {}, num(compute, "butterfly_fallbacks"));
+    e.family("gwtf_exactly_once_violations_total", "counter", "iterations whose averaged gradient shares did not hold each of their microbatches once (the stage's own exactly-once check)");
+    e.sample("gwtf_exactly_once_violations_total", {}, num(compute, "exactly_once_violations"));
     e.family("gwtf_stashed_microbatches", "gauge", "microbatches whose activations (or inputs) this host keeps for their backward");
     e.sample("gwtf_stashed_microbatches", {}, num(compute, "stashed"));
     std::map<std::string, int> states;

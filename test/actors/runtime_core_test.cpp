@@ -7,6 +7,8 @@
 #include "actors/core/catch_up.hpp"
 #include "actors/core/freeze_watch.hpp"
 #include "actors/core/hop_ledger.hpp"
+#include "actors/core/key_digest.hpp"
+#include "model/data.hpp"
 #include "actors/core/link_estimator.hpp"
 #include "actors/core/iteration_barrier.hpp"
 #include "actors/core/replica_vote.hpp"
@@ -750,4 +752,27 @@ TEST_CASE("catch-up: a peer met late gets the holder's report, the norms of this
 
   // Nothing held yet (a fresh host at iteration 0): nothing to send.
   CHECK(catch_up_messages(catch_up_state{}).empty());
+}
+
+TEST_CASE("key digest: order-free, a doubled or missing microbatch changes it, holders' 0..n-1 as expected") {
+  using gwtf::model::microbatch_id;
+  auto key = [](std::uint32_t h, std::uint32_t j) { return microbatch_id{7, h, j}.key(); };
+  // Holder 0's microbatches 0..2 and holder 2's 0..1, split over two replicas in any order.
+  std::vector<std::uint64_t> a{key(0, 2), key(2, 1), key(0, 0)}, b{key(2, 0), key(0, 1)};
+  auto expected = expected_digest(7, {{0, 3}, {2, 2}});
+  CHECK(key_digest(a) + key_digest(b) == expected);
+  std::reverse(a.begin(), a.end());
+  CHECK(key_digest(a) + key_digest(b) == expected);
+  // One added twice (the count is the same: the set skipped nothing it could see).
+  auto doubled = b;
+  doubled.push_back(key(0, 1));
+  CHECK(key_digest(a) + key_digest(doubled) != expected);
+  // One missing, one of another iteration, one of another holder.
+  CHECK(key_digest(a) != expected - key_digest(b) + 1);
+  auto other_iteration = b;
+  other_iteration[0] = microbatch_id{8, 2, 0}.key();
+  CHECK(key_digest(a) + key_digest(other_iteration) != expected);
+  CHECK(key_digest(a) + key_digest({key(2, 0), key(1, 1)}) != expected);
+  CHECK(key_digest({}) == 0);
+  CHECK(expected_digest(7, {}) == 0);
 }

@@ -57,7 +57,9 @@ TEST_CASE("share assembly: a share cut into chunks comes back whole in any order
     auto n = 1 + rng() % 5000;
     auto chunk = 1 + rng() % 700;
     auto v = ramp(n, seed);
-    auto pieces = cut_share(share_of(7, v), chunk);
+    auto share = share_of(7, v);
+    share.keys_digest = 0x1234567890abcdefull + seed; // the exactly-once digest rides on every chunk
+    auto pieces = cut_share(share, chunk);
     CHECK(pieces.size() == (n + chunk - 1) / chunk);
     for (std::size_t i = 0; i < pieces.size(); ++i) {
       CHECK(pieces[i].offset == i * chunk);
@@ -80,6 +82,7 @@ TEST_CASE("share assembly: a share cut into chunks comes back whole in any order
     CHECK(whole->microbatches == 3);
     CHECK(whole->holders.size() == 2);
     CHECK(whole->reports.size() == 1);
+    CHECK(whole->keys_digest == 0x1234567890abcdefull + seed);
     CHECK(a.pending() == 0);
     CHECK(a.pending_bytes() == 0);
   }

@@ -73,9 +73,16 @@ actors::fault_event fault(int at, actors::fault_action a, std::string host,
 // Exactly once: every stage averaged every microbatch of every iteration exactly once.
 // Band: recovery re-sends the same microbatches, so the curve stays on the reference's
 // within 1e-3 relative (only the summation order of the gradient average differs).
+// The stages' own exactly-once check (node mode's, without the driver) agrees: no line.
+void check_no_stage_violation(const app::embedded_result& r) {
+  for (auto& f : r.failures)
+    CHECK_MESSAGE(f.find("exactly-once:") == std::string::npos, f);
+}
+
 void check_churn_run(const app::cluster_config& cfg, const app::embedded_result& r) {
   for (auto& v : r.exactly_once_violations)
     FAIL_CHECK(v);
+  check_no_stage_violation(r);
   auto ref = reference_losses(cfg);
   REQUIRE(r.rows.size() == ref.size());
   for (std::size_t i = 0; i < ref.size(); ++i) {
@@ -113,6 +120,7 @@ TEST_CASE("cluster: without churn the loss equals the reference trainer's within
     CHECK(std::abs(r.rows[i].loss - ref[i]) <= 1e-4 * std::abs(ref[i]));
   }
   CHECK(r.exactly_once_violations.empty());
+  check_no_stage_violation(r);
   CHECK(r.crashes == 0);
   CHECK(r.wasted_s == 0);
   CHECK(r.failures.empty());
@@ -234,6 +242,7 @@ TEST_CASE("cluster: a data holder killed while its iteration is aggregated is le
   REQUIRE(r.rows.size() == 8);
   CHECK(r.exactly_once_violations.empty());
   CHECK(r.replica_disagreements.empty());
+  check_no_stage_violation(r);
   // The survivors' microbatches all counted at stage 0: 4 per iteration each.
   CHECK(r.carried["dh-tokyo"] == 32);
   CHECK(r.carried["dh-virginia"] == 32);
@@ -607,4 +616,13 @@ TEST_CASE("cluster: a gradient added twice inside a replica is caught by the exa
   CHECK(twice[0].rfind("stage 0 ", 0) == 0);
   CHECK(twice[1].rfind("stage 1 ", 0) == 0);
   CHECK(r.exactly_once_violations.size() == 2); // nothing at the other iterations
+  // The stages see it themselves too (node mode has no driver): each replica of stages 0
+  // and 1 that averaged iteration 2 says so, and nothing else does.
+  std::set<std::string> stages_seen;
+  for (auto& f : r.failures)
+    if (auto at = f.find("exactly-once: stage "); at != std::string::npos) {
+      CHECK_MESSAGE(f.find(" iteration 2: the averaged shares do not hold each of their") != std::string::npos, f);
+      stages_seen.insert(f.substr(at + 20, 1));
+    }
+  CHECK(stages_seen == std::set<std::string>{"0", "1"});
 }

@@ -49,7 +49,7 @@ actors::inspect_parts sample_parts() {
     "draining":false,"replicas":["r1b"],"flows":1,"stashed":2,"checkpoint_iteration":10,"optimizer_steps":12,
     "last_aggregation":{"iteration":11,"ms_ago":40,"share_to_step_ms":15},
     "compute_s_total":7.5,"wasted_s_total":0.25,"resends":3,"peers_lost":1,
-    "share_bytes_sent":4096,"butterfly_fallbacks":1,
+    "share_bytes_sent":4096,"butterfly_fallbacks":1,"exactly_once_violations":2,
     "microbatches":[{"microbatch":"12/0/1","state":"forwarded","prev":"dh","next":"r2b","attempt":0}]})";
   return p;
 }
@@ -206,6 +206,7 @@ TEST_CASE("metrics view: the Prometheus text passes the reference parser, values
   CHECK(parsed.find("gwtf_peers_lost_total[] 1.0") != std::string::npos);
   CHECK(parsed.find("gwtf_share_bytes_sent_total[] 4096.0") != std::string::npos);
   CHECK(parsed.find("gwtf_butterfly_fallbacks_total[] 1.0") != std::string::npos);
+  CHECK(parsed.find("gwtf_exactly_once_violations_total[] 2.0") != std::string::npos);
   fs::remove_all(dir);
 }
 

@@ -652,6 +652,7 @@ TEST_CASE("codec: a butterfly part names a sorted group, and a reduced part each
   g.group = {"r1", "r2", "r3"};
   g.reduced = true;
   g.counts = {2, 3};
+  g.keys_digest = 0xfedcba9876543210ull;
   auto back = decode(encode(message{g}).data(), encode(message{g}).size());
   REQUIRE(std::holds_alternative<message>(back));
   CHECK(std::get<message>(back) == message{g});
