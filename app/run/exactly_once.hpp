@@ -29,7 +29,9 @@ struct stage_counts {
 /// (holders without a report are skipped); `lived`: the holders that applied the iteration
 /// (their finished microbatches must be counted everywhere); `stages`: the stages averaged.
 /// A stage is at fault when it counted a microbatch twice, left out one of a holder in
-/// `lived`, or counted one that another stage did not.
+/// `lived`, or counted one that another stage did not. A stage with an averaged contributor
+/// whose report is missing (a process killed before its report left) is checked for double
+/// counts only.
 std::vector<std::string> exactly_once_violations(std::uint64_t iteration, const std::vector<std::string>& holders,
                                                  const std::map<std::string, std::uint32_t>& finished,
                                                  const std::set<std::string>& lived,
