@@ -144,10 +144,12 @@ std::pair<std::uint8_t*, std::size_t> frame_reader::space() {
 }
 
 void frame_reader::make_room(std::size_t end) {
-  // Memory follows the bytes that came: at most twice them, never above the frame's size.
+  // Memory follows the bytes that came: 256 KiB first, then 4 times what the buffer held
+  // (fewer copies of a large frame than doubling), never above the frame's size.
   auto& p = partial_[lane_];
-  if (p.frame.bytes.capacity() < end)
-    p.frame.bytes.reserve(std::min<std::size_t>(p.total, std::max(end, 2 * p.frame.bytes.capacity())));
+  auto cap = p.frame.bytes.capacity();
+  if (cap < end)
+    p.frame.bytes.reserve(std::min<std::size_t>(p.total, std::max({end, 4 * cap, peer_framing::first_room})));
 }
 
 std::size_t frame_reader::buffered() const {

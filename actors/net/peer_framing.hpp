@@ -32,6 +32,8 @@ constexpr std::size_t header_bytes = 16;
 constexpr std::uint8_t version = 1;
 constexpr std::uint8_t first = 1, last = 2, introduction = 4, hello = 8;
 constexpr std::size_t fragment_bytes = 64 * 1024; ///< payload per fragment a sender cuts
+/// A reader's first buffer for a frame (then 4x what it held, never above the frame's size).
+constexpr std::size_t first_room = 256 * 1024;
 enum lane : std::uint8_t { control = 0, bulk = 1 };
 constexpr std::size_t lanes = 2;
 
@@ -61,7 +63,8 @@ struct inbound_frame {
 
 /// Follows the fragments of one inbound stream. Memory: at most one partial frame per lane,
 /// each at most `max_frame` bytes, growing with its fragments as they arrive (a fragment
-/// carries at most `fragment_bytes`), never from what a header announced.
+/// carries at most `fragment_bytes`; the buffer is at most `first_room` or 4 times what came),
+/// never from what a header announced.
 /// Bytes go in by copy (`feed`) or straight from the socket (`space`, then `wrote`): a
 /// fragment's payload is read into its frame, with no buffer in between.
 class frame_reader {
@@ -83,8 +86,8 @@ public:
   bool in_payload() const { return payload_left_ > 0; }
 
   bool greeted() const { return greeted_; } ///< the peer's hello arrived
-  /// Bytes held for frames not yet whole (what a peer made this reader allocate): at most
-  /// twice the payload that arrived plus one fragment per lane, whatever a header announced.
+  /// Bytes held for frames not yet whole (what a peer made this reader allocate): per lane at
+  /// most 256 KiB or 4 times the payload that arrived, whatever a header announced.
   std::size_t buffered() const;
   std::uint64_t frames() const { return frames_; }
 

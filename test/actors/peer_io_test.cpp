@@ -277,8 +277,8 @@ TEST_CASE("socket loop: the host's budget for unfinished frames closes the conne
   REQUIRE((a >= 0 && b >= 0 && c >= 0));
   constexpr std::uint32_t b_total = 5 * pf::fragment_bytes;
   write_all(a, partial_frame(16, 3u << 20)); // 1 MiB of a 3 MiB frame
-  write_all(b, partial_frame(4, b_total));   // 256 KiB of 320
-  write_all(c, partial_frame(5, 1u << 20));  // 320 KiB of 1 MiB: the sum passes 1.5 MiB
+  write_all(b, partial_frame(4, b_total));   // 256 KiB of 320 (a 256 KiB buffer)
+  write_all(c, partial_frame(5, 512u << 10)); // 320 KiB of 512: the sum passes 1.5 MiB
   CHECK(closed_by_peer(a));
   {
     std::lock_guard<std::mutex> g{s.mtx};
