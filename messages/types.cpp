@@ -22,7 +22,7 @@ tensor_payload tensor_payload::copy_of(dtype t, std::vector<std::int64_t> shape,
                                       std::default_delete<std::uint8_t[]>());
   if (n > 0)
     std::memcpy(owner.get(), data, n);
-  return tensor_payload{t, std::move(shape), std::move(owner), n};
+  return tensor_payload{t, std::move(shape), std::move(owner), n, false, {}};
 }
 
 namespace {

@@ -55,7 +55,7 @@ std::vector<view_change> membership_view::heard(const wire::hello& h, std::int64
     return out; // a late heartbeat of an incarnation that already left
   auto it = peers_.find(h.peer_id);
   if (it == peers_.end()) {
-    peers_[h.peer_id] = peer_state{h, now_ms, true};
+    peers_[h.peer_id] = peer_state{h, now_ms, true, {}};
     out.push_back({h.peer_id, true});
     return out;
   }
