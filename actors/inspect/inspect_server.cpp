@@ -56,11 +56,10 @@ void refuse(server_ptr self, caf::io::connection_handle hdl, const std::string& 
   auto& st = self->state;
   auto it = st.clients.find(hdl);
   auto who = it == st.clients.end() ? std::string{"?"} : it->second.address;
-  if (auto line = st.listener.line(who, "closed the connection from " + who, why))
-    self->send(st.opts.reporter, failure_atom::value, st.opts.host_name, *line);
   st.clients.erase(hdl);
-  st.listener.left(hdl);
-  self->close(hdl);
+  st.listener.close(self, hdl, who, why, [&](const std::string& line) {
+    self->send(st.opts.reporter, failure_atom::value, st.opts.host_name, line);
+  });
 }
 
 void reply(server_ptr self, caf::io::connection_handle hdl, const wire::inspect_reply& r, std::uint64_t serial = 0) {

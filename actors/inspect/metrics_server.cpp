@@ -70,12 +70,10 @@ void respond(metrics_ptr self, caf::io::connection_handle hdl, int code, const s
 // Closes `hdl` with a (rate-limited) line.
 void drop(metrics_ptr self, caf::io::connection_handle hdl, const std::string& why) {
   auto& st = self->state;
-  auto who = broker_listener::address(self, hdl);
-  if (auto line = st.listener.line(who, "closed the connection from " + who, why))
-    self->send(st.opts.reporter, failure_atom::value, st.opts.host_name, *line);
   st.clients.erase(hdl);
-  st.listener.left(hdl);
-  self->close(hdl);
+  st.listener.close(self, hdl, broker_listener::address(self, hdl), why, [&](const std::string& line) {
+    self->send(st.opts.reporter, failure_atom::value, st.opts.host_name, line);
+  });
 }
 
 void on_request(metrics_ptr self, caf::io::connection_handle hdl, const std::string& line) {

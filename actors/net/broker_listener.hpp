@@ -70,6 +70,17 @@ struct broker_listener {
     return false;
   }
 
+  /// Closes `hdl` (from `who`) for `why`, with `say(line)` unless the rate limit holds it back.
+  /// The server forgets its own state of the connection.
+  template <class Say>
+  void close(caf::io::abstract_broker* self, caf::io::connection_handle hdl, const std::string& who,
+             const std::string& why, Say say) {
+    if (auto l = line(who, "closed the connection from " + who, why))
+      say(*l);
+    left(hdl);
+    self->close(hdl);
+  }
+
   void active(caf::io::connection_handle hdl) { guard->active(key(hdl), std::chrono::steady_clock::now()); }
   void handshaken(caf::io::connection_handle hdl) { guard->handshaken(key(hdl)); }
   void left(caf::io::connection_handle hdl) { guard->left(key(hdl)); }
