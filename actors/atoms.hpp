@@ -32,6 +32,7 @@ using start_atom = caf::atom_constant<caf::atom("start")>;
 using stop_atom = caf::atom_constant<caf::atom("stop")>;
 using net_atom = caf::atom_constant<caf::atom("net")>;
 using closed_atom = caf::atom_constant<caf::atom("closed")>;
+using certified_atom = caf::atom_constant<caf::atom("certified")>;
 using bulk_atom = caf::atom_constant<caf::atom("bulk")>;
 using drained_atom = caf::atom_constant<caf::atom("drained")>;
 using known_atom = caf::atom_constant<caf::atom("known")>;

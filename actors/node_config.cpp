@@ -72,12 +72,29 @@ bool is_loopback_host(const std::string& host) {
 }
 
 void tls_config::validate(const issue_sink& report) const {
+  if (!directory.empty())
+    return; // it holds whatever is not named
   if (certificate.empty())
-    report("certificate", "the PEM certificate of this host (scripts/make-certs makes a lab CA and host certificates)");
+    report("certificate", "the PEM certificate of this host (scripts/make-certs makes a lab CA and host certificates), "
+                          "or node.tls.directory");
   if (key.empty())
-    report("key", "the PEM private key of the certificate");
+    report("key", "the PEM private key of the certificate, or node.tls.directory");
   if (ca.empty())
-    report("ca", "the PEM certificate of the cluster CA");
+    report("ca", "the PEM certificate of the cluster CA, or node.tls.directory");
+}
+
+tls_config tls_config::for_host(const std::string& name) const {
+  auto out = *this;
+  if (directory.empty())
+    return out;
+  auto in_dir = [this](const std::string& file) { return directory + (directory.back() == '/' ? "" : "/") + file; };
+  if (out.certificate.empty())
+    out.certificate = in_dir(name + ".crt");
+  if (out.key.empty())
+    out.key = in_dir(name + ".key");
+  if (out.ca.empty())
+    out.ca = in_dir("ca.crt");
+  return out;
 }
 
 void node_config::validate(const issue_sink& report) const {

@@ -26,15 +26,22 @@ std::optional<endpoint> parse_endpoint(const std::string& text);
 
 /// The host's cluster identity for mutual TLS (docs/deploy.md): every peer connection is TLS,
 /// and both ends must present a certificate that chains to `ca`. Relative paths start at the
-/// config file.
+/// config file. A host's certificate must name it (SAN URI caf-gwtf:host/NAME): peers bind a
+/// connection only to a name its certificate carries.
 struct tls_config {
   std::string certificate; ///< PEM certificate (chain) of this host
   std::string key;         ///< PEM private key of the certificate
   std::string ca;          ///< PEM certificate of the cluster CA
   std::string passphrase;  ///< decrypts `key` if it is encrypted; prefer ${ENV} to a literal
+  /// A folder as scripts/make-certs writes it: ca.crt and NAME.crt / NAME.key per host. It
+  /// stands for whichever of certificate, key and ca are not given, for the host NAME that
+  /// runs (one file for every host of `launch`, one Secret for every pod).
+  std::string directory;
 
   /// Reports every missing file name (the files themselves are loaded at start).
   void validate(const issue_sink& report) const;
+  /// The files for host `name`: the given ones, the rest from `directory`.
+  tls_config for_host(const std::string& name) const;
 };
 
 /// True for addresses only this machine can reach: 127.0.0.0/8, ::1 and "localhost".
@@ -200,6 +207,7 @@ void visit_fields(F& f, tls_config& x) {
   f("key", x.key);
   f("ca", x.ca);
   f("passphrase", x.passphrase);
+  f("directory", x.directory);
 }
 
 template <class F>

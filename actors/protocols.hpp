@@ -56,6 +56,9 @@ using net_link_actor = link_actor::extend<
     caf::reacts_to<net_atom, std::uint64_t, std::int32_t, bool, wire_frame>,
     /// from the transport: (connection, why) ended
     caf::reacts_to<closed_atom, std::uint64_t, std::string>,
+    /// from the transport, with TLS: (connection, the host names its certificate carries),
+    /// before the connection's first frame
+    caf::reacts_to<certified_atom, std::uint64_t, std::vector<std::string>>,
     /// internal: gossip to a few peers, redial lost ones
     caf::reacts_to<tick_atom>>;
 

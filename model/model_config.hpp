@@ -101,6 +101,10 @@ struct training_config {
   /// hivemind's delayed optimizer step); overlap runs in the reference trainer and the
   /// simulator, the runtime refuses it for now (app/run/spec.hpp).
   model::averaging_mode averaging = model::averaging_mode::sync;
+  /// A replica adds its microbatches' gradients in microbatch-key order (true: each kept
+  /// apart until the averaging point; runs are reproducible bit for bit) or as they arrive
+  /// (false: one running sum per data holder, less memory). docs/model.md, "Reproducible sums".
+  bool reproducible_sums = true;
 
   /// Reports every field that is out of range or inconsistent.
   void validate(const issue_sink& report) const;
@@ -152,6 +156,7 @@ void visit_fields(F& f, training_config& x) {
   f("share_compression", x.share_compression);
   f("share_exchange", x.share_exchange);
   f("averaging", x.averaging);
+  f("reproducible_sums", x.reproducible_sums);
 }
 
 } // namespace gwtf::model

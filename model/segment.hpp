@@ -45,6 +45,9 @@ public:
 
   /// Keep only inputs from forward to backward and recompute (true), or every activation.
   void set_rematerialize(bool on) { rematerialize_ = on; }
+  /// Add the microbatches' gradients in key order (true, the default: reproducible) or as
+  /// they come (training.reproducible_sums). Set before the first microbatch.
+  void set_key_order(bool on) { key_order_ = on; }
 
   /// Backward from the stashed output; returns the input gradient (undefined when the
   /// input needs none), or an error when nothing is stashed for `mb`.
@@ -116,13 +119,55 @@ public:
     return out;
   }
 
-  /// Gradient sums over the microbatches of the holders `keep` accepts, added in holder
-  /// order; empty when none counted. One holder's sums are returned as they are.
+  /// Gradient sums over the microbatches of the holders `keep` accepts; empty when none
+  /// counted. The additions follow the microbatch keys, never their arrival: per holder its
+  /// microbatches in key order, then the holders in index order. The same microbatches give
+  /// the same bits however the network ordered them (docs/model.md, "Reproducible sums").
   template <class Keep>
   std::vector<torch::Tensor> sums(Keep&& keep) const {
+    if (!key_order_)
+      return arrival_sums(keep);
+    std::vector<torch::Tensor> out, part;
+    std::uint32_t holder = 0;
+    auto close_part = [&] {
+      if (part.empty())
+        return;
+      if (out.empty())
+        out = std::move(part);
+      else
+        for (std::size_t i = 0; i < out.size(); ++i)
+          out[i].add_(part[i]);
+      part.clear();
+    };
+    for (auto& [mb, c] : contributions_) { // key order: holder-major
+      if (!keep(holder_of(mb)))
+        continue;
+      if (!part.empty() && holder_of(mb) != holder)
+        close_part();
+      holder = holder_of(mb);
+      for (std::uint32_t t = 0; t < c.times; ++t) {
+        if (part.empty()) {
+          for (auto& g : c.grads)
+            part.push_back(g.clone());
+          continue;
+        }
+        for (std::size_t i = 0; i < part.size(); ++i)
+          part[i].add_(c.grads[i]);
+      }
+    }
+    close_part();
+    return out;
+  }
+  std::vector<torch::Tensor> sums() const {
+    return sums([](std::uint32_t) { return true; });
+  }
+  /// Without key order: the running sums of the holders `keep` accepts, added in holder
+  /// order; one holder's sums are returned as they are.
+  template <class Keep>
+  std::vector<torch::Tensor> arrival_sums(Keep&& keep) const {
     std::vector<torch::Tensor> out;
     bool owned = false;
-    for (auto& [holder, part] : sums_) {
+    for (auto& [holder, part] : running_) {
       if (!keep(holder))
         continue;
       if (out.empty()) {
@@ -139,16 +184,14 @@ public:
     }
     return out;
   }
-  std::vector<torch::Tensor> sums() const {
-    return sums([](std::uint32_t) { return true; });
-  }
   const std::vector<named_parameter>& parameters() const { return params_; }
 
   /// Starts the next iteration: forgets counted microbatches and gradient sums.
   void reset() {
     counted_.clear();
     additions_.clear();
-    sums_.clear();
+    contributions_.clear();
+    running_.clear();
   }
 
   /// Forgets everything computed with the weights before an imported state: gradient sums,
@@ -174,18 +217,24 @@ private:
 
   // Exactly once: the parameter gradients of a microbatch count the first time only; a
   // recomputation (after a crash) still yields its input gradient for the stage before.
-  // Sums are kept per data holder, so that a holder's microbatches can be left out when the
-  // iteration's verdict does not count them (docs/runtime.md, "The end of an iteration").
+  // Each microbatch's gradients are kept apart until the sums are asked for, so that they add
+  // in key order (reproducible whatever the arrival order) and a holder's microbatches can be
+  // left out when the iteration's verdict does not count them (docs/runtime.md, "The end of
+  // an iteration").
   void accumulate(std::uint64_t mb, std::vector<torch::Tensor> grads) {
     if (!counted_.insert(mb).second) {
       ++duplicates_;
       return;
     }
-    int times = add_twice_ ? 2 : 1;
+    std::uint32_t times = add_twice_ ? 2 : 1;
     add_twice_ = false;
-    auto& sums = sums_[holder_of(mb)];
-    for (int t = 0; t < times; ++t) {
-      ++additions_[mb];
+    additions_[mb] += times;
+    if (key_order_) {
+      contributions_[mb] = contribution{std::move(grads), times};
+      return;
+    }
+    auto& sums = running_[holder_of(mb)];
+    for (std::uint32_t t = 0; t < times; ++t) {
       if (sums.empty()) {
         for (auto& g : grads)
           sums.push_back(times > 1 ? g.clone() : g);
@@ -202,7 +251,13 @@ private:
   std::unordered_set<std::uint64_t> counted_;
   std::unordered_map<std::uint64_t, std::uint32_t> additions_; // per microbatch, at the addition
   bool add_twice_ = false;
-  std::map<std::uint32_t, std::vector<torch::Tensor>> sums_; // per data holder
+  struct contribution {
+    std::vector<torch::Tensor> grads; // one microbatch's parameter gradients
+    std::uint32_t times = 1;          // additions (2: the double_count seam)
+  };
+  std::map<std::uint64_t, contribution> contributions_; // by microbatch key (key order)
+  std::map<std::uint32_t, std::vector<torch::Tensor>> running_; // per data holder (arrival order)
+  bool key_order_ = true;
   std::int64_t duplicates_ = 0;
   bool rematerialize_ = false;
 };

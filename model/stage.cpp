@@ -141,6 +141,8 @@ stage::stage(const model_config& model, const training_config& training, int ind
   : impl_(std::make_unique<impl>(model, training, index)) {
   if (index > 0) // relays; stage 0's entry keeps its (small) stash
     impl_->segments[0].set_rematerialize(rematerialize);
+  for (auto& s : impl_->segments)
+    s.set_key_order(training.reproducible_sums);
 }
 stage::~stage() = default;
 stage::stage(stage&&) noexcept = default;

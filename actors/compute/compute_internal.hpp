@@ -248,6 +248,9 @@ std::vector<candidate> candidates_at(const compute_state& st, int stage);
 std::vector<std::string> live_holders(const compute_state& st);
 std::vector<std::string> same_stage(const compute_state& st);
 void report_failure(self_ptr self, const std::string& what);
+/// A normal event worth a log line (a wait, a planned leave's cost): not a failure, not
+/// counted among the handled peer errors.
+void report_note(self_ptr self, const std::string& what);
 /// Tells the balancer the (data holder, next hop) pairs of the microbatches this host sent on
 /// and has not had the backward of, when they changed (routing.gwtf.idle_moves).
 void report_in_flight(self_ptr self);

@@ -52,6 +52,10 @@ void report_failure(self_ptr self, const std::string& what) {
   tell(self, self->state.ctx->reporter, failure_atom::value, me(self->state), what);
 }
 
+void report_note(self_ptr self, const std::string& what) {
+  tell(self, self->state.ctx->reporter, verdict_atom::value, me(self->state), what);
+}
+
 // routing.gwtf.idle_moves (docs/routing.md, "Moves and microbatches in flight"): a relay's
 // microbatches forwarded and without their backward yet, a data holder's own not finished.
 void report_in_flight(self_ptr self) {
@@ -324,7 +328,7 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
     // then it has no weights; a host that comes after the others agreed downloads the live
     // state from a replica instead, as a joiner does.
     st.ready = false;
-    report_failure(self, "resuming: waiting for the cluster to agree on the iteration to resume at (the newest "
+    report_note(self, "resuming: waiting for the cluster to agree on the iteration to resume at (the newest "
                          "of which every stage has a checkpoint on a live host)");
   } else if (ctx->spec->resume && !ctx->joining) {
     resume_from_checkpoint(self);
@@ -377,11 +381,13 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
             if (m.stage != static_cast<std::uint32_t>(st.ctx->stage) || m.iteration < st.current
                 || st.gone.count(from) > 0 || st.agg.averaged.count(m.iteration) > 0)
               return;
+            // A stage-mate is at most one iteration ahead (a share of the next iteration shows
+            // this replica behind): what is further is kept nowhere, so that no peer can make it
+            // hold whole shares of many iterations.
+            if (m.iteration > st.current + 1)
+              return;
             share_span span{0, st.agg.share_elements};
             if (!m.group.empty()) { // butterfly: a part for this replica, or the sum of the sender's part
-              // A stage-mate is at most one iteration ahead: what is further is kept nowhere.
-              if (m.iteration > st.current + 1)
-                return;
               if (m.iteration == st.current) // the round progresses (its stall timer: stall_watch)
                 st.agg.bfly[m.iteration].heard_ms = steady_ms();
               auto& owner = m.reduced ? from : me(st);
@@ -507,7 +513,7 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
       // (not once the run is complete: then every host leaves, the last one of each stage too).
       if (!is_holder(st) && st.ctx->stage >= 1 && live_at(st, st.ctx->stage).empty()
           && st.current < st.ctx->spec->end_iteration())
-        report_failure(self, "leaving as the only live replica of stage " + std::to_string(st.ctx->stage)
+        report_note(self, "leaving as the only live replica of stage " + std::to_string(st.ctx->stage)
                                + ": no ring can close without it; with checkpoints the hosts restore the stage "
                                  "from the newest iteration every stage has one of and train again from there "
                                  "(docs/checkpoints.md), without them training stops; drain a replica of a stage "

@@ -31,6 +31,21 @@ gossip_outcome peer_directory::on_gossip(std::uint64_t conn, const wire::gossip&
     out.error = "a peer at " + intro.address + " claims this host's name '" + intro.peer_id + "'";
     return out;
   }
+  if (certificates_required_) {
+    auto c = certified_.find(conn);
+    if (c == certified_.end()) {
+      out.error = "peer '" + intro.peer_id + "' at " + intro.address + " spoke on a connection without a verified certificate";
+      return out;
+    }
+    if (std::find(c->second.begin(), c->second.end(), intro.peer_id) == c->second.end()) {
+      std::string names;
+      for (auto& n : c->second)
+        names += (names.empty() ? "" : ", ") + n;
+      out.error = "a peer at " + intro.address + " introduced itself as '" + intro.peer_id
+                  + "', but its certificate names " + names + " (a host may introduce only a name its certificate carries)";
+      return out;
+    }
+  }
   if (auto b = by_conn_.find(conn); b != by_conn_.end() && b->second != intro.peer_id) {
     out.error = "connection of '" + b->second + "' now claims to be '" + intro.peer_id + "'";
     // Not bound; but if the claim is true, dialling the claimed address lets the peer
@@ -114,6 +129,7 @@ std::optional<std::uint64_t> peer_directory::connection(const std::string& peer)
 }
 
 std::optional<std::string> peer_directory::connection_lost(std::uint64_t conn, std::int64_t now_ms) {
+  certified_.erase(conn);
   auto it = by_conn_.find(conn);
   if (it == by_conn_.end())
     return std::nullopt;

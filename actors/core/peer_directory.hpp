@@ -9,6 +9,11 @@
 // once hold two connections: the second introduction with the same incarnation and address
 // binds its connection as a second one of the same peer (either carries its frames; losing
 // one is not losing the peer).
+//
+// With TLS every connection is certified first: the transport tells the host names the peer's
+// verified certificate carries (SAN URI caf-gwtf:host/NAME), and a connection is bound only to
+// one of them. A peer with another host's certificate cannot take that host's name, and a
+// connection the transport did not certify is never bound.
 #pragma once
 
 #include <algorithm>
@@ -43,6 +48,11 @@ public:
   peer_directory(wire::hello self, std::vector<std::string> bootstrap, std::int64_t backoff_min_ms,
                  std::int64_t backoff_max_ms, std::int64_t give_up_ms = 10 * 60 * 1000);
 
+  /// From now on a connection is bound only to a name its certificate carries (`certified`);
+  /// set when the host runs TLS.
+  void require_certificates() { certificates_required_ = true; }
+  /// The transport verified `conn`'s certificate, which names these hosts.
+  void certified(std::uint64_t conn, std::vector<std::string> names) { certified_[conn] = std::move(names); }
   /// A GOSSIP arrived on connection `conn`.
   gossip_outcome on_gossip(std::uint64_t conn, const wire::gossip& g, std::int64_t now_ms);
   /// The name `conn` is bound to, if any.
@@ -94,6 +104,8 @@ private:
   std::map<std::string, entry> peers_;
   std::set<std::string> forgotten_; // given up on: learned again only from itself or a bound record
   std::map<std::uint64_t, std::string> by_conn_;
+  bool certificates_required_ = false;
+  std::map<std::uint64_t, std::vector<std::string>> certified_; // conn -> its certificate's host names
   std::map<std::string, dial_state> dials_;
   /// Addresses claimed on another peer's connection: dialled until a peer binds there, so
   /// that a true claim is heard over the claimant's own connection.

@@ -76,7 +76,7 @@ caf::result<std::string> inspect(supervisor_ptr self, const std::string& query) 
     return nlohmann::ordered_json{{"host", st.ctx->host.name}, {"done", "draining: leaves once its part of the iteration is handed over"}}.dump();
   }
   if (query == "crash") {
-    tell(self, st.ctx->reporter, failure_atom::value, st.ctx->host.name, std::string{"crash asked by the shell"});
+    tell(self, st.ctx->reporter, verdict_atom::value, st.ctx->host.name, std::string{"crash asked by the shell"});
     self->delayed_send(self, std::chrono::milliseconds(100), crash_atom::value, std::string{"process"});
     return nlohmann::ordered_json{{"host", st.ctx->host.name}, {"done", "crashing in 100 ms"}}.dump();
   }

@@ -192,6 +192,8 @@ void start(self_ptr self) {
   me.cluster = st.opts.cluster;
   st.dir = std::make_unique<peer_directory>(me, st.opts.bootstrap, st.opts.gossip_interval_ms,
                                             std::max(st.opts.gossip_interval_ms * 8, 5000));
+  if (st.opts.certified)
+    st.dir->require_certificates();
   if (st.opts.network) {
     st.emu = std::make_unique<link_emulator>(*st.opts.network);
     st.emu->place(me.peer_id, me.region);
@@ -262,6 +264,11 @@ net_link_actor::behavior_type running(self_ptr self) {
         return;
       if (auto name = st.dir->connection_lost(conn, now_ms()))
         caf::aout(self) << "[" << utc_stamp() << "] link: lost the connection to " << *name << " (" << why << ")" << std::endl;
+    },
+    [self](certified_atom, std::uint64_t conn, std::vector<std::string>& names) {
+      auto& st = self->state;
+      if (caf::actor_cast<caf::actor_addr>(self->current_sender()) == st.transport.address())
+        st.dir->certified(conn, std::move(names));
     },
     [self](slow_atom, const std::string& a, const std::string& b, double factor) {
       if (self->state.emu)

@@ -25,6 +25,8 @@ struct net_link_options {
   std::vector<std::string> bootstrap;       ///< dialled while no peer is connected
   std::uint64_t cluster = 0;                ///< hash every peer must share
   std::uint64_t incarnation = 0;            ///< raises on every start of the process
+  /// The transport runs TLS: a connection is bound only to a name its certificate carries.
+  bool certified = false;
   std::optional<routing::network_matrix> network; ///< emulated delays, if any
   double time_scale = 1.0;                  ///< emulated delays x this
   std::int64_t max_message_bytes = 64 << 20;

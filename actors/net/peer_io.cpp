@@ -333,6 +333,20 @@ struct peer_io::loop {
       [[maybe_unused]] auto n = ::send(c.fd, c.raw.data() + c.raw_sent, c.raw.size() - c.raw_sent, MSG_NOSIGNAL | MSG_DONTWAIT);
   }
 
+  // The handshake completed: the peer's certificate must name a host (a shell's names none),
+  // and the link is told which before the connection's first frame. False if refused.
+  bool certified(connection& c) {
+    auto who = c.tls->peer_identity();
+    if (who.hosts.empty()) {
+      refuse(c, "its certificate names " + who.describe() + ": only a host certificate may join "
+                "(SAN URI caf-gwtf:host/NAME, scripts/make-certs)");
+      return false;
+    }
+    if (ev.certified)
+      ev.certified(c.id, std::move(who.hosts));
+    return true;
+  }
+
   // Hands out the frames read; answers a dial on the peer's hello. False if closed.
   bool after_read(connection& c, bool was_greeted, const std::string& why) {
     guard->active(c.id, now);
@@ -426,6 +440,8 @@ struct peer_io::loop {
         refuse(c, c.tls->error());
         return false;
       }
+      if (!was && c.tls->established() && !certified(c))
+        return false;
       if (!was && c.tls->established() && !greet(c)) {
         flush_raw_once(c);
         refuse(c, c.tls->error());

@@ -43,6 +43,10 @@ struct peer_io_events {
   /// A whole frame from connection `conn`.
   std::function<void(std::uint64_t conn, std::int32_t service, bool introduction, std::vector<std::uint8_t>&& bytes)>
     frame;
+  /// With TLS: the host names the peer's verified certificate carries (tls_identity::hosts, at
+  /// least one: a certificate that names no host is refused), told once its handshake
+  /// completed and before any of its frames. The link binds the connection only to one of them.
+  std::function<void(std::uint64_t conn, std::vector<std::string> names)> certified;
   /// A greeted connection (one that `dialled` answered, or an accepted one whose hello came) ended.
   std::function<void(std::uint64_t conn, const std::string& why)> closed;
   /// A connection broke the framing, TLS, the handshake deadline, a cap or the idle timeout,

@@ -109,6 +109,9 @@ caf::behavior peer_transport(self_ptr self, peer_transport_options opts) {
   ev.frame = [as_me, link](std::uint64_t conn, std::int32_t svc, bool introduction, std::vector<std::uint8_t>&& bytes) {
     as_me(link, net_atom::value, conn, svc, introduction, wire_frame{std::move(bytes)});
   };
+  ev.certified = [as_me, link](std::uint64_t conn, std::vector<std::string> names) {
+    as_me(link, certified_atom::value, conn, std::move(names));
+  };
   ev.closed = [as_me, link](std::uint64_t conn, const std::string& why) { as_me(link, closed_atom::value, conn, why); };
   ev.refused = [reporter = opts.reporter, host = opts.host_name](const std::string& what) {
     if (reporter)

@@ -10,6 +10,7 @@
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 #include <openssl/x509_vfy.h>
 
 namespace gwtf::actors {
@@ -66,7 +67,52 @@ bool chains_to_ca(SSL_CTX* ctx, std::string& why) {
   return ok;
 }
 
+// The caf-gwtf names among a certificate's subject alternative names (URIs only: a DNS name
+// or the subject's CN names a machine, not a host of the cluster).
+tls_identity identity_of(X509* cert) {
+  tls_identity out;
+  if (cert == nullptr)
+    return out;
+  auto* names = static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
+  if (names == nullptr)
+    return out;
+  std::string prefix = tls_host_uri_prefix;
+  for (int i = 0; i < sk_GENERAL_NAME_num(names); ++i) {
+    const GENERAL_NAME* n = sk_GENERAL_NAME_value(names, i);
+    if (n->type != GEN_URI)
+      continue;
+    const ASN1_IA5STRING* uri = n->d.uniformResourceIdentifier;
+    std::string text{reinterpret_cast<const char*>(ASN1_STRING_get0_data(uri)),
+                     static_cast<std::size_t>(ASN1_STRING_length(uri))};
+    if (text.rfind(prefix, 0) == 0 && text.size() > prefix.size() && text.find('\0') == std::string::npos)
+      out.hosts.push_back(text.substr(prefix.size()));
+    else if (text == tls_shell_uri)
+      out.shell = true;
+  }
+  GENERAL_NAMES_free(names);
+  return out;
+}
+
 } // namespace
+
+std::string tls_identity::describe() const {
+  if (hosts.empty())
+    return shell ? "no host name (a shell certificate, caf-gwtf:shell)" : "no caf-gwtf:host/NAME name";
+  std::string out;
+  for (auto& h : hosts)
+    out += (out.empty() ? "" : ", ") + std::string{tls_host_uri_prefix} + h;
+  return out;
+}
+
+bool tls_identity::names(const std::string& host) const {
+  return std::find(hosts.begin(), hosts.end(), host) != hosts.end();
+}
+
+tls_identity tls_session::peer_identity() const {
+  if (!established_)
+    return {};
+  return identity_of(SSL_get0_peer_certificate(static_cast<SSL*>(ssl_)));
+}
 
 std::shared_ptr<tls_context> tls_context::make(const tls_files& files, tls_side side, std::string& why) {
   ERR_clear_error();
@@ -138,6 +184,8 @@ std::shared_ptr<tls_context> tls_context::make(const tls_files& files, tls_side 
   }
   if (own && !chains_to_ca(ctx, why))
     return nullptr;
+  if (own)
+    out->own_ = identity_of(SSL_CTX_get0_certificate(ctx));
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
   return out;
 }

@@ -22,6 +22,21 @@ struct tls_files {
   std::string passphrase;  ///< decrypts `key` when it is encrypted; empty: not encrypted
 };
 
+/// What a certificate of the cluster CA says its holder is (docs/deploy.md, "Identity"): a host
+/// certificate carries the SAN URI `caf-gwtf:host/NAME` for each host name it may introduce; a
+/// shell certificate carries `caf-gwtf:shell` and no host name, so it can never join as a host.
+struct tls_identity {
+  std::vector<std::string> hosts; ///< from `caf-gwtf:host/NAME` URIs, in certificate order
+  bool shell = false;             ///< it carries `caf-gwtf:shell`
+  /// "caf-gwtf:host/a, caf-gwtf:host/b" or "no caf-gwtf:host/NAME name" for messages.
+  std::string describe() const;
+  bool names(const std::string& host) const;
+};
+
+/// The SAN URI prefix of a host certificate's names.
+inline constexpr const char* tls_host_uri_prefix = "caf-gwtf:host/";
+inline constexpr const char* tls_shell_uri = "caf-gwtf:shell";
+
 /// Which end of a connection a context serves.
 enum class tls_side { server, client };
 
@@ -41,11 +56,14 @@ public:
 
   tls_side side() const { return side_; }
   void* native() const { return ctx_; } ///< the SSL_CTX
+  /// What this end's own certificate names (empty without a certificate).
+  const tls_identity& own() const { return own_; }
 
 private:
   tls_context(void* ctx, tls_side side) : ctx_(ctx), side_(side) {}
   void* ctx_;
   tls_side side_;
+  tls_identity own_;
 };
 
 /// One TLS connection driven by bytes: what arrives from the network goes in, plaintext and
@@ -87,6 +105,8 @@ public:
   bool failed() const { return !error_.empty(); }
   const std::string& error() const { return error_; } ///< why it failed; empty while it has not
   std::string peer_subject() const; ///< the verified peer certificate's subject, e.g. "CN=relay-1"
+  /// What the verified peer certificate names; empty before the handshake completed.
+  tls_identity peer_identity() const;
 
 private:
   bool drive(plain_sink& sink, std::vector<std::uint8_t>& to_network);

@@ -303,7 +303,7 @@ void validate_cluster(cluster_config& cfg, reader& r, const fs::path& base_dir,
   };
   cfg.node.validate(section("node"));
   if (cfg.node.tls) // loaded when the node starts (their errors name node.tls.*)
-    for (auto* path : {&cfg.node.tls->certificate, &cfg.node.tls->key, &cfg.node.tls->ca})
+    for (auto* path : {&cfg.node.tls->certificate, &cfg.node.tls->key, &cfg.node.tls->ca, &cfg.node.tls->directory})
       if (!path->empty())
         *path = resolve(base_dir, *path).string();
   cfg.model.validate(section("model"));

@@ -4,6 +4,7 @@
 #include "app/run/resume.hpp"
 #include "app/run/summary.hpp"
 #include "app/run/exactly_once.hpp"
+#include "app/run/interrupt.hpp"
 #include "app/run/run_report.hpp"
 
 #include <chrono>
@@ -602,7 +603,7 @@ caf::behavior driver(driver_ptr self, const cluster_config* cfg, std::shared_ptr
 
 embedded_result run_driver(const cluster_config& cfg, std::shared_ptr<const actors::cluster_spec> spec,
                            host_control& control, bool with_network,
-                           std::ostream& out, double timeout_s) {
+                           std::ostream& out, double timeout_s, run_interrupts* interrupts) {
   embedded_result result;
   // The embedded cluster serves its shell on node.inspect through the middleman too.
   actors::system_config sc{cfg.node, cfg.faults, with_network, !cfg.node.inspect.empty()};
@@ -611,12 +612,17 @@ embedded_result run_driver(const cluster_config& cfg, std::shared_ptr<const acto
   {
     caf::actor_system sys{sc};
     auto d = caf::actor_cast<driver_actor>(sys.spawn(driver, &cfg, spec, &control, &out, &done, &result));
+    if (interrupts)
+      interrupts->set_driver(caf::actor_cast<caf::actor>(d));
     if (finished.wait_for(std::chrono::duration<double>(timeout_s)) != std::future_status::ready) {
       out << "# timed out after " << timeout_s << " s\n";
       caf::anon_send(d, timeout_atom::value);
       finished.wait();
     }
+    if (interrupts)
+      interrupts->set_driver({});
   }
+
   return result;
 }
 

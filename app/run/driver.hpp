@@ -80,10 +80,13 @@ public:
   virtual void attached(caf::event_based_actor*, const std::string&, actors::supervisor_actor, actors::net_link_actor) {}
 };
 
+class run_interrupts;
+
 /// Runs the driver with `control` until training ends, a whole relay stage is lost with
-/// checkpoints on (`lost_stage`), or `timeout_s` passes.
+/// checkpoints on (`lost_stage`), `timeout_s` passes, or `interrupts` (if given) sees SIGINT
+/// or SIGTERM.
 embedded_result run_driver(const cluster_config& cfg, std::shared_ptr<const actors::cluster_spec> spec,
                            host_control& control, bool with_network,
-                           std::ostream& out, double timeout_s);
+                           std::ostream& out, double timeout_s, run_interrupts* interrupts = nullptr);
 
 } // namespace gwtf::app

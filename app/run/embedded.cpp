@@ -12,6 +12,7 @@
 #include "actors/errors.hpp"
 #include "actors/inspect/inspect_view.hpp"
 #include "actors/net/tls_session.hpp"
+#include "app/run/interrupt.hpp"
 
 #include "app/run/driver.hpp"
 #include "model/torch_runtime.hpp"
@@ -177,7 +178,9 @@ private:
     so.control = true;               // the front decides, per host (route_front)
     if (cfg_.node.tls) {
       std::string why;
-      tls_files files{cfg_.node.tls->certificate, cfg_.node.tls->key, cfg_.node.tls->ca, cfg_.node.tls->passphrase};
+      // The shell's server ends TLS with the first host's certificate (node.tls.directory: its file).
+      auto mine = cfg_.node.tls->for_host(cfg_.hosts.front().name);
+      tls_files files{mine.certificate, mine.key, mine.ca, mine.passphrase};
       so.tls = tls_context::make(files, tls_side::server, why);
       if (!so.tls) {
         out_ << "# node.inspect: no shell: " << why << std::endl;
@@ -239,19 +242,26 @@ embedded_result run_embedded(const cluster_config& cfg, std::ostream& out, doubl
   }
   std::shared_ptr<const cluster_spec> spec = mutable_spec;
   auto started = std::chrono::steady_clock::now();
+  // Ctrl-C or SIGTERM ends the run with its summary.
+  run_interrupts interrupts{out};
   {
     actor_control control{cfg, spec, out};
-    result = run_driver(cfg, spec, control, false, out, timeout_s);
+    result = run_driver(cfg, spec, control, false, out, timeout_s, &interrupts);
   }
   cluster_config current = cfg;
   result = restore_lost_stages(std::move(result), current, resume.until, out,
-                               [&](const cluster_config& c, std::shared_ptr<const cluster_spec> resumed, int) {
+                               [&](const cluster_config& c, std::shared_ptr<const cluster_spec> resumed,
+                                   int) -> std::optional<embedded_result> {
+                                 if (interrupts.interrupted())
+                                   return std::nullopt;
                                  double left = timeout_s - std::chrono::duration<double>(
                                                              std::chrono::steady_clock::now() - started).count();
                                  actor_control next{c, resumed, out};
-                                 return std::optional{run_driver(c, resumed, next, false, out, std::max(1.0, left))};
+                                 return run_driver(c, resumed, next, false, out, std::max(1.0, left), &interrupts);
                                });
   print_summary(current, result, out);
+  if (interrupts.interrupted())
+    result.failures.push_back(interrupts.what());
   return result;
 }
 

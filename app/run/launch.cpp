@@ -24,6 +24,7 @@
 #include <caf/io/all.hpp>
 
 #include "app/run/driver.hpp"
+#include "app/run/interrupt.hpp"
 #include "app/run/spec.hpp"
 #include "app/run/resume.hpp"
 #include "app/run/summary.hpp"
@@ -411,26 +412,9 @@ private:
 
 namespace {
 
-// The control of the run in progress, for the signal thread (null between runs).
-struct current_run {
-  std::mutex mtx;
-  process_control* control = nullptr;
-
-  void set(process_control* c) {
-    std::lock_guard<std::mutex> guard{mtx};
-    control = c;
-  }
-  void interrupt() {
-    std::lock_guard<std::mutex> guard{mtx}; // held: the control is not destroyed meanwhile
-    if (control)
-      if (auto d = control->driver())
-        caf::anon_send(d, timeout_atom::value);
-  }
-};
-
 // One run of the processes of `cfg` with the driver; every process is gone on return.
 embedded_result launch_once(const cluster_config& cfg, std::shared_ptr<const cluster_spec> spec,
-                            const launch_options& opts, std::ostream& out, current_run& current,
+                            const launch_options& opts, std::ostream& out, run_interrupts& current,
                             std::vector<std::string>& exits) {
   embedded_result result;
   process_control control{cfg, spec, opts, out};
@@ -440,9 +424,7 @@ embedded_result launch_once(const cluster_config& cfg, std::shared_ptr<const clu
   }
   out << "launch: " << cfg.hosts.size() << " hosts as processes on 127.0.0.1; configs and logs in " << opts.logs
       << std::endl;
-  current.set(&control);
-  result = run_driver(cfg, spec, control, true, out, opts.timeout_s);
-  current.set(nullptr);
+  result = run_driver(cfg, spec, control, true, out, opts.timeout_s, &current);
   for (auto& e : control.exits())
     exits.push_back(e);
   return result;
@@ -464,25 +446,7 @@ embedded_result run_launch(const cluster_config& cfg, const launch_options& opts
   }
   std::shared_ptr<const cluster_spec> spec = mutable_spec;
   // Ctrl-C or SIGTERM ends the run: the hosts leave, then the summary is printed.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGUSR2); // internal: stops the signal thread
-  sigset_t before;
-  pthread_sigmask(SIG_BLOCK, &signals, &before);
-  current_run current;
-  std::atomic<bool> interrupted{false};
-  std::thread signal_thread([&signals, &current, &interrupted, &out] {
-    for (;;) {
-      int sig = 0;
-      if (sigwait(&signals, &sig) != 0 || sig == SIGUSR2)
-        return;
-      out << "# interrupted (signal " << sig << "): stopping the hosts" << std::endl;
-      interrupted = true;
-      current.interrupt();
-    }
-  });
+  run_interrupts current{out};
   std::vector<std::string> exits;
   result = launch_once(cfg, spec, opts, out, current, exits);
   // A whole relay stage lost with checkpoints on: restored as in the embedded cluster, each
@@ -491,16 +455,15 @@ embedded_result run_launch(const cluster_config& cfg, const launch_options& opts
   result = restore_lost_stages(std::move(result), now, opts.resume.until, out,
                                [&](const cluster_config& c, std::shared_ptr<const cluster_spec> resumed,
                                    int round) -> std::optional<embedded_result> {
-                                 if (interrupted)
+                                 if (current.interrupted())
                                    return std::nullopt;
                                  auto next = opts;
                                  next.logs = (std::filesystem::path(opts.logs) / ("restore-" + std::to_string(round))).string();
                                  return launch_once(c, resumed, next, out, current, exits);
                                });
-  pthread_kill(signal_thread.native_handle(), SIGUSR2);
-  signal_thread.join();
-  pthread_sigmask(SIG_SETMASK, &before, nullptr);
   print_summary(now, result, out);
+  if (current.interrupted())
+    result.failures.push_back(current.what());
   for (auto& e : exits)
     out << "# exited: " << e << "\n";
   return result;

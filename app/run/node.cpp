@@ -215,12 +215,21 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
   std::shared_ptr<const tls_context> tls, tls_client;
   if (cfg.node.tls) {
     std::string why;
-    tls_files files{cfg.node.tls->certificate, cfg.node.tls->key, cfg.node.tls->ca, cfg.node.tls->passphrase};
+    auto mine = cfg.node.tls->for_host(host.name);
+    tls_files files{mine.certificate, mine.key, mine.ca, mine.passphrase};
     tls = tls_context::make(files, tls_side::server, why);
     if (tls)
       tls_client = tls_context::make(files, tls_side::client, why);
     if (!tls || !tls_client) {
       std::cerr << "caf-gwtf: " << why << "\n";
+      return exit_code::failure;
+    }
+    // Peers bind a connection only to a name its certificate carries: a certificate that
+    // does not name this host would be refused by every peer, one handshake at a time.
+    if (!tls->own().names(host.name)) {
+      std::cerr << "caf-gwtf: node.tls.certificate ('" << mine.certificate << "') names " << tls->own().describe()
+                << ", not this host '" << host.name << "': peers would refuse it (issue one with scripts/make-certs DIR --hosts "
+                << host.name << ")\n";
       return exit_code::failure;
     }
   }
@@ -251,6 +260,7 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
       lo.self = spec->hosts.front();
       lo.bootstrap = cfg.node.bootstrap;
       lo.cluster = cluster_hash(cfg);
+      lo.certified = tls != nullptr;
       lo.incarnation = static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
           .count());

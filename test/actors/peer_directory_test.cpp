@@ -223,3 +223,31 @@ TEST_CASE("peer directory: a host refused while an impostor held its name is dia
   CHECK(back.newly_bound);
   CHECK(d.connection("a") == std::optional<std::uint64_t>{3});
 }
+
+TEST_CASE("peer directory: with TLS a connection is bound only to a name its certificate carries") {
+  auto d = make();
+  d.require_certificates();
+  // No certificate told for the connection: never bound (fail closed).
+  auto bare = d.on_gossip(1, from(host("a", "10.0.0.1:4242")), 0);
+  CHECK(bare.error.find("without a verified certificate") != std::string::npos);
+  CHECK_FALSE(d.bound_name(1).has_value());
+  // b's certificate on a connection that introduces itself as a: refused, nothing learned.
+  d.certified(2, {"b"});
+  auto impostor = d.on_gossip(2, from(host("a", "10.6.6.6:1"), {host("c", "10.0.0.3:1")}), 0);
+  CHECK(impostor.error == "a peer at 10.6.6.6:1 introduced itself as 'a', but its certificate names b "
+                          "(a host may introduce only a name its certificate carries)");
+  CHECK_FALSE(d.bound_name(2).has_value());
+  CHECK(d.known().empty());
+  // The same certificate introducing its own name is bound; the real a is bound on its own.
+  CHECK(d.on_gossip(2, from(host("b", "10.0.0.2:4242")), 0).newly_bound);
+  d.certified(3, {"a", "a-spare"});
+  CHECK(d.on_gossip(3, from(host("a", "10.0.0.1:4242")), 0).newly_bound);
+  CHECK(d.connection("a") == std::optional<std::uint64_t>{3});
+  // A lost connection forgets its certificate: an id reused later is not trusted by it.
+  d.connection_lost(3, 10);
+  auto reused = d.on_gossip(3, from(host("a", "10.0.0.1:4242", 2)), 20);
+  CHECK(reused.error.find("without a verified certificate") != std::string::npos);
+  // Without TLS (not required), names are taken as introduced.
+  auto plain = make();
+  CHECK(plain.on_gossip(1, from(host("a", "10.0.0.1:4242")), 0).newly_bound);
+}

@@ -43,15 +43,25 @@ struct seen {
   std::vector<std::string> refused;
   std::uint64_t dialled = 0;
   std::string dial_error;
+  std::vector<std::string> order; // "certified NAME..." and "frame" as they came, with TLS
 
   peer_io_events events() {
     peer_io_events ev;
     ev.frame = [this](std::uint64_t, std::int32_t svc, bool, std::vector<std::uint8_t>&& bytes) {
       std::lock_guard<std::mutex> g{mtx};
       frames.emplace_back(svc, std::move(bytes));
+      order.push_back("frame");
       cv.notify_all();
     };
     ev.closed = [](std::uint64_t, const std::string&) {};
+    ev.certified = [this](std::uint64_t, std::vector<std::string> names) {
+      std::lock_guard<std::mutex> g{mtx};
+      std::string line = "certified";
+      for (auto& n : names)
+        line += " " + n;
+      order.push_back(line);
+      cv.notify_all();
+    };
     ev.refused = [this](const std::string& what) {
       std::lock_guard<std::mutex> g{mtx};
       refused.push_back(what);
@@ -82,7 +92,49 @@ std::unique_ptr<peer_io> start(seen& s, std::uint64_t max_frame, peer_io_options
   return io;
 }
 
+std::shared_ptr<const tls_context> tls_of(const std::string& dir, const std::string& name, tls_side side) {
+  std::string why;
+  auto ctx = tls_context::make({dir + "/" + name + ".crt", dir + "/" + name + ".key", dir + "/ca.crt", ""}, side, why);
+  REQUIRE_MESSAGE(ctx, why);
+  return ctx;
+}
+
 } // namespace
+
+TEST_CASE("socket loop: with TLS each end learns the host named by the certificate of its peer before any frame and the shell certificate is refused") {
+  auto dir = "/tmp/gwtf-peer-io-certs-" + std::to_string(::getpid());
+  auto cmd = std::string{GWTF_SOURCE_DIR} + "/scripts/make-certs " + dir + " --hosts alpha,beta >/dev/null";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  seen a_seen, b_seen, c_seen;
+  peer_io_options ao, bo, co;
+  ao.tls = tls_of(dir, "alpha", tls_side::server);
+  bo.tls = tls_of(dir, "beta", tls_side::server);
+  bo.tls_client = tls_of(dir, "beta", tls_side::client);
+  co.tls_client = tls_of(dir, "shell", tls_side::client); // it only dials
+  auto a = start(a_seen, 8u << 20, ao);
+  auto b = start(b_seen, 8u << 20, bo);
+  // beta dials alpha: both ends are told who the other is, then beta's frame arrives.
+  int fd = gwtf::test::connect_loopback(a->port());
+  REQUIRE(fd >= 0);
+  b->adopt(1, fd, "127.0.0.1:" + std::to_string(a->port()));
+  REQUIRE(b_seen.wait([&] { return b_seen.dialled != 0 || !b_seen.dial_error.empty(); }));
+  REQUIRE(b_seen.dial_error.empty());
+  b->send(b_seen.dialled, membership, true, std::vector<std::uint8_t>(20, 1), false);
+  REQUIRE(a_seen.wait([&] { return a_seen.frames.size() == 1; }));
+  CHECK(a_seen.order == std::vector<std::string>{"certified beta", "frame"});
+  CHECK(b_seen.order == std::vector<std::string>{"certified alpha"});
+  // The shell's certificate chains to the CA but names no host: refused at the handshake.
+  auto c = start(c_seen, 8u << 20, co);
+  int cfd = gwtf::test::connect_loopback(a->port());
+  REQUIRE(cfd >= 0);
+  c->adopt(2, cfd, "127.0.0.1:" + std::to_string(a->port()));
+  REQUIRE(a_seen.wait([&] { return !a_seen.refused.empty(); }));
+  CHECK_MESSAGE(a_seen.refused[0].find("its certificate names no host name (a shell certificate, caf-gwtf:shell): "
+                                       "only a host certificate may join") != std::string::npos,
+                a_seen.refused[0]);
+  CHECK(a_seen.order.size() == 2); // nothing certified for it
+  std::system(("rm -rf " + dir).c_str());
+}
 
 TEST_CASE("socket loop: a dial is answered on the hello, control overtakes a queued share, an oversized header is refused") {
   seen a_seen, b_seen;

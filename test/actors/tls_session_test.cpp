@@ -96,6 +96,11 @@ TEST_CASE("tls: two cluster hosts complete a mutual handshake and exchange data 
   REQUIRE(l.client.established());
   CHECK(l.server.peer_subject() == "/CN=host-1");
   CHECK(l.client.peer_subject() == "/CN=host-0");
+  // Each end sees the host name the other's certificate carries (SAN URI caf-gwtf:host/NAME).
+  CHECK(l.server.peer_identity().hosts == std::vector<std::string>{"host-1"});
+  CHECK(l.client.peer_identity().hosts == std::vector<std::string>{"host-0"});
+  CHECK_FALSE(l.server.peer_identity().shell);
+  CHECK(server_ctx->own().hosts == std::vector<std::string>{"host-0"});
   CHECK(l.server_plain == early);
   // A large message both ways, byte for byte.
   std::mt19937 rng{7};
@@ -109,6 +114,22 @@ TEST_CASE("tls: two cluster hosts complete a mutual handshake and exchange data 
   CHECK(l.server_plain.size() == 1002);
   CHECK_FALSE(l.server.failed());
   CHECK_FALSE(l.client.failed());
+}
+
+TEST_CASE("tls: the shell's certificate completes a handshake but names no host") {
+  auto server_ctx = context(host_files("cluster", "host-0"), tls_side::server);
+  auto shell_ctx = context(host_files("cluster", "shell"), tls_side::client);
+  tls_pair l{shell_ctx, server_ctx};
+  l.pump();
+  REQUIRE(l.server.established());
+  auto who = l.server.peer_identity();
+  CHECK(who.hosts.empty());
+  CHECK(who.shell);
+  CHECK_FALSE(who.names("shell"));
+  CHECK(who.describe() == "no host name (a shell certificate, caf-gwtf:shell)");
+  // Before the handshake a session names nobody.
+  tls_session fresh{server_ctx};
+  CHECK(fresh.peer_identity().hosts.empty());
 }
 
 TEST_CASE("tls: a peer without a certificate, with another CA's or speaking plain TCP is refused") {

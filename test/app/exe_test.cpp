@@ -2,6 +2,8 @@
 #include <doctest/doctest.h>
 
 #include <array>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +16,7 @@
 
 #include "app/config/cluster_config.hpp"
 #include "app/run_command.hpp"
+#include "node_process.hpp"
 
 namespace {
 
@@ -181,4 +184,27 @@ TEST_CASE("scripts/tokenize writes GPT-2 BPE and SentencePiece ids as nanoGPT .b
   CHECK(gwtf::test::run_command(src + "/scripts/tokenize spm '" + (dir / "in.txt").string() + "' '"
                                 + (dir / "x.bin").string() + "' 70000").code == 2);
   fs::remove_all(dir);
+}
+
+TEST_CASE("caf-gwtf: the embedded cluster stopped by SIGTERM stops its hosts and prints its summary") {
+  auto dir = std::filesystem::temp_directory_path() / ("gwtf-sigterm-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  gwtf::test::node_process run;
+  REQUIRE(run.start_argv({GWTF_EXE, "--config", src + "/configs/local.yaml", "--set", "training.iterations=500", "--set",
+                          "training.loss_out=" + (dir / "loss.csv").string()},
+                         dir / "run.log"));
+  auto log = run.wait_for("iter    1 |", std::chrono::seconds(120));
+  REQUIRE_MESSAGE(log.find("iter    1 |") != std::string::npos, log);
+  REQUIRE(::kill(run.pid, SIGTERM) == 0);
+  int code = run.wait_exit(std::chrono::seconds(60));
+  log = gwtf::test::read_file(dir / "run.log");
+  INFO(log);
+  CHECK(code == 1); // the run did not complete: a failure, not a signal death (143)
+  CHECK(log.find("# interrupted (SIGTERM): stopping the hosts") != std::string::npos);
+  CHECK(log.find("# summary: ") != std::string::npos);
+  CHECK(log.find("caf-gwtf: interrupted by SIGTERM") != std::string::npos);
+  CHECK(log.find("caf-gwtf: training did not complete") != std::string::npos);
+  CHECK(std::filesystem::file_size(dir / "loss.csv") > 0); // what was trained is written
+  std::filesystem::remove_all(dir);
 }

@@ -39,17 +39,18 @@ std::uint16_t port_of(const std::string& log) {
   return static_cast<std::uint16_t>(std::stoi(log.substr(at + 23)));
 }
 
-// A lab CA with 2 host certificates (certs/) and a stranger's CA with 1 (other/), from
-// scripts/make-certs under `dir`; `tls(d, i)` is the node.tls part of a node.yaml line.
+// A lab CA with certificates for hosts r1, r2, r3 and the shell (certs/) and a stranger's CA
+// with one for x1 (other/), from scripts/make-certs under `dir`; `tls(d, name)` is the node.tls
+// part of a node.yaml line.
 struct lab_certs {
   fs::path certs, other;
   explicit lab_certs(const fs::path& dir) : certs(dir / "certs"), other(dir / "other") {
-    REQUIRE(run_command(src + "/scripts/make-certs '" + certs.string() + "' 2").code == 0);
-    REQUIRE(run_command(src + "/scripts/make-certs '" + other.string() + "' 1").code == 0);
+    REQUIRE(run_command(src + "/scripts/make-certs '" + certs.string() + "' --hosts r1,r2,r3").code == 0);
+    REQUIRE(run_command(src + "/scripts/make-certs '" + other.string() + "' --hosts x1").code == 0);
   }
-  static std::string tls(const fs::path& d, int i) {
-    return ", tls: {certificate: " + (d / ("host-" + std::to_string(i) + ".crt")).string() +
-           ", key: " + (d / ("host-" + std::to_string(i) + ".key")).string() + ", ca: " + (d / "ca.crt").string() + "}";
+  static std::string tls(const fs::path& d, const std::string& name) {
+    return ", tls: {certificate: " + (d / (name + ".crt")).string() + ", key: " + (d / (name + ".key")).string() +
+           ", ca: " + (d / "ca.crt").string() + "}";
   }
 };
 
@@ -75,7 +76,7 @@ TEST_CASE("tls: a host refuses plain TCP, no certificate, another CA's, a plain 
   lab_certs lab{dir};
   auto &certs = lab.certs, &other = lab.other;
   auto tls = &lab_certs::tls;
-  std::ofstream{dir / "r1.yaml"} << node_yaml("r1", tls(certs, 0), "");
+  std::ofstream{dir / "r1.yaml"} << node_yaml("r1", tls(certs, "r1"), "");
   node_process node;
   REQUIRE(node.start(GWTF_EXE, dir / "r1.yaml", dir / "r1.log"));
   auto log = node.wait_for("listening on 127.0.0.1:");
@@ -95,10 +96,16 @@ TEST_CASE("tls: a host refuses plain TCP, no certificate, another CA's, a plain 
   run_command(s_client + " </dev/null"); // its exit code varies by OpenSSL version: the host's log tells
   log = node.wait_for("peer did not return a certificate");
   CHECK(log.find("peer did not return a certificate") != std::string::npos);
-  run_command(s_client + " -cert '" + (other / "host-0.crt").string() + "' -key '" +
-              (other / "host-0.key").string() + "' </dev/null");
+  run_command(s_client + " -cert '" + (other / "x1.crt").string() + "' -key '" + (other / "x1.key").string() +
+              "' </dev/null");
   log = node.wait_for("certificate verify failed");
   CHECK(log.find("certificate verify failed") != std::string::npos);
+  // The shell's certificate is the cluster CA's, but names no host: it cannot join.
+  run_command(s_client + " -cert '" + (certs / "shell.crt").string() + "' -key '" + (certs / "shell.key").string() +
+              "' </dev/null");
+  log = node.wait_for("its certificate names no host name (a shell certificate");
+  CHECK(log.find("its certificate names no host name (a shell certificate, caf-gwtf:shell): only a host "
+                 "certificate may join") != std::string::npos);
 
   // A caf-gwtf host without TLS dials it: its plain hello is refused.
   std::ofstream{dir / "r2.yaml"} << node_yaml("r2", "", "\"" + at + "\"");
@@ -116,7 +123,7 @@ TEST_CASE("tls: a host refuses plain TCP, no certificate, another CA's, a plain 
   CHECK(log.find("no TLS handshake within 2000 ms") != std::string::npos);
 
   // A cluster host with the right certificate is let in: both hosts bind each other.
-  std::ofstream{dir / "r3.yaml"} << node_yaml("r3", tls(certs, 1), "\"" + at + "\"");
+  std::ofstream{dir / "r3.yaml"} << node_yaml("r3", tls(certs, "r3"), "\"" + at + "\"");
   node_process honest;
   REQUIRE(honest.start(GWTF_EXE, dir / "r3.yaml", dir / "r3.log"));
   log = node.wait_for("link: connected to r3");
@@ -131,8 +138,8 @@ TEST_CASE("tls: a host refuses plain TCP, no certificate, another CA's, a plain 
   auto inspect_at = "127.0.0.1:" + std::to_string(std::stoi(log.substr(ip + 34)));
   CHECK(log.find(inspect_at + " --cert CERT --key KEY --ca CA (mutual TLS)") != std::string::npos);
   auto shell = "'" + std::string{GWTF_EXE} + "' shell " + inspect_at + " -c status --timeout-ms 5000";
-  auto files = [](const fs::path& d, const std::string& ca_dir) {
-    return " --cert '" + (d / "host-1.crt").string() + "' --key '" + (d / "host-1.key").string() + "' --ca '" +
+  auto files = [](const fs::path& d, const std::string& ca_dir) { // the shell's own role
+    return " --cert '" + (d / "shell.crt").string() + "' --key '" + (d / "shell.key").string() + "' --ca '" +
            (ca_dir + "/ca.crt") + "'";
   };
   auto good = run_command(shell + files(certs, certs.string()));
@@ -148,13 +155,13 @@ TEST_CASE("tls: a host refuses plain TCP, no certificate, another CA's, a plain 
                 bare.out);
   log = node.wait_for("inspect: closed the connection from 127.0.0.1:");
   CHECK(log.find("inspect: closed the connection from 127.0.0.1:") != std::string::npos);
-  auto stranger_shell = run_command(shell + " --cert '" + (other / "host-0.crt").string() + "' --key '" +
-                                    (other / "host-0.key").string() + "' --ca '" + (other / "ca.crt").string() + "'");
+  auto stranger_shell = run_command(shell + " --cert '" + (other / "x1.crt").string() + "' --key '" +
+                                    (other / "x1.key").string() + "' --ca '" + (other / "ca.crt").string() + "'");
   CHECK(stranger_shell.code == 1);
   CHECK(stranger_shell.out.find("certificate verify failed") != std::string::npos);
   // Files that do not belong together are refused before any connection, named by flag.
-  auto mixed = run_command(shell + " --cert '" + (other / "host-0.crt").string() + "' --key '" +
-                           (other / "host-0.key").string() + "' --ca '" + (certs / "ca.crt").string() + "'");
+  auto mixed = run_command(shell + " --cert '" + (other / "x1.crt").string() + "' --key '" +
+                           (other / "x1.key").string() + "' --ca '" + (certs / "ca.crt").string() + "'");
   CHECK(mixed.code == 2);
   CHECK(mixed.out == "caf-gwtf shell: --cert is not signed by --ca: unable to get local issuer certificate\n");
   node.stop();
@@ -176,6 +183,17 @@ TEST_CASE("tls: a host with unusable TLS files exits 1 with one line naming the 
   r = run_command("timeout 20 '" + std::string{GWTF_EXE} + "' --config '" + (dir / "m.yaml").string() + "'");
   CHECK(r.code == 1);
   CHECK(r.out == "caf-gwtf: node.tls.key: cannot read '" + (dir / "missing.key").string() + "'\n");
+  // A certificate that names another host: the host would be refused by every peer, so it
+  // does not start; node.tls.directory picks the file of the host that runs.
+  std::ofstream{dir / "n.yaml"} << node_yaml("r", ", tls: {certificate: a/host-0.crt, key: a/host-0.key, ca: a/ca.crt}", "");
+  r = run_command("timeout 20 '" + std::string{GWTF_EXE} + "' --config '" + (dir / "n.yaml").string() + "'");
+  CHECK(r.code == 1);
+  CHECK(r.out == "caf-gwtf: node.tls.certificate ('" + (dir / "a/host-0.crt").string() + "') names caf-gwtf:host/host-0, "
+                 "not this host 'r': peers would refuse it (issue one with scripts/make-certs DIR --hosts r)\n");
+  std::ofstream{dir / "d.yaml"} << node_yaml("r", ", tls: {directory: a}", "");
+  r = run_command("timeout 20 '" + std::string{GWTF_EXE} + "' --config '" + (dir / "d.yaml").string() + "'");
+  CHECK(r.code == 1);
+  CHECK(r.out == "caf-gwtf: node.tls.certificate: cannot read '" + (dir / "a/r.crt").string() + "'\n");
   // Without TLS, a public listen address is refused at load, with the fix in the message.
   std::ofstream{dir / "p.yaml"} << node_yaml("r", "", "", "0.0.0.0:0");
   r = run_command("'" + std::string{GWTF_EXE} + "' --config '" + (dir / "p.yaml").string() + "' --check");
@@ -194,12 +212,12 @@ TEST_CASE("tls: a host that dials a peer with another CA's certificate refuses i
   auto tls = &lab_certs::tls;
   auto address = [](const std::string& log) { return "127.0.0.1:" + std::to_string(port_of(log)); };
   // The stranger: a caf-gwtf host of another cluster CA, dialling nobody that answers.
-  std::ofstream{dir / "x1.yaml"} << node_yaml("x1", tls(lab.other, 0), "\"127.0.0.1:9\"");
+  std::ofstream{dir / "x1.yaml"} << node_yaml("x1", tls(lab.other, "x1"), "\"127.0.0.1:9\"");
   node_process stranger;
   REQUIRE(stranger.start(GWTF_EXE, dir / "x1.yaml", dir / "x1.log"));
   auto stranger_at = address(stranger.wait_for("listening on 127.0.0.1:"));
   // r1 dials it: the guard's TLS client checks the stranger's certificate and closes.
-  std::ofstream{dir / "r1.yaml"} << node_yaml("r1", tls(lab.certs, 0), "\"" + stranger_at + "\"");
+  std::ofstream{dir / "r1.yaml"} << node_yaml("r1", tls(lab.certs, "r1"), "\"" + stranger_at + "\"");
   node_process node;
   REQUIRE(node.start(GWTF_EXE, dir / "r1.yaml", dir / "r1.log"));
   auto refused = "closed the connection to " + stranger_at + ": ";
@@ -211,7 +229,7 @@ TEST_CASE("tls: a host that dials a peer with another CA's certificate refuses i
   auto x1_log = gwtf::test::read_file(dir / "x1.log");
   CHECK(x1_log.find("link: connected to r1") == std::string::npos);
   // A cluster host that dials r1 is bound, and r1's answer goes back over that connection.
-  std::ofstream{dir / "r2.yaml"} << node_yaml("r2", tls(lab.certs, 1), "\"" + address(log) + "\"");
+  std::ofstream{dir / "r2.yaml"} << node_yaml("r2", tls(lab.certs, "r2"), "\"" + address(log) + "\"");
   node_process honest;
   REQUIRE(honest.start(GWTF_EXE, dir / "r2.yaml", dir / "r2.log"));
   auto honest_log = honest.wait_for("link: connected to r1");

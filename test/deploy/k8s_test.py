@@ -123,6 +123,11 @@ def check_render(args):
             peers_port = port_of(c, "peers")
             metrics = port_of(c, "metrics")
             check(cfg["node"]["metrics"].endswith(f":{metrics}"), f"{name}: node.metrics is not the metrics port")
+            # The metrics port is plain HTTP: it binds the pod's address, not every interface.
+            check(cfg["node"]["metrics"] == f"${{POD_IP}}:{metrics}", f"{name}: node.metrics must bind the pod IP (${{POD_IP}})")
+            pod_ip = [e for e in c.get("env", []) if e["name"] == "POD_IP"]
+            check(len(pod_ip) == 1 and pod_ip[0]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP",
+                  f"{name}: POD_IP must come from status.podIP")
             check(cfg["node"]["listen"].endswith(f":{peers_port}"), f"{name}: node.listen is not the peers port")
             check(c["readinessProbe"]["httpGet"]["path"] == "/readyz", f"{name}: readiness must ask /readyz")
             check(c["livenessProbe"]["httpGet"]["path"] == "/healthz", f"{name}: liveness must ask /healthz")
@@ -154,9 +159,10 @@ def check_render(args):
             tls_vol = next((v for v in vols.values() if "secret" in v), None)
             check(tls_vol is not None, f"{name}: no Secret volume for the TLS files")
             tls_dir = mounts[tls_vol["name"]]["mountPath"].rstrip("/")
-            for key in ("certificate", "key", "ca"):
-                check(os.path.dirname(cfg["node"]["tls"][key]) == tls_dir,
-                      f"{name}: node.tls.{key} is not in the Secret's mount {tls_dir}")
+            # ... one pair per pod, taken by the pod's own name (node.tls.directory).
+            check(cfg["node"]["tls"].get("directory", "").rstrip("/") == tls_dir and
+                  not any(k in cfg["node"]["tls"] for k in ("certificate", "key", "ca")),
+                  f"{name}: node.tls must be directory: {tls_dir} (the Secret's mount, a pair per pod)")
             config_mount = mounts[next(v for v, d in vols.items() if "configMap" in d)]
             check(vols[config_mount["name"]]["configMap"]["name"] == cm["metadata"]["name"],
                   f"{name}: the config volume is not the generated ConfigMap")
@@ -207,8 +213,8 @@ def pod_env(sts, pod, namespace):
             out[e["name"]] = str(e["value"])
         else:
             field = e["valueFrom"]["fieldRef"]["fieldPath"]
-            check(field in ("metadata.name", "metadata.namespace"), f"unsupported fieldRef {field}")
-            out[e["name"]] = pod if field == "metadata.name" else namespace
+            check(field in ("metadata.name", "metadata.namespace", "status.podIP"), f"unsupported fieldRef {field}")
+            out[e["name"]] = {"metadata.name": pod, "metadata.namespace": namespace, "status.podIP": "127.0.0.1"}[field]
     # $(VAR) references in values, as the kubelet expands them.
     for k, v in out.items():
         out[k] = re.sub(r"\$\((\w+)\)", lambda m: out.get(m.group(1), m.group(0)), v)
@@ -358,15 +364,17 @@ def check_run(args):
     scratch = tempfile.mkdtemp(prefix="gwtf-k8s-run-")
     procs = {}
     try:
+        pods = [(s, p) for s in sets for p in pods_of(s)]
         certs = os.path.join(scratch, "certs")
-        r = subprocess.run([os.path.join(SRC, "scripts", "make-certs"), certs, "1"], capture_output=True, text=True)
+        r = subprocess.run([os.path.join(SRC, "scripts", "make-certs"), certs, "--hosts", ",".join(p for _, p in pods)],
+                           capture_output=True, text=True)
         check(r.returncode == 0, f"make-certs failed: {r.stderr}")
-        # The Secret as `kubectl create secret generic caf-gwtf-tls` makes it (docs/deploy.md).
+        # The Secret as docs/deploy.md makes it: ca.crt and every pod's pair, never ca.key.
         secret = os.path.join(scratch, "secret")
         os.makedirs(secret)
-        for key, src in (("tls.crt", "host-0.crt"), ("tls.key", "host-0.key"), ("ca.crt", "ca.crt")):
-            shutil.copy(os.path.join(certs, src), os.path.join(secret, key))
-        pods = [(s, p) for s in sets for p in pods_of(s)]
+        for f in os.listdir(certs):
+            if f == "ca.crt" or f.startswith("caf-gwtf-"):
+                shutil.copy(os.path.join(certs, f), os.path.join(secret, f))
         ports = {p: (free_port(), free_port()) for _, p in pods}
         for s, pod in pods:
             root = os.path.join(scratch, pod)
@@ -389,7 +397,7 @@ def check_run(args):
                     own = f"${{POD_NAME}}.{svc}.${{POD_NAMESPACE}}.svc.cluster.local:"
                     conf = re.sub(re.escape(own) + r"\d+", f"127.0.0.1:{ports[pod][0]}", conf)
                     conf = re.sub(r'listen: "0\.0\.0\.0:\d+"', f'listen: "127.0.0.1:{ports[pod][0]}"', conf)
-                    conf = re.sub(r'metrics: "0\.0\.0\.0:\d+"', f'metrics: "127.0.0.1:{ports[pod][1]}"', conf)
+                    conf = re.sub(r'metrics: "\$\{POD_IP\}:\d+"', f'metrics: "127.0.0.1:{ports[pod][1]}"', conf)
                     conf = re.sub(r'inspect: "127\.0\.0\.1:\d+"', 'inspect: "127.0.0.1:0"', conf)
                     check("svc.cluster.local" not in conf, f"{pod}: an address names no pod of the cluster")
                     with open(os.path.join(local, "cluster.yaml"), "w") as f:

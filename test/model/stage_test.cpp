@@ -1,7 +1,9 @@
 // Stage API against the unpartitioned reference: loss parity, gradient parity,
 // export/import, exactly-once accounting, and a real learning check.
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <random>
 #include <set>
 #include <string>
 
@@ -262,6 +264,66 @@ TEST_CASE("per-holder sums: a relay leaves a holder's microbatches out as if it 
   auto none = ok(relay.gradients(std::set<std::uint32_t>{}));
   CHECK(none.count == 0);
   CHECK(none.sums.empty());
+}
+
+TEST_CASE("reproducible sums: the same microbatches in any arrival order give the same bits") {
+  // Six microbatches of two holders with gradients of very different magnitudes (float
+  // addition is not associative): every arrival order gives bit-identical sums, and the
+  // double_count seam still adds its microbatch twice.
+  auto m = tiny(architecture::gpt);
+  auto t = short_run(5);
+  struct mb {
+    std::uint32_t holder, index;
+    float scale;
+  };
+  std::vector<mb> mbs = {{0, 0, 1.0f}, {0, 1, 3e-4f}, {0, 2, 7e3f}, {1, 0, 1e-2f}, {1, 1, 5e2f}, {1, 2, 1.7f}};
+  auto run = [&](std::vector<std::size_t> order, bool twice, bool key_order = true) {
+    auto tt = t;
+    tt.reproducible_sums = key_order;
+    stage relay{m, tt, 1};
+    for (auto i : order) {
+      torch::manual_seed(100 + i);
+      auto in = torch::randn({t.microbatch_size, m.seq_len, m.hidden});
+      auto grad = torch::randn({t.microbatch_size, m.seq_len, m.hidden}) * mbs[i].scale;
+      auto key = microbatch_id{4, mbs[i].holder, mbs[i].index}.key();
+      if (twice && i == 3)
+        relay.add_next_twice();
+      ok(relay.forward(key, in));
+      ok(relay.backward(key, grad));
+    }
+    return ok(relay.gradients());
+  };
+  auto base = run({0, 1, 2, 3, 4, 5}, false);
+  std::mt19937 rng{11}; // seed 11: printed on failure with the order
+  std::vector<std::size_t> order = {0, 1, 2, 3, 4, 5};
+  bool some_order_differs_in_float = false;
+  for (int round = 0; round < 6; ++round) {
+    std::shuffle(order.begin(), order.end(), rng);
+    INFO("arrival order " << order[0] << order[1] << order[2] << order[3] << order[4] << order[5] << " (rng seed 11)");
+    auto other = run(order, false);
+    CHECK(other.count == 6);
+    REQUIRE(other.sums.size() == base.sums.size());
+    for (std::size_t k = 0; k < base.sums.size(); ++k)
+      CHECK(torch::equal(other.sums[k], base.sums[k]));
+    // training.reproducible_sums false: added in that arrival order, some parameter differs
+    // in its last bits (the test can tell an arrival-order sum).
+    auto arrival = run(order, false, false);
+    CHECK(arrival.count == 6);
+    for (std::size_t k = 0; k < arrival.sums.size(); ++k) {
+      // the same sum up to rounding: relative to the largest entry (the magnitudes span 7 decades)
+      CHECK((arrival.sums[k] - base.sums[k]).abs().max().item<double>()
+            <= 1e-5 * base.sums[k].abs().max().item<double>() + 1e-12);
+      some_order_differs_in_float = some_order_differs_in_float || !torch::equal(arrival.sums[k], base.sums[k]);
+    }
+  }
+  CHECK(some_order_differs_in_float);
+  // The seam: microbatch 3 added twice, in any order.
+  auto twice = run({5, 3, 0, 1, 4, 2}, true);
+  CHECK(twice.count == 6);
+  bool differs = false;
+  for (std::size_t k = 0; k < base.sums.size(); ++k)
+    differs = differs || !torch::equal(twice.sums[k], base.sums[k]);
+  CHECK(differs);
 }
 
 TEST_CASE("rematerialise: a relay that keeps only inputs computes what a stashing relay computes") {
