@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "app/config/cluster_config.hpp"
+#include "model/data.hpp"
 
 namespace gwtf::bench {
 
@@ -23,6 +24,24 @@ inline std::optional<app::cluster_config> load_config(int argc, char** argv, con
     exit_code = 1;
   }
   return loaded.config;
+}
+
+/// The data holders of `cfg`.
+inline int holder_count(const app::cluster_config& cfg) {
+  int holders = 0;
+  for (auto& h : cfg.hosts)
+    holders += h.role == actors::host_role::data_holder ? 1 : 0;
+  return holders;
+}
+
+/// The corpus of `cfg.data`; prints why to stderr when it cannot be opened.
+inline std::optional<model::corpus> open_corpus(const app::cluster_config& cfg) {
+  auto opened = model::corpus::open(cfg.data, cfg.model.vocab, cfg.model.seq_len);
+  if (auto* err = std::get_if<std::string>(&opened)) {
+    std::fprintf(stderr, "%s\n", err->c_str());
+    return std::nullopt;
+  }
+  return std::move(std::get<model::corpus>(opened));
 }
 
 } // namespace gwtf::bench

@@ -30,15 +30,11 @@ int main(int argc, char** argv) {
   auto& cfg = *loaded;
   int per_round = argc > 2 ? std::atoi(argv[2]) : 5;
   int rounds = argc > 3 ? std::atoi(argv[3]) : 5;
-  int holders = 0;
-  for (auto& h : cfg.hosts)
-    holders += h.role == actors::host_role::data_holder ? 1 : 0;
-  auto opened = model::corpus::open(cfg.data, cfg.model.vocab, cfg.model.seq_len);
-  if (auto* err = std::get_if<std::string>(&opened)) {
-    std::fprintf(stderr, "%s\n", err->c_str());
+  int holders = bench::holder_count(cfg);
+  auto opened = bench::open_corpus(cfg);
+  if (!opened)
     return 1;
-  }
-  auto& text = std::get<model::corpus>(opened);
+  auto& text = *opened;
   model::configure_torch(1);
 
   auto keyed = cfg.training, arrival = cfg.training;
