@@ -672,21 +672,25 @@ TEST_CASE("cluster: a gradient added twice inside a replica is caught by the exa
   INFO(log.str());
   REQUIRE(r.completed);
   CHECK(r.crashes == 0);
-  std::vector<std::string> twice;
-  for (auto& v : r.exactly_once_violations)
-    if (v.find("iteration 2: 0 missing, 1 counted twice") != std::string::npos)
-      twice.push_back(v);
-  REQUIRE(twice.size() == 2);
-  CHECK(twice[0].rfind("stage 0 ", 0) == 0);
-  CHECK(twice[1].rfind("stage 1 ", 0) == 0);
-  CHECK(r.exactly_once_violations.size() == 2); // nothing at the other iterations
+  // The seam doubles the next microbatch the host counts once the fault fired: at the data
+  // holder one of its own of iteration 2; at the relay the next one that reaches it, which is
+  // in iteration 3 when the flows sent it nothing more of iteration 2 (seen once in 8 runs).
+  REQUIRE(r.exactly_once_violations.size() == 2); // one each, nothing else
+  CHECK(r.exactly_once_violations[0] == "stage 0 iteration 2: 0 missing, 1 counted twice");
+  auto relay = r.exactly_once_violations[1];
+  CHECK_MESSAGE((relay == "stage 1 iteration 2: 0 missing, 1 counted twice"
+                 || relay == "stage 1 iteration 3: 0 missing, 1 counted twice"),
+                relay);
+  auto relay_iteration = relay.substr(std::string{"stage 1 iteration "}.size(), 1);
   // The stages see it themselves too (node mode has no driver): each replica of stages 0
-  // and 1 that averaged iteration 2 says so, and nothing else does.
+  // and 1 that averaged that iteration says so, and nothing else does.
   std::set<std::string> stages_seen;
   for (auto& f : r.failures)
     if (auto at = f.find("exactly-once: stage "); at != std::string::npos) {
-      CHECK_MESSAGE(f.find(" iteration 2: the averaged shares do not hold each of their") != std::string::npos, f);
-      stages_seen.insert(f.substr(at + 20, 1));
+      auto stage = f.substr(at + 20, 1);
+      auto iteration = stage == "0" ? std::string{"2"} : relay_iteration;
+      CHECK_MESSAGE(f.find(" iteration " + iteration + ": the averaged shares do not hold each of their") != std::string::npos, f);
+      stages_seen.insert(stage);
     }
   CHECK(stages_seen == std::set<std::string>{"0", "1"});
 }
