@@ -622,7 +622,6 @@ embedded_result run_driver(const cluster_config& cfg, std::shared_ptr<const acto
     if (interrupts)
       interrupts->set_driver({});
   }
-
   return result;
 }
 

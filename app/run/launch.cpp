@@ -363,11 +363,6 @@ public:
     reap_all();
   }
 
-  driver_actor driver() {
-    std::lock_guard<std::mutex> guard{mtx_};
-    return driver_;
-  }
-
   std::vector<std::string> exits() {
     std::lock_guard<std::mutex> guard{mtx_};
     return exits_;
