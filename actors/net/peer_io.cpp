@@ -333,17 +333,25 @@ struct peer_io::loop {
       [[maybe_unused]] auto n = ::send(c.fd, c.raw.data() + c.raw_sent, c.raw.size() - c.raw_sent, MSG_NOSIGNAL | MSG_DONTWAIT);
   }
 
-  // The handshake completed: the peer's certificate must name a host (a shell's names none),
-  // and the link is told which before the connection's first frame. False if refused.
-  bool certified(connection& c) {
+  // The handshake completed: the peer's certificate must name a host (a shell's names none).
+  // Why not, or empty.
+  static std::string identity_problem(const connection& c) {
     auto who = c.tls->peer_identity();
-    if (who.hosts.empty()) {
-      refuse(c, "its certificate names " + who.describe() + ": only a host certificate may join "
-                "(SAN URI caf-gwtf:host/NAME, scripts/make-certs)");
+    if (!who.hosts.empty())
+      return {};
+    return "its certificate names " + who.describe() + ": only a host certificate may join "
+           "(SAN URI caf-gwtf:host/NAME, scripts/make-certs)";
+  }
+
+  // The link is told which hosts the certificate names before the connection's first frame;
+  // a certificate that names none is refused. False if refused.
+  bool certified(connection& c) {
+    if (auto why = identity_problem(c); !why.empty()) {
+      refuse(c, why);
       return false;
     }
     if (ev.certified)
-      ev.certified(c.id, std::move(who.hosts));
+      ev.certified(c.id, c.tls->peer_identity().hosts);
     return true;
   }
 
@@ -437,7 +445,10 @@ struct peer_io::loop {
       bool ok = c.tls->from_network(in.data(), static_cast<std::size_t>(n), sink, c.raw);
       if (!ok) {
         flush_raw_once(c);
-        refuse(c, c.tls->error());
+        // A peer may complete its handshake and close in one read (a shell's certificate
+        // tried on the peer port, then closed): the refusal names the certificate then.
+        auto why = !was && c.tls->established() ? identity_problem(c) : std::string{};
+        refuse(c, why.empty() ? c.tls->error() : why);
         return false;
       }
       if (!was && c.tls->established() && !certified(c))
