@@ -138,7 +138,7 @@ void start_iteration(self_ptr self) {
     auto t0 = clock::now();
     auto x = st.model->embed(key, inputs);
     auto* out = value_or_report(self, x, "embedding");
-    report_compute(self, st.current, since(t0), 0);
+    report_compute(self, st.current, computed(self, t0), 0);
     if (!out)
       return;
     if (crash_now(self, "forward"))

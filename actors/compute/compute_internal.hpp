@@ -248,6 +248,12 @@ std::vector<candidate> candidates_at(const compute_state& st, int stage);
 std::vector<std::string> live_holders(const compute_state& st);
 std::vector<std::string> same_stage(const compute_state& st);
 void report_failure(self_ptr self, const std::string& what);
+/// The seconds a compute that started at t0 took, as this host's compute_scale makes them
+/// (hosts[].compute_scale, node mode's hosts[0]): above 1 the host sleeps (scale - 1) x the
+/// measured time, so that it is that many times slower than this machine (its peers, its
+/// metrics and the wasted-compute accounting see the padded time). Below 1 it cannot be
+/// emulated: the machine's speed.
+double computed(self_ptr self, clock::time_point t0);
 /// A normal event worth a log line (a wait, a planned leave's cost): not a failure, not
 /// counted among the handled peer errors.
 void report_note(self_ptr self, const std::string& what);

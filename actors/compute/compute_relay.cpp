@@ -207,7 +207,7 @@ void handle_forward(self_ptr self, const std::string& from, wire::activation a) 
   if (head) {
     auto res = st.model->head(key, input, st.holder.origins[key].targets);
     auto* h = value_or_report(self, res, "head of microbatch from " + from);
-    double secs = since(t0);
+    double secs = computed(self, t0);
     report_compute(self, a.microbatch.iteration, secs, 0);
     if (!h)
       return;
@@ -223,7 +223,7 @@ void handle_forward(self_ptr self, const std::string& from, wire::activation a) 
   }
   auto out = st.model->forward(key, input);
   auto* y = value_or_report(self, out, "forward of microbatch from " + from);
-  double secs = since(t0);
+  double secs = computed(self, t0);
   report_compute(self, a.microbatch.iteration, secs, 0);
   if (!y)
     return;
@@ -284,7 +284,7 @@ void handle_backward(self_ptr self, const std::string& from, const wire::activat
       return; // unknown, finished, or of this holder's previous run
     auto res = st.model->embed_backward(key, as_fp32(a.tensor));
     auto* ok = value_or_report(self, res, "embedding backward of microbatch from " + from);
-    report_compute(self, a.microbatch.iteration, since(t0), 0);
+    report_compute(self, a.microbatch.iteration, computed(self, t0), 0);
     if (!ok || crash_now(self, "backward"))
       return;
     finish_origin(self, key);
@@ -296,7 +296,7 @@ void handle_backward(self_ptr self, const std::string& from, const wire::activat
     return;
   auto res = st.model->backward(key, as_fp32(a.tensor));
   auto* g = value_or_report(self, res, "backward of microbatch from " + from);
-  report_compute(self, a.microbatch.iteration, since(t0), 0);
+  report_compute(self, a.microbatch.iteration, computed(self, t0), 0);
   if (!g)
     return;
   if (crash_now(self, "backward"))

@@ -4,6 +4,8 @@
 #include "actors/core/catch_up.hpp"
 #include "actors/compute/compute_internal.hpp"
 
+#include <thread>
+
 #include <nlohmann/json.hpp>
 
 namespace gwtf::actors {
@@ -82,6 +84,15 @@ void report_in_flight(self_ptr self) {
     nexts.push_back(n);
   }
   self->send(st.balancer, inflight_atom::value, std::move(targets), std::move(nexts));
+}
+
+double computed(self_ptr self, clock::time_point t0) {
+  double secs = since(t0);
+  double scale = self->state.ctx->host.compute_scale;
+  if (scale <= 1 || secs <= 0)
+    return secs;
+  std::this_thread::sleep_for(std::chrono::duration<double>((scale - 1) * secs));
+  return scale * secs;
 }
 
 void report_compute(self_ptr self, std::uint64_t iteration, double seconds, double wasted) {
@@ -566,7 +577,9 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
 
 compute_actor spawn_compute(caf::local_actor* parent, supervisor_actor supervisor,
                             std::shared_ptr<const host_context> ctx) {
-  if (ctx->spec->compute_detached)
+  // Detached: in node mode a busy host stays alive to its peers; a host slowed by
+  // compute_scale sleeps in its compute, which must not hold a worker other hosts share.
+  if (ctx->spec->compute_detached || ctx->host.compute_scale > 1)
     return parent->spawn<caf::linked + caf::detached>(compute::compute, std::move(ctx), std::move(supervisor));
   return parent->spawn<caf::linked>(compute::compute, std::move(ctx), std::move(supervisor));
 }

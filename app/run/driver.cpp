@@ -493,6 +493,7 @@ caf::behavior driver(driver_ptr self, const cluster_config* cfg, std::shared_ptr
       auto& st = self->state;
       st.result.compute_s += secs;
       st.result.wasted_s += wasted;
+      st.result.host_compute_s[host] += secs;
       st.compute_by_host[host][i] += secs;
     },
     [self](peer_down_atom, const std::string& host, const std::string& peer) {

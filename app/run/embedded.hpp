@@ -39,6 +39,7 @@ struct embedded_result {
   int crashes = 0, joins = 0, restarts = 0;
   int departures = 0;                ///< hosts that left cleanly
   double compute_s = 0, wasted_s = 0;
+  std::map<std::string, double> host_compute_s; ///< host -> compute seconds it reported (as compute_scale makes them)
   double wall_s = 0;
   /// Exactly-once check per iteration (app/run/exactly_once): a stage that counted a
   /// microbatch twice, missed one of a holder that lived through the iteration, or counted

@@ -694,3 +694,27 @@ TEST_CASE("cluster: a gradient added twice inside a replica is caught by the exa
     }
   CHECK(stages_seen == std::set<std::string>{"0", "1"});
 }
+
+TEST_CASE("cluster: a host with compute_scale 3 takes about three times as long per microbatch as its stage-mate") {
+  // hosts[].compute_scale pads each forward and backward with a sleep of (scale - 1) x its
+  // measured time: the host is that many times slower than this machine, in its own metrics
+  // (the driver's per-host compute seconds) as for its peers. r1-ohio at 3, r1-london at 1,
+  // the same stage: compute seconds per microbatch carried, about 3x (noise: 2-4.5x).
+  auto cfg = local(6, {});
+  for (auto& h : cfg.hosts)
+    if (h.name == "r1-ohio")
+      h.compute_scale = 3.0;
+  INFO("seed " << cfg.training.seed);
+  std::ostringstream log;
+  auto r = app::run_embedded(cfg, log, 90);
+  INFO(log.str());
+  REQUIRE(r.completed);
+  REQUIRE(r.carried["r1-ohio"] > 0);
+  REQUIRE(r.carried["r1-london"] > 0);
+  double slow = r.host_compute_s["r1-ohio"] / static_cast<double>(r.carried["r1-ohio"]);
+  double fast = r.host_compute_s["r1-london"] / static_cast<double>(r.carried["r1-london"]);
+  INFO("per microbatch: r1-ohio " << slow << " s, r1-london " << fast << " s, ratio " << slow / fast);
+  CHECK(slow / fast > 2.0);
+  CHECK(slow / fast < 4.5);
+  check_replicas_agree(r);
+}
