@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 
 #include "app/config/cluster_config.hpp"
@@ -42,6 +43,32 @@ inline std::optional<model::corpus> open_corpus(const app::cluster_config& cfg) 
     return std::nullopt;
   }
   return std::move(std::get<model::corpus>(opened));
+}
+
+/// What a benchmark that trains CONFIG in alternating rounds needs: argv[1] the config,
+/// argv[2] the iterations per round (default `default_per_round`), argv[3] the rounds
+/// (default 5), the config's data holders and corpus. Sets `exit_code` when there is none.
+struct training_bench {
+  app::cluster_config cfg;
+  int per_round = 0;
+  int rounds = 0;
+  int holders = 0;
+  model::corpus text;
+};
+inline std::optional<training_bench> load_training_bench(int argc, char** argv, const char* usage,
+                                                         int default_per_round, int& exit_code) {
+  auto cfg = load_config(argc, argv, usage, exit_code);
+  if (!cfg)
+    return std::nullopt;
+  auto text = open_corpus(*cfg);
+  if (!text) {
+    exit_code = 1;
+    return std::nullopt;
+  }
+  int per_round = argc > 2 ? std::atoi(argv[2]) : default_per_round;
+  int rounds = argc > 3 ? std::atoi(argv[3]) : 5;
+  int holders = holder_count(*cfg);
+  return training_bench{std::move(*cfg), per_round, rounds, holders, std::move(*text)};
 }
 
 } // namespace gwtf::bench

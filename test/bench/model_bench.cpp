@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <vector>
 
 #include "bench_config.hpp"
@@ -22,17 +21,12 @@ using namespace gwtf;
 
 int main(int argc, char** argv) {
   int exit_code = 0;
-  auto loaded = bench::load_config(argc, argv, "gwtf-bench-model CONFIG [ITERATIONS_PER_ROUND] [ROUNDS]", exit_code);
-  if (!loaded)
+  auto setup = bench::load_training_bench(argc, argv, "gwtf-bench-model CONFIG [ITERATIONS_PER_ROUND] [ROUNDS]", 10, exit_code);
+  if (!setup)
     return exit_code;
-  auto& cfg = *loaded;
-  int per_round = argc > 2 ? std::atoi(argv[2]) : 10;
-  int rounds = argc > 3 ? std::atoi(argv[3]) : 5;
-  int holders = bench::holder_count(cfg);
-  auto opened = bench::open_corpus(cfg);
-  if (!opened)
-    return 1;
-  auto& text = *opened;
+  auto& cfg = setup->cfg;
+  auto& text = setup->text;
+  int per_round = setup->per_round, rounds = setup->rounds, holders = setup->holders;
   model::configure_torch(1);
 
   model::reference_model ref{cfg.model, cfg.training};
