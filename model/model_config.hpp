@@ -102,8 +102,9 @@ struct training_config {
   /// simulator, the runtime refuses it for now (app/run/spec.hpp).
   model::averaging_mode averaging = model::averaging_mode::sync;
   /// A replica adds its microbatches' gradients in microbatch-key order (true: each kept
-  /// apart until the averaging point; runs are reproducible bit for bit) or as they arrive
-  /// (false: one running sum per data holder, less memory). docs/model.md, "Reproducible sums".
+  /// apart until the averaging point, so its sums do not depend on arrival order; with one
+  /// replica per stage runs are bit for bit alike) or as they arrive (false: one running sum
+  /// per data holder, less memory). docs/model.md, "Reproducible sums".
   bool reproducible_sums = true;
 
   /// Reports every field that is out of range or inconsistent.
