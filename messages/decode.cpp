@@ -427,9 +427,10 @@ void get(schema::GradientChunk::Reader r, gradient_chunk& x, checker& c) {
   if (c.ok())
     get(r.getValues(), x.values, c, "gradientChunk.values");
   auto type = x.values.type;
-  if (c.ok() && ((type != dtype::float32 && type != dtype::bfloat16 && type != dtype::int8) || x.values.sparse
-                 || x.values.shape.size() != 1))
-    c.bad(wire_error::bad_field, "gradientChunk.values: a dense 1-D float32, bfloat16 or int8 tensor");
+  if (c.ok()
+      && ((type != dtype::float32 && type != dtype::bfloat16 && type != dtype::int8 && type != dtype::int64)
+          || x.values.sparse || x.values.shape.size() != 1))
+    c.bad(wire_error::bad_field, "gradientChunk.values: a dense 1-D float32, bfloat16, int8 or int64 tensor");
   if (c.ok()) {
     auto n = static_cast<std::uint64_t>(x.values.shape[0]);
     if (x.offset > x.total_elements || n > x.total_elements - x.offset)

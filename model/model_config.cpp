@@ -85,6 +85,11 @@ void training_config::validate(const issue_sink& report) const {
       if (data_holders[j] == data_holders[i])
         report(key, "each data holder once, got '" + data_holders[i] + "' twice");
   }
+  if (reproducible_sums == sum_order::exact && share_compression != share_compression::fp32)
+    report("reproducible_sums", std::string{"key_order or off with share_compression "}
+                                  + (share_compression == share_compression::bf16 ? "bf16" : "int8")
+                                  + " (exact sums travel as int64 integers: a compressed share would round them "
+                                    "again), got exact");
 }
 
 } // namespace gwtf::model

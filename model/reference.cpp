@@ -29,7 +29,7 @@ struct reference_model::impl {
         x = b.forward(x);
       return exit.forward(x);
     });
-    whole->set_key_order(t.reproducible_sums);
+    whole->set_sum_order(t.reproducible_sums);
     optimizer.emplace(params, t);
   }
 

@@ -15,6 +15,8 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/types.h>
 
+#include "model/exact_sums.hpp"
+#include "model/share_codec.hpp"
 #include "model/transformer.hpp"
 
 namespace gwtf::model::detail {
@@ -45,9 +47,10 @@ public:
 
   /// Keep only inputs from forward to backward and recompute (true), or every activation.
   void set_rematerialize(bool on) { rematerialize_ = on; }
-  /// Add the microbatches' gradients in key order (true, the default: reproducible) or as
-  /// they come (training.reproducible_sums). Set before the first microbatch.
-  void set_key_order(bool on) { key_order_ = on; }
+  /// How the microbatches' gradients add up (training.reproducible_sums): in key order (the
+  /// default), as they come, or exactly on the grid of model/exact_sums.hpp (int64 sums). Set
+  /// before the first microbatch.
+  void set_sum_order(sum_order order) { order_ = order; }
 
   /// Backward from the stashed output; returns the input gradient (undefined when the
   /// input needs none), or an error when nothing is stashed for `mb`.
@@ -125,7 +128,7 @@ public:
   /// the same bits however the network ordered them (docs/model.md, "Reproducible sums").
   template <class Keep>
   std::vector<torch::Tensor> sums(Keep&& keep) const {
-    if (!key_order_)
+    if (order_ != sum_order::key_order)
       return arrival_sums(keep);
     std::vector<torch::Tensor> out, part;
     std::uint32_t holder = 0;
@@ -162,7 +165,7 @@ public:
     return sums([](std::uint32_t) { return true; });
   }
   /// Without key order: the running sums of the holders `keep` accepts, added in holder
-  /// order; one holder's sums are returned as they are.
+  /// order; one holder's sums are returned as they are. Exact: int64, whatever the order.
   template <class Keep>
   std::vector<torch::Tensor> arrival_sums(Keep&& keep) const {
     std::vector<torch::Tensor> out;
@@ -229,7 +232,10 @@ private:
     std::uint32_t times = add_twice_ ? 2 : 1;
     add_twice_ = false;
     additions_[mb] += times;
-    if (key_order_) {
+    if (order_ == sum_order::exact)
+      for (auto& g : grads)
+        g = to_exact(g);
+    if (order_ == sum_order::key_order) {
       contributions_[mb] = contribution{std::move(grads), times};
       return;
     }
@@ -256,8 +262,8 @@ private:
     std::uint32_t times = 1;          // additions (2: the double_count seam)
   };
   std::map<std::uint64_t, contribution> contributions_; // by microbatch key (key order)
-  std::map<std::uint32_t, std::vector<torch::Tensor>> running_; // per data holder (arrival order)
-  bool key_order_ = true;
+  std::map<std::uint32_t, std::vector<torch::Tensor>> running_; // per data holder (arrival order; exact: int64)
+  sum_order order_ = sum_order::key_order;
   std::int64_t duplicates_ = 0;
   bool rematerialize_ = false;
 };

@@ -46,6 +46,25 @@ constexpr std::array<std::pair<averaging_mode, const char*>, 2> enum_names(avera
   return {{{averaging_mode::sync, "sync"}, {averaging_mode::overlap, "overlap"}}};
 }
 
+/// How a replica adds its microbatches' parameter gradients (training.reproducible_sums;
+/// docs/model.md, "Reproducible sums").
+enum class sum_order {
+  off,       ///< as they arrive: one float32 running sum per data holder
+  key_order, ///< each microbatch's kept apart, added in microbatch-key order at the averaging point
+  exact,     ///< each rounded once onto a fixed grid and added as integers (int64 shares, exact)
+};
+
+constexpr std::array<std::pair<sum_order, const char*>, 3> enum_names(sum_order) {
+  return {{{sum_order::off, "off"}, {sum_order::key_order, "key_order"}, {sum_order::exact, "exact"}}};
+}
+
+/// Exact sums' grid: a microbatch's gradient entry g becomes the integer round(g * 2^40),
+/// clamped to +-2^45 (|g| <= 32). A stage adds at most exact_sum_max_microbatches of them
+/// (each at most twice: the double_count seam), so no sum leaves int64: 2^45 * 2^17 = 2^62.
+inline constexpr int exact_sum_fraction_bits = 40;
+inline constexpr int exact_sum_clamp_bits = 45;
+inline constexpr std::uint64_t exact_sum_max_microbatches = 65536;
+
 /// Values per int8 block: each block has its own scale (its largest magnitude / 127).
 using gwtf::share_int8_block;
 

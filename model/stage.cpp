@@ -4,6 +4,7 @@
 #include <cstring>
 #include <optional>
 
+#include "model/exact_sums.hpp"
 #include "model/optimizer.hpp"
 #include "model/segment.hpp"
 
@@ -68,11 +69,13 @@ struct reader {
 std::vector<torch::Tensor> average(const std::vector<gradient_sum>& replicas) {
   std::vector<torch::Tensor> out;
   std::int64_t count = 0;
+  bool exact = false;
   for (auto& r : replicas) {
     if (r.count == 0)
       continue;
     count += r.count;
     if (out.empty()) {
+      exact = !r.sums.empty() && is_exact(r.sums.front());
       for (auto& s : r.sums)
         out.push_back(s.clone());
     } else {
@@ -81,7 +84,7 @@ std::vector<torch::Tensor> average(const std::vector<gradient_sum>& replicas) {
     }
   }
   for (auto& t : out)
-    t.div_(static_cast<double>(count));
+    t = exact ? exact_average(t, count) : t.div_(static_cast<double>(count));
   return out;
 }
 
@@ -142,7 +145,7 @@ stage::stage(const model_config& model, const training_config& training, int ind
   if (index > 0) // relays; stage 0's entry keeps its (small) stash
     impl_->segments[0].set_rematerialize(rematerialize);
   for (auto& s : impl_->segments)
-    s.set_key_order(training.reproducible_sums);
+    s.set_sum_order(training.reproducible_sums);
 }
 stage::~stage() = default;
 stage::stage(stage&&) noexcept = default;

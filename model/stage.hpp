@@ -26,12 +26,13 @@ using outcome = std::variant<T, std::string>;
 
 /// Parameter-gradient sums of one replica over the microbatches it counted this iteration.
 struct gradient_sum {
-  std::vector<torch::Tensor> sums; ///< aligned with the stage's parameters; empty if count = 0
+  std::vector<torch::Tensor> sums; ///< aligned with the stage's parameters (float32, exact: int64); empty if count = 0
   std::int64_t count = 0;          ///< microbatches counted
   std::map<std::uint32_t, std::int64_t> holders; ///< of them, per data holder index (count > 0 only)
 };
 
-/// Averages replicas, weighted by microbatch count: sum of sums / sum of counts.
+/// Averages replicas, weighted by microbatch count: sum of sums / sum of counts. Exact sums
+/// (int64, training.reproducible_sums: exact) add as integers and come out float32.
 std::vector<torch::Tensor> average(const std::vector<gradient_sum>& replicas);
 
 /// Result of the exit part: the microbatch's loss and the gradient for the last relay.

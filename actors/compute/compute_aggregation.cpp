@@ -62,11 +62,17 @@ void drop_parts(compute_state& st, std::uint64_t i) {
     it = it->second.part ? sh.erase(it) : std::next(it);
 }
 
-// A float32 view of values [span.begin, span.end) of `whole` (no copy).
-wire::tensor_payload float_slice(const wire::tensor_payload& whole, share_span span) {
-  return {wire::dtype::float32, {static_cast<std::int64_t>(span.size())},
-          std::shared_ptr<const std::uint8_t>(whole.bytes, whole.bytes.get() + span.begin * sizeof(float)),
-          static_cast<std::size_t>(span.size()) * sizeof(float), false, {}};
+// A view of values [span.begin, span.end) of `whole` (float32 or int64; no copy).
+wire::tensor_payload value_slice(const wire::tensor_payload& whole, share_span span) {
+  auto width = wire::dtype_size(whole.type);
+  return {whole.type, {static_cast<std::int64_t>(span.size())},
+          std::shared_ptr<const std::uint8_t>(whole.bytes, whole.bytes.get() + span.begin * width),
+          static_cast<std::size_t>(span.size()) * width, false, {}};
+}
+
+// Whether the stage's sums are exact (int64 shares; training.reproducible_sums: exact).
+bool exact_sums(const compute_state& st) {
+  return st.ctx->spec->training.reproducible_sums == model::sum_order::exact;
 }
 
 // `c` (a whole share as it goes on the wire: encoded values, scales) cut to `span`.
@@ -108,7 +114,7 @@ void send_parts(self_ptr self, butterfly_state& b, wire::gradient_chunk c, const
     if (!any)
       break;
   }
-  round.add_part(me(st), mine.count, mine.count > 0 ? float_slice(mine.values, round.mine()) : wire::tensor_payload{});
+  round.add_part(me(st), mine.count, mine.count > 0 ? value_slice(mine.values, round.mine()) : wire::tensor_payload{});
 }
 
 // Sends this replica's gradient sum of iteration i to the live replicas of its stage (again
@@ -136,7 +142,8 @@ void send_share(self_ptr self, std::uint64_t i) {
     std::vector<torch::Tensor> parts;
     for (auto& t : sum->sums)
       parts.push_back(t.reshape({-1}));
-    auto flat = torch::cat(parts).to(torch::kFloat).contiguous();
+    // Exact sums stay int64 (their compression is fp32, validated); others go as float32.
+    auto flat = torch::cat(parts).to(exact_sums(st) ? torch::kLong : torch::kFloat).contiguous();
     auto how = st.ctx->spec->training.share_compression;
     if (how != model::share_compression::fp32) {
       // The replicas average what they decode: this replica averages its own share as
@@ -205,7 +212,7 @@ void send_share(self_ptr self, std::uint64_t i) {
   if (butterfly) {
     bool first = !b.round;
     if (first)
-      b.round.emplace(group, me(st), st.agg.share_elements);
+      b.round.emplace(group, me(st), st.agg.share_elements, exact_sums(st) ? wire::dtype::int64 : wire::dtype::float32);
     send_parts(self, b, c, mine);
     if (first) {
       early = std::move(b.early);
@@ -259,7 +266,7 @@ void butterfly_peer_down(self_ptr self, const std::string& id) {
 
 // The owner's sum of its part over `tag` goes to every replica of the round (all-gather),
 // encoded as the shares are; the owner keeps the decoded sum, as the others get it.
-void send_reduced(self_ptr self, std::uint64_t i, butterfly_state& b, const share_tag& tag, std::vector<float> sum) {
+void send_reduced(self_ptr self, std::uint64_t i, butterfly_state& b, const share_tag& tag, wire::tensor_payload sum) {
   auto& st = self->state;
   // An injected crash (fault phase averaging): every contributor's part is in, their sum
   // never goes out; the others wait for it until they see this host go.
@@ -288,12 +295,13 @@ void send_reduced(self_ptr self, std::uint64_t i, butterfly_state& b, const shar
   for (auto& [h, k] : holders)
     c.holders.push_back({h, static_cast<std::uint32_t>(k)});
   auto n = static_cast<std::size_t>(span.size());
-  auto decoded = std::make_shared<std::vector<float>>(std::move(sum));
-  if (how == model::share_compression::fp32) {
-    c.values = {wire::dtype::float32, {static_cast<std::int64_t>(n)},
-                std::shared_ptr<const std::uint8_t>(decoded, reinterpret_cast<const std::uint8_t*>(decoded->data())),
-                n * sizeof(float), false, {}};
+  if (how == model::share_compression::fp32) { // float32, or exact int64: as summed
+    c.values = sum;
+    round.add_reduced(round.index(), tag, std::move(sum));
   } else {
+    auto decoded = std::make_shared<std::vector<float>>(n);
+    if (n > 0)
+      std::memcpy(decoded->data(), sum.bytes.get(), n * sizeof(float));
     std::vector<float> lost;
     if (how == model::share_compression::int8)
       lost.assign(n, 0.0f);
@@ -304,11 +312,11 @@ void send_reduced(self_ptr self, std::uint64_t i, butterfly_state& b, const shar
                 {static_cast<std::int64_t>(n)}, std::shared_ptr<const std::uint8_t>(bytes, bytes->data()), bytes->size(),
                 false, {}};
     c.scales = std::move(enc.scales);
+    round.add_reduced(round.index(), tag,
+                      {wire::dtype::float32, {static_cast<std::int64_t>(n)},
+                       std::shared_ptr<const std::uint8_t>(decoded, reinterpret_cast<const std::uint8_t*>(decoded->data())),
+                       n * sizeof(float), false, {}});
   }
-  round.add_reduced(round.index(), tag,
-                    {wire::dtype::float32, {static_cast<std::int64_t>(n)},
-                     std::shared_ptr<const std::uint8_t>(decoded, reinterpret_cast<const std::uint8_t*>(decoded->data())),
-                     n * sizeof(float), false, {}});
   round.mark_sent(tag);
   std::vector<std::string> to;
   for (auto& r : round.group())
@@ -503,13 +511,10 @@ boundary try_average(self_ptr self, std::uint64_t i) {
                + std::to_string(n) + " replicas (each sends " + std::to_string(2 * (n - 1)) + "/" + std::to_string(n)
                + " of a share, not " + std::to_string(n - 1) + " shares)");
       }
-      auto buffer = std::make_shared<std::vector<float>>(std::move(*whole));
       auto& one = summed[tag.begin()->first];
       for (auto& [r, n] : tag)
         one.count += n;
-      one.values = {wire::dtype::float32, {static_cast<std::int64_t>(buffer->size())},
-                    std::shared_ptr<const std::uint8_t>(buffer, reinterpret_cast<const std::uint8_t*>(buffer->data())),
-                    buffer->size() * sizeof(float), false, {}};
+      one.values = std::move(*whole);
     }
   }
   for (auto& [replica, s] : summed.empty() ? st.agg.shares[i] : summed) { // replica-name order: bit-identical everywhere

@@ -329,7 +329,7 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
   std::uint64_t share_elements = 0; // a share holds one value per parameter of this stage
   for (auto& p : st.model->parameters())
     share_elements += static_cast<std::uint64_t>(p.tensor.numel());
-  st.agg.incoming.emplace(share_elements);
+  st.agg.incoming.emplace(share_elements, 2, 256, ctx->spec->training.reproducible_sums == model::sum_order::exact);
   st.agg.share_elements = share_elements;
   st.ready = !ctx->joining;
   st.run_origin = ctx->incarnation;

@@ -44,8 +44,10 @@ using share_tag = std::map<std::string, std::int64_t>;
 class butterfly_round {
 public:
   /// `group`: the replicas the shares are cut among, sorted, `me` among them; `total`: the
-  /// values of a share (the stage's parameters).
-  butterfly_round(std::vector<std::string> group, const std::string& me, std::uint64_t total);
+  /// values of a share (the stage's parameters); `type`: what the parts and sums hold, float32
+  /// (shares decoded) or int64 (exact sums, training.reproducible_sums: exact).
+  butterfly_round(std::vector<std::string> group, const std::string& me, std::uint64_t total,
+                  wire::dtype type = wire::dtype::float32);
 
   const std::vector<std::string>& group() const { return group_; }
   std::size_t index() const { return index_; }
@@ -56,24 +58,29 @@ public:
   std::optional<std::size_t> index_of(const std::string& replica) const;
 
   /// Owner: `from`'s part of mine(), counting `count` microbatches; `values`: mine().size()
-  /// float32 values (ignored when count is 0). A later part of `from` replaces it.
+  /// values of the round's type (ignored when count is 0). A later part of `from` replaces it.
   void add_part(const std::string& from, std::int64_t count, wire::tensor_payload values);
   /// Owner: the sum of the parts of `tag`'s replicas in replica-name order, mine().size()
-  /// values; nullopt while a part is missing or counts otherwise than `tag` says.
-  std::optional<std::vector<float>> reduce(const share_tag& tag) const;
+  /// values of the round's type (zeros when `tag` is empty); nullopt while a part is missing,
+  /// of another type, or counts otherwise than `tag` says.
+  std::optional<wire::tensor_payload> reduce(const share_tag& tag) const;
   /// Owner: what it sent last (the all-gather goes again only when the tag changed).
   const std::optional<share_tag>& sent() const { return sent_; }
   void mark_sent(share_tag tag) { sent_ = std::move(tag); }
 
-  /// Part `index`'s sum over `tag` (float32, part(index).size() values); the latest counts.
+  /// Part `index`'s sum over `tag` (part(index).size() values of the round's type); the
+  /// latest counts.
   void add_reduced(std::size_t index, share_tag tag, wire::tensor_payload values);
-  /// The whole sum over `tag` once every non-empty part's sum over exactly `tag` is in.
-  std::optional<std::vector<float>> assemble(const share_tag& tag) const;
+  /// The whole sum over `tag` (total values of the round's type) once every non-empty part's
+  /// sum over exactly `tag` is in.
+  std::optional<wire::tensor_payload> assemble(const share_tag& tag) const;
+  wire::dtype type() const { return type_; }
 
 private:
   std::vector<std::string> group_;
   std::size_t index_ = 0;
   std::uint64_t total_ = 0;
+  wire::dtype type_ = wire::dtype::float32;
   std::map<std::string, std::pair<std::int64_t, wire::tensor_payload>> parts_;
   std::map<std::size_t, std::pair<share_tag, wire::tensor_payload>> reduced_;
   std::optional<share_tag> sent_;

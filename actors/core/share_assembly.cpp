@@ -9,9 +9,7 @@ namespace gwtf::actors {
 
 namespace {
 
-constexpr std::size_t value_bytes = 4; // float32: a share put back together
-
-// How a chunk's values are encoded (training.share_compression); nullopt: not a share's.
+// How a chunk's float values are encoded (training.share_compression); nullopt: not float.
 std::optional<model::share_compression> encoding(wire::dtype t) {
   switch (t) {
     case wire::dtype::float32: return model::share_compression::fp32;
@@ -21,11 +19,13 @@ std::optional<model::share_compression> encoding(wire::dtype t) {
   }
 }
 
-// The chunk's values: dense, one dimension, as many bytes as values of their type; int8
-// with a scale per block from a block's start.
+// The chunk's values: dense, one dimension, as many bytes as values of their type (a float
+// encoding, or int64: exact sums); int8 with a scale per block from a block's start.
 bool plain(const wire::gradient_chunk& c) {
   auto& v = c.values;
   auto how = encoding(v.type);
+  if (v.type == wire::dtype::int64)
+    how = model::share_compression::fp32; // unscaled, as fp32
   if (!how || v.sparse || v.shape.size() != 1 || v.shape[0] < 0
       || v.size != static_cast<std::size_t>(v.shape[0]) * wire::dtype_size(v.type))
     return false;
@@ -81,8 +81,25 @@ std::vector<wire::gradient_chunk> cut_share(const wire::gradient_chunk& whole, s
   return out;
 }
 
-share_assembler::share_assembler(std::uint64_t stage_elements, std::size_t max_pending, std::uint64_t min_values)
-  : stage_elements_(stage_elements), max_pending_(std::max<std::size_t>(1, max_pending)), min_values_(min_values) {
+share_assembler::share_assembler(std::uint64_t stage_elements, std::size_t max_pending, std::uint64_t min_values,
+                                 bool exact)
+  : stage_elements_(stage_elements), max_pending_(std::max<std::size_t>(1, max_pending)), min_values_(min_values),
+    exact_(exact) {
+}
+
+std::size_t share_assembler::value_bytes() const {
+  return exact_ ? sizeof(std::int64_t) : sizeof(float);
+}
+
+// n values of `c` (already checked plain and of this assembler's kind) into `out`: float
+// encodings decoded to float32, int64 copied.
+void share_assembler::put(const wire::gradient_chunk& c, std::uint64_t n, std::uint8_t* out) const {
+  if (exact_) {
+    std::memcpy(out, c.values.bytes.get(), static_cast<std::size_t>(n) * sizeof(std::int64_t));
+    return;
+  }
+  model::decode_share(*encoding(c.values.type), c.values.bytes.get(), c.scales.data(), static_cast<std::size_t>(n),
+                      reinterpret_cast<float*>(out));
 }
 
 share_assembler::outcome share_assembler::add(const std::string& from, wire::gradient_chunk&& c) {
@@ -107,11 +124,15 @@ share_assembler::outcome share_assembler::add(const std::string& from, wire::gra
     return out;
   }
   if (!plain(c)) {
-    out.error = "a gradient chunk that is not a dense float32, bfloat16 or int8 vector (int8: with a scale per block "
-                "of " + std::to_string(share_int8_block) + " values, from a block's start)";
+    out.error = "a gradient chunk that is not a dense float32, bfloat16, int8 or int64 vector (int8: with a scale per "
+                "block of " + std::to_string(share_int8_block) + " values, from a block's start)";
     return out;
   }
-  auto how = *encoding(c.values.type);
+  if ((c.values.type == wire::dtype::int64) != exact_) {
+    out.error = std::string{"a gradient chunk of "} + (exact_ ? "float" : "int64") + " values; this stage averages "
+                + (exact_ ? "exact int64 sums" : "float shares") + " (training.reproducible_sums differs)";
+    return out;
+  }
   auto n = static_cast<std::uint64_t>(c.values.shape[0]);
   auto width = span.size();
   if (span.size() == 0 && n == 0 && c.offset == span.begin) { // an empty part (a share of fewer blocks than replicas)
@@ -127,10 +148,10 @@ share_assembler::outcome share_assembler::add(const std::string& from, wire::gra
   }
   if (c.offset == span.begin && n == width) { // whole in one frame: nothing to put together
     parts_.erase(key);
-    if (how != model::share_compression::fp32) {
-      std::shared_ptr<std::uint8_t> buffer(new std::uint8_t[n * value_bytes], std::default_delete<std::uint8_t[]>());
-      model::decode_share(how, c.values.bytes.get(), c.scales.data(), n, reinterpret_cast<float*>(buffer.get()));
-      c.values = {wire::dtype::float32, {static_cast<std::int64_t>(n)}, std::move(buffer), n * value_bytes, false, {}};
+    if (c.values.type != wire::dtype::float32 && c.values.type != wire::dtype::int64) {
+      std::shared_ptr<std::uint8_t> buffer(new std::uint8_t[n * value_bytes()], std::default_delete<std::uint8_t[]>());
+      put(c, n, buffer.get());
+      c.values = {wire::dtype::float32, {static_cast<std::int64_t>(n)}, std::move(buffer), n * value_bytes(), false, {}};
       c.scales.clear();
     }
     out.whole = std::move(c);
@@ -172,22 +193,21 @@ share_assembler::outcome share_assembler::add(const std::string& from, wire::gra
     p.head.scales.clear();
     p.head.reports.clear();
     p.span = span;
-    p.buffer = std::shared_ptr<std::uint8_t>(new std::uint8_t[width * value_bytes], std::default_delete<std::uint8_t[]>());
+    p.buffer = std::shared_ptr<std::uint8_t>(new std::uint8_t[width * value_bytes()], std::default_delete<std::uint8_t[]>());
   }
   if (c.offset == span.begin) // the first chunk carries the holders' reports
     it->second.head.reports = std::move(c.reports);
   auto& p = it->second;
-  model::decode_share(how, c.values.bytes.get(), c.scales.data(), n,
-                      reinterpret_cast<float*>(p.buffer.get() + (c.offset - span.begin) * value_bytes));
+  put(c, n, p.buffer.get() + (c.offset - span.begin) * value_bytes());
   p.received += n;
   p.ranges.emplace(c.offset, c.offset + n);
   if (p.received < width)
     return out;
   auto whole = std::move(p.head);
   whole.offset = span.begin;
-  whole.values.type = wire::dtype::float32;
+  whole.values.type = exact_ ? wire::dtype::int64 : wire::dtype::float32;
   whole.values.shape = {static_cast<std::int64_t>(width)};
-  whole.values.size = static_cast<std::size_t>(width) * value_bytes;
+  whole.values.size = static_cast<std::size_t>(width) * value_bytes();
   whole.values.bytes = std::move(p.buffer);
   parts_.erase(it);
   out.whole = std::move(whole);
@@ -207,7 +227,7 @@ void share_assembler::forget(const std::string& from) {
 std::size_t share_assembler::pending_bytes() const {
   std::size_t n = 0;
   for (auto& [k, p] : parts_)
-    n += static_cast<std::size_t>(p.span.size()) * value_bytes;
+    n += static_cast<std::size_t>(p.span.size()) * value_bytes();
   return n;
 }
 

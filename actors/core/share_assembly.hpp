@@ -33,14 +33,19 @@ public:
   /// `stage_elements`: the values of this stage's share (its parameter count); `min_values`:
   /// the fewest values a chunk other than a share's last may hold (node.chunk_bytes' floor of
   /// 1024 bytes: 256), which bounds the bookkeeping of a share to stage_elements / min_values.
-  explicit share_assembler(std::uint64_t stage_elements, std::size_t max_pending = 2, std::uint64_t min_values = 256);
+  /// `exact`: shares are exact int64 sums (training.reproducible_sums: exact), put together
+  /// as int64 and no float chunk accepted; else float32, bfloat16 or int8 chunks, decoded to
+  /// float32, and no int64 chunk accepted.
+  explicit share_assembler(std::uint64_t stage_elements, std::size_t max_pending = 2, std::uint64_t min_values = 256,
+                           bool exact = false);
 
   /// What a chunk did.
   struct outcome {
     std::optional<wire::gradient_chunk> whole; ///< complete: the whole share (offset 0) or part (its span), all values
     std::string error;                         ///< the chunk was refused: why (the rest is unchanged)
   };
-  /// Takes one chunk of `from`'s whole share.
+  /// Takes one chunk of `from`'s whole share. What comes out holds float32 values (int64 when
+  /// exact).
   outcome add(const std::string& from, wire::gradient_chunk&& chunk);
   /// Takes one chunk of `from`'s share, part or reduced part (actors/core/butterfly.hpp) that
   /// covers `span` of the stage's values: put together, it is `whole` with offset
@@ -60,17 +65,20 @@ public:
 private:
   /// 0: a whole share, 1: a part of one for its owner, 2: a reduced part.
   static int kind_of(const wire::gradient_chunk& c);
+  std::size_t value_bytes() const;
+  void put(const wire::gradient_chunk& c, std::uint64_t n, std::uint8_t* out) const;
 
   struct part {
     wire::gradient_chunk head;                ///< the first chunk, its values dropped
     share_span span;                          ///< what it covers
-    std::shared_ptr<std::uint8_t> buffer;     ///< span.size() values, float32
+    std::shared_ptr<std::uint8_t> buffer;     ///< span.size() values, float32 (exact: int64)
     std::uint64_t received = 0;               ///< values so far
     std::map<std::uint64_t, std::uint64_t> ranges; ///< what came: [offset, end) by offset
   };
   std::uint64_t stage_elements_;
   std::size_t max_pending_;
   std::uint64_t min_values_;
+  bool exact_ = false;
   std::map<std::tuple<std::string, std::uint64_t, int>, part> parts_; ///< (peer, iteration, kind) -> under way
 };
 

@@ -402,6 +402,15 @@ void validate_cluster(cluster_config& cfg, reader& r, const fs::path& base_dir,
       r.error_for(node_mode ? "training.data_holders" : "hosts",
                   "expected at most " + std::to_string(model::max_data_holders) + " data holders (a microbatch id keeps "
                     "12 bits for its holder), got " + std::to_string(holders));
+    // Exact sums stay inside int64 for at most exact_sum_max_microbatches per iteration.
+    auto per_iteration = static_cast<std::uint64_t>(holders)
+                         * static_cast<std::uint64_t>(std::max(0, cfg.training.microbatches_per_holder));
+    if (cfg.training.reproducible_sums == model::sum_order::exact && per_iteration > model::exact_sum_max_microbatches)
+      r.error_for("training.reproducible_sums",
+                  "expected key_order or off for more than " + std::to_string(model::exact_sum_max_microbatches)
+                    + " microbatches per iteration (exact sums are int64 and hold that many), got exact with "
+                    + std::to_string(holders) + " data holders x " + std::to_string(cfg.training.microbatches_per_holder)
+                    + " microbatches_per_holder = " + std::to_string(per_iteration));
   }
   if (node_mode) {
     // One host per process: the roster of data holders cannot be read off hosts.

@@ -20,6 +20,18 @@ wire::tensor_payload floats(const float* v, std::size_t n) {
   return wire::tensor_payload::copy_of(wire::dtype::float32, {static_cast<std::int64_t>(n)}, v, n * sizeof(float));
 }
 
+wire::tensor_payload ints(const std::int64_t* v, std::size_t n) {
+  return wire::tensor_payload::copy_of(wire::dtype::int64, {static_cast<std::int64_t>(n)}, v, n * sizeof(std::int64_t));
+}
+
+template <class T = float>
+std::vector<T> values(const wire::tensor_payload& p) {
+  std::vector<T> out(p.size / sizeof(T));
+  if (!out.empty())
+    std::memcpy(out.data(), p.bytes.get(), p.size);
+  return out;
+}
+
 } // namespace
 
 TEST_CASE("butterfly: the parts cover the share in order, each from an int8 block, within a block of each other") {
@@ -84,19 +96,20 @@ TEST_CASE("butterfly: every replica assembles the all-to-all sum bit for bit, an
     for (std::size_t owner = 0; owner < n; ++owner) {
       auto sum = rounds[owner].reduce(tag);
       REQUIRE(sum);
-      CHECK(sum->size() == rounds[owner].mine().size());
+      CHECK(values(*sum).size() == rounds[owner].mine().size());
       for (std::size_t r = 0; r < n; ++r) {
         if (r != owner)
           CHECK_FALSE(rounds[r].assemble(tag)); // not every part's sum is in yet
-        rounds[r].add_reduced(owner, tag, floats(sum->data(), sum->size()));
+        rounds[r].add_reduced(owner, tag, *sum);
         if (owner == 0 && r != 0)
-          sent += static_cast<double>(sum->size());
+          sent += static_cast<double>(rounds[owner].mine().size());
       }
     }
     for (std::size_t r = 0; r < n; ++r) {
       auto whole = rounds[r].assemble(tag);
       REQUIRE(whole);
-      CHECK(std::memcmp(whole->data(), expect.data(), total * sizeof(float)) == 0);
+      REQUIRE(whole->size == total * sizeof(float));
+      CHECK(std::memcmp(whole->bytes.get(), expect.data(), total * sizeof(float)) == 0);
       CHECK_FALSE(rounds[r].assemble(wrong)); // sums over other counts do not make it
     }
     auto bound = 2.0 * static_cast<double>(n - 1) / static_cast<double>(n) * total;
@@ -120,8 +133,48 @@ TEST_CASE("butterfly: a missing part is not summed, and the owner's own part cou
   round.add_part("c", 4, floats(ones.data(), ones.size()));
   auto sum = round.reduce(tag);
   REQUIRE(sum);
-  CHECK(sum->front() == 3.0f);
-  CHECK(round.reduce({}).value() == std::vector<float>(span.size(), 0.0f)); // nothing counted: zeros
+  CHECK(values(*sum).front() == 3.0f);
+  CHECK(values(round.reduce({}).value()) == std::vector<float>(span.size(), 0.0f)); // nothing counted: zeros
+}
+
+TEST_CASE("butterfly: exact sums (int64) add as integers, and a part of the other type is not summed") {
+  std::vector<std::string> group{"a", "b", "c"};
+  const std::uint64_t total = 1000;
+  std::vector<butterfly_round> rounds;
+  for (auto& me : group)
+    rounds.emplace_back(group, me, total, wire::dtype::int64);
+  std::vector<std::vector<std::int64_t>> shares(3, std::vector<std::int64_t>(total));
+  std::mt19937_64 rng(3); // seed 3
+  for (auto& sh : shares)
+    for (auto& v : sh)
+      v = static_cast<std::int64_t>(rng() >> 4) - (std::int64_t{1} << 59); // near int64's edge: no rounding to hide
+  share_tag tag{{"a", 1}, {"b", 2}, {"c", 3}};
+  for (std::size_t r = 0; r < 3; ++r)
+    for (std::size_t owner = 0; owner < 3; ++owner) {
+      auto span = rounds[owner].mine();
+      rounds[owner].add_part(group[r], tag[group[r]], ints(shares[r].data() + span.begin, span.size()));
+    }
+  std::vector<float> wrong(rounds[0].mine().size(), 1.0f);
+  rounds[0].add_part("a", 1, floats(wrong.data(), wrong.size()));
+  CHECK_FALSE(rounds[0].reduce(tag)); // a float part in an exact round
+  rounds[0].add_part("a", 1, ints(shares[0].data(), rounds[0].mine().size()));
+  for (std::size_t owner = 0; owner < 3; ++owner) {
+    auto sum = rounds[owner].reduce(tag);
+    REQUIRE(sum);
+    CHECK(sum->type == wire::dtype::int64);
+    for (auto& r : rounds)
+      r.add_reduced(owner, tag, *sum);
+  }
+  for (auto& r : rounds) {
+    auto whole = r.assemble(tag);
+    REQUIRE(whole);
+    auto got = values<std::int64_t>(*whole);
+    REQUIRE(got.size() == total);
+    bool all = true;
+    for (std::uint64_t k = 0; k < total; ++k)
+      all = all && got[k] == shares[0][k] + shares[1][k] + shares[2][k];
+    CHECK(all);
+  }
 }
 
 TEST_CASE("share assembly: a butterfly part in chunks is put together at its span, apart from the whole share") {

@@ -269,3 +269,44 @@ TEST_CASE("share assembly: an int8 chunk without its scales or off a block is re
   REQUIRE(got.has_value());
   CHECK(values_of(*got) == v);
 }
+
+TEST_CASE("share assembly: exact int64 shares come back whole bit for bit, and neither kind takes the other's chunks") {
+  const std::uint64_t total = 3000;
+  std::vector<std::int64_t> exact(total);
+  std::mt19937_64 rng(9); // seed 9
+  for (auto& v : exact)
+    v = static_cast<std::int64_t>(rng()); // every bit pattern: nothing may pass through a float
+  std::vector<float> floats(total, 0.5f);
+  auto whole = share_of(4, floats);
+  whole.values = wire::tensor_payload::copy_of(wire::dtype::int64, {static_cast<std::int64_t>(total)}, exact.data(),
+                                               total * sizeof(std::int64_t));
+  auto pieces = cut_share(whole, 1024);
+  REQUIRE(pieces.size() == 3);
+  CHECK(pieces[1].values.size == 1024 * sizeof(std::int64_t));
+
+  share_assembler plain(total);
+  auto refused = plain.add("r1", wire::gradient_chunk{pieces[0]});
+  CHECK(refused.error == "a gradient chunk of int64 values; this stage averages float shares "
+                         "(training.reproducible_sums differs)");
+  share_assembler in(total, 2, 256, true);
+  auto wrong = in.add("r1", share_of(4, floats));
+  CHECK(wrong.error == "a gradient chunk of float values; this stage averages exact int64 sums "
+                       "(training.reproducible_sums differs)");
+  std::optional<wire::gradient_chunk> done;
+  for (auto it = pieces.rbegin(); it != pieces.rend(); ++it) {
+    auto out = in.add("r1", std::move(*it));
+    CHECK(out.error.empty());
+    if (out.whole)
+      done = std::move(out.whole);
+  }
+  REQUIRE(done);
+  CHECK(done->values.type == wire::dtype::int64);
+  REQUIRE(done->values.size == total * sizeof(std::int64_t));
+  CHECK(std::memcmp(done->values.bytes.get(), exact.data(), done->values.size) == 0);
+  CHECK(in.pending() == 0);
+  // One chunk for the whole share passes through as it came.
+  auto one = in.add("r1", std::move(whole));
+  REQUIRE(one.whole);
+  CHECK(one.whole->values.type == wire::dtype::int64);
+  CHECK(std::memcmp(one.whole->values.bytes.get(), exact.data(), total * sizeof(std::int64_t)) == 0);
+}

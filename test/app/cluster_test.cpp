@@ -295,11 +295,9 @@ app::cluster_config one_per_stage(int iterations) {
   return cfg;
 }
 
-TEST_CASE("cluster: two runs of the same config without churn are bit-identical") {
-  // Microbatches reach a host in whatever order the actors' threads and the emulated links
-  // deliver them (two data holders feed every stage); the weights at the end and every
-  // iteration's loss must not depend on it.
-  auto cfg = one_per_stage(6);
+// Runs `cfg` twice: both complete, with the same loss at every iteration and the same final
+// weights at every replica, bit for bit. Returns the first run and its log for more checks.
+std::pair<app::embedded_result, std::string> check_two_runs_alike(const app::cluster_config& cfg) {
   INFO("seed " << cfg.training.seed);
   std::ostringstream a_log, b_log;
   auto a = app::run_embedded(cfg, a_log, 90);
@@ -307,14 +305,22 @@ TEST_CASE("cluster: two runs of the same config without churn are bit-identical"
   INFO(a_log.str() << "\n---\n" << b_log.str());
   REQUIRE(a.completed);
   REQUIRE(b.completed);
-  REQUIRE(a.rows.size() == 6);
-  REQUIRE(b.rows.size() == 6);
-  for (std::size_t i = 0; i < 6; ++i) {
-    INFO("iteration " << i);
+  REQUIRE(a.rows.size() == static_cast<std::size_t>(cfg.training.iterations));
+  REQUIRE(b.rows.size() == a.rows.size());
+  for (std::size_t i = 0; i < a.rows.size(); ++i) {
+    INFO("iteration " << i << ": " << a.rows[i].loss << " and " << b.rows[i].loss);
     CHECK(a.rows[i].loss == b.rows[i].loss);
   }
-  CHECK(a.final_hashes.size() == 4);
+  CHECK(a.final_hashes.size() == static_cast<std::size_t>(cfg.model.stages));
   CHECK(a.final_hashes == b.final_hashes);
+  return {std::move(a), a_log.str()};
+}
+
+TEST_CASE("cluster: two runs of the same config without churn are bit-identical") {
+  // Microbatches reach a host in whatever order the actors' threads and the emulated links
+  // deliver them (two data holders feed every stage); the weights at the end and every
+  // iteration's loss must not depend on it.
+  check_two_runs_alike(one_per_stage(6));
 }
 
 TEST_CASE("cluster: a run stopped with --until resumes from its checkpoints and continues the uninterrupted run") {
@@ -382,11 +388,13 @@ TEST_CASE("cluster: a run stopped with --until resumes from its checkpoints and 
   fs::remove_all(dir);
 }
 
-TEST_CASE("cluster: with one replica per stage a run stopped with --until and resumed is the uninterrupted run bit for bit") {
+// Runs `cfg` for 8 iterations whole, then stopped after 5 with --until and resumed: the
+// resumed iterations' losses and the final weights must equal the whole run's bit for bit.
+void check_resume_bit_for_bit(app::cluster_config cfg, const std::string& name) {
   namespace fs = std::filesystem;
-  auto dir = fs::temp_directory_path() / ("gwtf-cluster-exact-resume-" + std::to_string(::getpid()));
+  auto dir = fs::temp_directory_path() / (name + "-" + std::to_string(::getpid()));
   fs::remove_all(dir);
-  auto cfg = one_per_stage(8);
+  cfg.training.iterations = 8;
   cfg.training.checkpoint_every = 2;
   INFO("seed " << cfg.training.seed);
   cfg.node.data_dir = (dir / "full").string();
@@ -410,6 +418,30 @@ TEST_CASE("cluster: with one replica per stage a run stopped with --until and re
   CHECK(second.final_hashes.size() == 4);
   CHECK(second.final_hashes == full.final_hashes);
   fs::remove_all(dir);
+}
+
+TEST_CASE("cluster: with one replica per stage a run stopped with --until and resumed is the uninterrupted run bit for bit") {
+  check_resume_bit_for_bit(one_per_stage(8), "gwtf-cluster-exact-resume");
+}
+
+TEST_CASE("cluster: with exact sums two runs with several replicas per stage are bit-identical, however the flows route") {
+  // Two replicas at stages 1-3: which replica computes a microbatch follows the balancers'
+  // flows, which follow timing. Exact sums add integers, so the grouping does not matter.
+  auto cfg = local(6, {});
+  cfg.training.reproducible_sums = model::sum_order::exact;
+  auto run = check_two_runs_alike(cfg);
+  auto& a = run.first;
+  auto& log = run.second;
+  INFO(log);
+  CHECK(worst_vs_reference(cfg, a) <= 1e-4); // the reference with exact sums too
+  CHECK(a.exactly_once_violations.empty());
+  check_replicas_agree(a);
+}
+
+TEST_CASE("cluster: with exact sums and several replicas per stage a run stopped with --until and resumed is the uninterrupted run bit for bit") {
+  auto cfg = local(8, {});
+  cfg.training.reproducible_sums = model::sum_order::exact;
+  check_resume_bit_for_bit(cfg, "gwtf-cluster-exact-sums-resume");
 }
 
 TEST_CASE("cluster: when every replica of a stage is gone the data holders say so and nothing trains on") {
@@ -638,6 +670,23 @@ TEST_CASE("cluster: stages of three replicas average by butterfly and train as t
   CHECK(r.replica_disagreements.empty());
   CHECK(r.failures.empty());
   check_replicas_agree(r);
+}
+
+TEST_CASE("cluster: with exact sums stages of three replicas average by butterfly in int64, and two runs are bit-identical") {
+  auto cfg = three_replicas(6, {});
+  cfg.node.max_message_bytes = 256 << 10; // int64 parts and sums cross in chunks too
+  cfg.node.chunk_bytes = 64 << 10;
+  cfg.training.reproducible_sums = model::sum_order::exact;
+  auto run = check_two_runs_alike(cfg);
+  auto& a = run.first;
+  auto& log = run.second;
+  INFO(log);
+  CHECK(log.find("r3-oregon: iteration 0: stage 3 averages by butterfly among 3 replicas") != std::string::npos);
+  CHECK(log.find("falls back to whole shares") == std::string::npos);
+  CHECK(a.failures.empty());
+  CHECK(worst_vs_reference(cfg, a) <= 1e-4);
+  CHECK(a.exactly_once_violations.empty());
+  check_replicas_agree(a);
 }
 
 TEST_CASE("cluster: a replica killed mid-butterfly falls back to whole shares and loses no microbatch") {

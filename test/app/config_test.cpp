@@ -417,4 +417,20 @@ TEST_CASE("configs stay within what a microbatch key holds: 4096 data holders an
     return e.key == "hosts"
            && e.message == "expected at most 4096 data holders (a microbatch id keeps 12 bits for its holder), got 4097";
   }));
+  // Exact sums hold 65536 microbatches per iteration (data holders x microbatches_per_holder).
+  auto exact = [&](int holders) {
+    auto t = text(holders, 4096);
+    return t.replace(t.find("training: {"), 11, "training: {reproducible_sums: exact, ");
+  };
+  auto exact_limit = parse_cluster_config(exact(16), "exact.yaml", test_dir / "good_configs");
+  INFO(all_errors(exact_limit.errors));
+  CHECK(exact_limit.config.has_value());
+  auto exact_over = parse_cluster_config(exact(17), "exact.yaml", test_dir / "good_configs");
+  REQUIRE_FALSE(exact_over.config.has_value());
+  CHECK(std::any_of(exact_over.errors.begin(), exact_over.errors.end(), [](const config_error& e) {
+    return e.key == "training.reproducible_sums"
+           && e.message == "expected key_order or off for more than 65536 microbatches per iteration (exact sums are "
+                           "int64 and hold that many), got exact with 17 data holders x 4096 microbatches_per_holder = "
+                           "69632";
+  }));
 }

@@ -636,7 +636,16 @@ TEST_CASE("codec: an int8 gradient chunk carries a scale per block of 128 values
   ints.values = tensor_payload::copy_of(dtype::int32, {300}, std::vector<std::uint8_t>(1200, 0).data(), 1200);
   ints.scales.clear();
   CHECK(reject(encode(message{ints})).detail
-        == "gradientChunk.values: a dense 1-D float32, bfloat16 or int8 tensor");
+        == "gradientChunk.values: a dense 1-D float32, bfloat16, int8 or int64 tensor");
+  auto exact = g; // exact sums (training.reproducible_sums: exact): int64, unscaled
+  exact.values = tensor_payload::copy_of(dtype::int64, {300}, std::vector<std::uint8_t>(2400, 7).data(), 2400);
+  exact.scales.clear();
+  auto bytes = encode(message{exact});
+  auto exact_back = decode(bytes.data(), bytes.size());
+  REQUIRE(std::holds_alternative<message>(exact_back));
+  CHECK(std::get<message>(exact_back) == message{exact});
+  exact.scales = {1.0f, 1.0f, 1.0f};
+  CHECK(reject(encode(message{exact})).detail == "gradientChunk.scales: 3 scales for 300 unscaled values (expected 0)");
 }
 
 TEST_CASE("codec: a butterfly part names a sorted group, and a reduced part each contributor's microbatches") {

@@ -2,12 +2,14 @@
 // export/import, exactly-once accounting, and a real learning check.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
 #include <string>
 
 #include "model/checkpoint.hpp"
+#include "model/exact_sums.hpp"
 #include "model/pipeline.hpp"
 #include "model/reference.hpp"
 #include "model/sizing.hpp"
@@ -266,30 +268,43 @@ TEST_CASE("per-holder sums: a relay leaves a holder's microbatches out as if it 
   CHECK(none.sums.empty());
 }
 
+namespace {
+
+// A relay microbatch of the sum-order tests: its data holder and index, and the scale of its
+// output gradient (magnitudes that differ by decades make float sums order-dependent).
+struct scaled_microbatch {
+  std::uint32_t holder, index;
+  float scale;
+};
+
+// Forward and backward of `mb` at `relay` (stage 1 of `m`), with inputs seeded by `seed`.
+void relay_microbatch(stage& relay, const model_config& m, const training_config& t, const scaled_microbatch& mb,
+                      std::uint64_t seed) {
+  torch::manual_seed(seed);
+  auto in = torch::randn({t.microbatch_size, m.seq_len, m.hidden});
+  auto grad = torch::randn({t.microbatch_size, m.seq_len, m.hidden}) * mb.scale;
+  auto key = microbatch_id{4, mb.holder, mb.index}.key();
+  ok(relay.forward(key, in));
+  ok(relay.backward(key, grad));
+}
+
+} // namespace
+
 TEST_CASE("reproducible sums: the same microbatches in any arrival order give the same bits") {
   // Six microbatches of two holders with gradients of very different magnitudes (float
   // addition is not associative): every arrival order gives bit-identical sums, and the
   // double_count seam still adds its microbatch twice.
   auto m = tiny(architecture::gpt);
   auto t = short_run(5);
-  struct mb {
-    std::uint32_t holder, index;
-    float scale;
-  };
-  std::vector<mb> mbs = {{0, 0, 1.0f}, {0, 1, 3e-4f}, {0, 2, 7e3f}, {1, 0, 1e-2f}, {1, 1, 5e2f}, {1, 2, 1.7f}};
-  auto run = [&](std::vector<std::size_t> order, bool twice, bool key_order = true) {
+  std::vector<scaled_microbatch> mbs = {{0, 0, 1.0f}, {0, 1, 3e-4f}, {0, 2, 7e3f}, {1, 0, 1e-2f}, {1, 1, 5e2f}, {1, 2, 1.7f}};
+  auto run = [&](std::vector<std::size_t> order, bool twice, sum_order how = sum_order::key_order) {
     auto tt = t;
-    tt.reproducible_sums = key_order;
+    tt.reproducible_sums = how;
     stage relay{m, tt, 1};
     for (auto i : order) {
-      torch::manual_seed(100 + i);
-      auto in = torch::randn({t.microbatch_size, m.seq_len, m.hidden});
-      auto grad = torch::randn({t.microbatch_size, m.seq_len, m.hidden}) * mbs[i].scale;
-      auto key = microbatch_id{4, mbs[i].holder, mbs[i].index}.key();
       if (twice && i == 3)
         relay.add_next_twice();
-      ok(relay.forward(key, in));
-      ok(relay.backward(key, grad));
+      relay_microbatch(relay, m, t, mbs[i], 100 + i);
     }
     return ok(relay.gradients());
   };
@@ -305,9 +320,9 @@ TEST_CASE("reproducible sums: the same microbatches in any arrival order give th
     REQUIRE(other.sums.size() == base.sums.size());
     for (std::size_t k = 0; k < base.sums.size(); ++k)
       CHECK(torch::equal(other.sums[k], base.sums[k]));
-    // training.reproducible_sums false: added in that arrival order, some parameter differs
+    // training.reproducible_sums off: added in that arrival order, some parameter differs
     // in its last bits (the test can tell an arrival-order sum).
-    auto arrival = run(order, false, false);
+    auto arrival = run(order, false, sum_order::off);
     CHECK(arrival.count == 6);
     for (std::size_t k = 0; k < arrival.sums.size(); ++k) {
       // the same sum up to rounding: relative to the largest entry (the magnitudes span 7 decades)
@@ -324,6 +339,84 @@ TEST_CASE("reproducible sums: the same microbatches in any arrival order give th
   for (std::size_t k = 0; k < base.sums.size(); ++k)
     differs = differs || !torch::equal(twice.sums[k], base.sums[k]);
   CHECK(differs);
+}
+
+TEST_CASE("exact sums: the grid rounds once, half to even, clamps at 32 and counts a NaN as 0") {
+  const double unit = std::ldexp(1.0, -exact_sum_fraction_bits);
+  auto g = torch::tensor({0.0f, 1.0f, -1.0f, 1e-13f, 3e-12f, 0.5f * static_cast<float>(unit),
+                          1.5f * static_cast<float>(unit), 40.0f, -1e30f, std::nanf(""),
+                          std::numeric_limits<float>::infinity()});
+  auto q = to_exact(g);
+  REQUIRE(is_exact(q));
+  auto at = [&](int k) { return q[k].item<std::int64_t>(); };
+  const std::int64_t one = std::int64_t{1} << exact_sum_fraction_bits, top = std::int64_t{1} << exact_sum_clamp_bits;
+  CHECK(at(0) == 0);
+  CHECK(at(1) == one);
+  CHECK(at(2) == -one);
+  CHECK(at(3) == 0);                                          // below half a unit: lost
+  CHECK(at(4) == std::llround(3e-12 / unit));                 // 3e-12 is 3.3 units
+  CHECK(at(5) == 0);                                          // half a unit: to even (0)
+  CHECK(at(6) == 2);                                          // one and a half: to even (2)
+  CHECK(at(7) == top);                                        // 40 > 32: clamped
+  CHECK(at(8) == -top);
+  CHECK(at(9) == 0);                                          // NaN
+  CHECK(at(10) == top);                                       // +inf
+  // The average: the integer sum over the grid, divided once.
+  auto avg = exact_average(torch::tensor({3 * one, -one, std::int64_t{7}}), 2);
+  CHECK((avg.scalar_type() == torch::kFloat));
+  CHECK(avg[0].item<float>() == 1.5f);
+  CHECK(avg[1].item<float>() == -0.5f);
+  CHECK(avg[2].item<float>() == static_cast<float>(7 * unit / 2));
+}
+
+TEST_CASE("exact sums: a stage's average has the same bits however its microbatches were split over replicas") {
+  // Six microbatches of two holders, split over one to three replicas in several ways and
+  // orders (rng seed 5, printed with each split): training.reproducible_sums exact gives
+  // bit-identical averages for every split, while key_order's (float) averages differ in some
+  // split, and both agree to float rounding.
+  auto m = tiny(architecture::gpt);
+  auto t = short_run(5);
+  std::vector<scaled_microbatch> mbs = {{0, 0, 1.0f}, {0, 1, 3e-4f}, {0, 2, 2.0f}, {1, 0, 1e-2f}, {1, 1, 0.5f}, {1, 2, 1.7f}};
+  // The replicas' gradient sums when replica r computes the microbatches assign[i] == r.
+  auto run = [&](const std::vector<std::size_t>& order, const std::vector<int>& assign, sum_order how) {
+    auto tt = t;
+    tt.reproducible_sums = how;
+    std::vector<stage> replicas;
+    for (int r = 0; r < 3; ++r)
+      replicas.emplace_back(m, tt, 1);
+    for (auto i : order)
+      relay_microbatch(replicas[static_cast<std::size_t>(assign[i])], m, t, mbs[i], 100 + i);
+    std::vector<gradient_sum> sums;
+    for (auto& r : replicas)
+      sums.push_back(ok(r.gradients()));
+    return average(sums);
+  };
+  std::vector<std::size_t> order = {0, 1, 2, 3, 4, 5};
+  auto exact_base = run(order, {0, 0, 0, 0, 0, 0}, sum_order::exact);
+  auto float_base = run(order, {0, 0, 0, 0, 0, 0}, sum_order::key_order);
+  REQUIRE(exact_base.size() == float_base.size());
+  for (std::size_t k = 0; k < exact_base.size(); ++k) {
+    CHECK_FALSE(is_exact(exact_base[k]));
+    CHECK((exact_base[k] - float_base[k]).abs().max().item<double>()
+          <= 1e-6 * float_base[k].abs().max().item<double>() + 1e-11);
+  }
+  std::mt19937 rng{5};
+  bool float_differs = false;
+  for (int round = 0; round < 8; ++round) {
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<int> assign(6);
+    for (auto& a : assign)
+      a = static_cast<int>(rng() % 3);
+    INFO("order " << order[0] << order[1] << order[2] << order[3] << order[4] << order[5] << ", replicas "
+                  << assign[0] << assign[1] << assign[2] << assign[3] << assign[4] << assign[5] << " (rng seed 5)");
+    auto exact = run(order, assign, sum_order::exact);
+    for (std::size_t k = 0; k < exact.size(); ++k)
+      CHECK(torch::equal(exact[k], exact_base[k]));
+    auto floats = run(order, assign, sum_order::key_order);
+    for (std::size_t k = 0; k < floats.size(); ++k)
+      float_differs = float_differs || !torch::equal(floats[k], float_base[k]);
+  }
+  CHECK(float_differs); // the test can tell a grouping-dependent sum
 }
 
 TEST_CASE("rematerialise: a relay that keeps only inputs computes what a stashing relay computes") {
