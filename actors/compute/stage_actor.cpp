@@ -389,13 +389,10 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
             take_report(st, std::move(m));
             resume(self, try_share(self, i));
           } else if constexpr (std::is_same_v<T, wire::gradient_chunk>) {
-            if (m.stage != static_cast<std::uint32_t>(st.ctx->stage) || m.iteration < st.current
-                || st.gone.count(from) > 0 || st.agg.averaged.count(m.iteration) > 0)
-              return;
             // A stage-mate is at most one iteration ahead (a share of the next iteration shows
-            // this replica behind): what is further is kept nowhere, so that no peer can make it
-            // hold whole shares of many iterations.
-            if (m.iteration > st.current + 1)
+            // this replica behind): what is further is kept nowhere (actors/core/share_assembly).
+            if (m.stage != static_cast<std::uint32_t>(st.ctx->stage) || st.gone.count(from) > 0
+                || admit_share(m.iteration, st.current, st.agg.averaged.count(m.iteration) > 0) != share_admission::take)
               return;
             share_span span{0, st.agg.share_elements};
             if (!m.group.empty()) { // butterfly: a part for this replica, or the sum of the sender's part

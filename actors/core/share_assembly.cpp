@@ -37,6 +37,12 @@ bool plain(const wire::gradient_chunk& c) {
 
 } // namespace
 
+share_admission admit_share(std::uint64_t iteration, std::uint64_t current, bool averaged) {
+  if (iteration < current || averaged)
+    return share_admission::stale;
+  return iteration > current + 1 ? share_admission::too_far : share_admission::take;
+}
+
 int share_assembler::kind_of(const wire::gradient_chunk& c) {
   return c.group.empty() ? 0 : c.reduced ? 2 : 1;
 }

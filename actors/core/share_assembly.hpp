@@ -28,6 +28,16 @@ namespace gwtf::actors {
 /// their count per holder and the total. An empty share (no values) is one chunk.
 std::vector<wire::gradient_chunk> cut_share(const wire::gradient_chunk& whole, std::size_t max_elements);
 
+/// What a replica at iteration `current` does with a stage-mate's gradient chunk of
+/// `iteration` (`averaged`: it averaged that iteration already).
+enum class share_admission {
+  take,    ///< the iteration in progress, or the next (a stage-mate is at most one ahead)
+  stale,   ///< an earlier iteration, or one averaged already: of no use
+  too_far, ///< further ahead than any stage-mate can be: kept nowhere, so that no peer can
+           ///< make a replica hold whole shares of many iterations
+};
+share_admission admit_share(std::uint64_t iteration, std::uint64_t current, bool averaged);
+
 class share_assembler {
 public:
   /// `stage_elements`: the values of this stage's share (its parameter count); `min_values`:

@@ -310,3 +310,14 @@ TEST_CASE("share assembly: exact int64 shares come back whole bit for bit, and n
   CHECK(one.whole->values.type == wire::dtype::int64);
   CHECK(std::memcmp(one.whole->values.bytes.get(), exact.data(), total * sizeof(std::int64_t)) == 0);
 }
+
+TEST_CASE("share admission: a stage-mate's chunk counts for the iteration in progress and the next only") {
+  CHECK(admit_share(7, 7, false) == share_admission::take);
+  CHECK(admit_share(8, 7, false) == share_admission::take);     // a stage-mate one ahead
+  CHECK(admit_share(9, 7, false) == share_admission::too_far);  // no stage-mate is two ahead
+  CHECK(admit_share(7 + 1'000'000, 7, false) == share_admission::too_far);
+  CHECK(admit_share(6, 7, false) == share_admission::stale);
+  CHECK(admit_share(7, 7, true) == share_admission::stale);     // averaged already
+  CHECK(admit_share(0, 0, false) == share_admission::take);
+  CHECK(admit_share(~std::uint64_t{0}, ~std::uint64_t{0} - 1, false) == share_admission::take); // no wrap at the top
+}
