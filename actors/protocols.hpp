@@ -74,9 +74,10 @@ using reporter_actor = failure_sink_actor::extend<
     caf::reacts_to<iteration_atom, std::string, std::uint64_t, std::uint32_t, double, std::uint32_t>,
     /// (host, stage, iteration, keys): the microbatch keys in its share
     caf::reacts_to<share_atom, std::string, std::uint32_t, std::uint64_t, std::vector<std::uint64_t>>,
-    /// (host, stage, iteration, contributors): the replicas whose (non-empty) shares the
-    /// average used; may be empty
-    caf::reacts_to<averaged_atom, std::string, std::uint32_t, std::uint64_t, std::vector<std::string>>,
+    /// (host, stage, iteration, contributors, digests): the replicas whose (non-empty) shares
+    /// the average used, may be empty; each one's share key digest (actors/core/key_digest)
+    caf::reacts_to<averaged_atom, std::string, std::uint32_t, std::uint64_t, std::vector<std::string>,
+                   std::vector<std::uint64_t>>,
     /// (host, stage, iteration, hash): a step applied, the weights hash after it
     caf::reacts_to<applied_atom, std::string, std::uint32_t, std::uint64_t, std::uint64_t>,
     /// (host, iteration, seconds, wasted seconds)

@@ -559,8 +559,11 @@ boundary try_average(self_ptr self, std::uint64_t i) {
   }
   double sq = model::stage::squared_norm(avg);
   st.agg.averaged[i] = std::move(avg);
+  std::vector<std::uint64_t> digests; // which of a contributor's reports the average used
+  for (auto& who : contributors)
+    digests.push_back(st.agg.shares[i][who].digest);
   tell(self, st.ctx->reporter, averaged_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage), i,
-             contributors);
+       contributors, digests);
   check_exactly_once(self, i);
   wire::norm_share n{i, static_cast<std::uint32_t>(st.ctx->stage), sq, {}};
   // Stage 0's norm carries its verdict: the holders whose microbatches it averaged. Every

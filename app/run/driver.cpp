@@ -55,7 +55,9 @@ struct driver_state {
   std::map<std::uint64_t, std::map<std::string, std::tuple<std::uint32_t, double, std::uint32_t>>> reports;
   std::map<std::string, std::map<std::uint64_t, double>> compute_by_host;
   std::map<std::pair<std::uint32_t, std::uint64_t>, std::map<std::string, std::vector<std::uint64_t>>> share_keys;
-  std::map<std::pair<std::uint32_t, std::uint64_t>, std::vector<std::string>> contributors;
+  /// (stage, iteration) -> the contributors averaged and their shares' key digests
+  std::map<std::pair<std::uint32_t, std::uint64_t>, std::pair<std::vector<std::string>, std::vector<std::uint64_t>>>
+    contributors;
   std::set<std::uint64_t> checked; // iterations whose exactly-once check ran
   std::map<std::pair<std::uint32_t, std::uint64_t>, std::map<std::string, std::uint64_t>> hashes;
   std::set<std::uint64_t> injected;
@@ -203,12 +205,10 @@ void check_exactly_once(driver_ptr self, std::uint64_t i, bool last_chance) {
   for (auto c = st.contributors.lower_bound({0, i}); c != st.contributors.end(); ++c) {
     if (c->first.second != i)
       continue;
-    auto& reports = st.share_keys[c->first];
-    if (!last_chance)
-      for (auto& who : c->second)
-        if (reports.count(who) == 0 && st.hosts.count(who) > 0)
-          return;
-    stages[c->first.first] = {c->second, reports};
+    stage_counts counts{c->second.first, st.share_keys[c->first], c->second.second};
+    if (!last_chance && !reports_settled(counts, st.hosts))
+      return;
+    stages[c->first.first] = std::move(counts);
   }
   if (stages.empty() || (!last_chance && stages.size() < static_cast<std::size_t>(st.cfg->model.stages)))
     return;
@@ -450,13 +450,13 @@ caf::behavior driver(driver_ptr self, const cluster_config* cfg, std::shared_ptr
         self->state.share_keys[{stage, i}][host] = keys;
     },
     [self](averaged_atom, const std::string& host, std::uint32_t stage, std::uint64_t i,
-           const std::vector<std::string>& contributors) {
+           const std::vector<std::string>& contributors, const std::vector<std::uint64_t>& digests) {
       if (!from_roster(self, host))
         return;
       // Checked once the reports of every replica are surely in (check_up_to): the shares of
       // other processes may still be on their way. An empty list (no microbatch counted at
       // this stage) is checked too: it is a violation if the holders finished any.
-      self->state.contributors.emplace(std::make_pair(stage, i), contributors);
+      self->state.contributors.emplace(std::make_pair(stage, i), std::make_pair(contributors, digests));
     },
     [self](applied_atom, const std::string& host, std::uint32_t stage, std::uint64_t i, std::uint64_t hash) {
       if (!from_roster(self, host))

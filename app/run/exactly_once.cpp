@@ -1,8 +1,23 @@
 #include "app/run/exactly_once.hpp"
 
+#include "actors/core/key_digest.hpp"
 #include "model/data.hpp"
 
 namespace gwtf::app {
+
+bool reports_settled(const stage_counts& c, const std::set<std::string>& live) {
+  for (std::size_t k = 0; k < c.contributors.size(); ++k) {
+    auto& who = c.contributors[k];
+    if (live.count(who) == 0)
+      continue;
+    auto r = c.reports.find(who);
+    if (r == c.reports.end())
+      return false;
+    if (k < c.digests.size() && actors::key_digest(r->second) != c.digests[k])
+      return false;
+  }
+  return true;
+}
 
 std::vector<std::string> exactly_once_violations(std::uint64_t iteration, const std::vector<std::string>& holders,
                                                  const std::map<std::string, std::uint32_t>& finished,

@@ -21,8 +21,17 @@ using share_reports = std::map<std::string, std::vector<std::uint64_t>>;
 /// One stage's iteration: the replicas whose shares were averaged, and every replica's keys.
 struct stage_counts {
   std::vector<std::string> contributors;
-  share_reports reports;
+  share_reports reports;              ///< the latest report of each replica
+  std::vector<std::uint64_t> digests = {}; ///< per contributor, the key digest of its share that was averaged
 };
+
+/// Whether every contributor in `live` has reported the keys of the very share that was
+/// averaged (its report's key digest is the averaged share's). A relay that shared again
+/// after stage 0's verdict (without a dead holder's microbatches) sent a second report, and
+/// the first, stale one may be all the checker has: the second crosses from another process
+/// than the data holders' reports that make the check due. Contributors not in `live` (gone)
+/// are not waited for; neither is a contributor without a digest.
+bool reports_settled(const stage_counts& c, const std::set<std::string>& live);
 
 /// What `iteration` got wrong, one line per stage at fault; empty when nothing. `holders`:
 /// the roster (holder index order); `finished`: microbatches each holder reported finished

@@ -192,10 +192,10 @@ caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me
       up(share_atom::value, host, stage, i, keys);
     },
     [self, up](averaged_atom, const std::string& host, std::uint32_t stage, std::uint64_t i,
-               const std::vector<std::string>& contributors) {
-      up(averaged_atom::value, host, stage, i, contributors);
-      remember(self, [self, host, stage, i, contributors](const launcher_actor& to) {
-        self->send(to, averaged_atom::value, host, stage, i, contributors);
+               const std::vector<std::string>& contributors, const std::vector<std::uint64_t>& digests) {
+      up(averaged_atom::value, host, stage, i, contributors, digests);
+      remember(self, [self, host, stage, i, contributors, digests](const launcher_actor& to) {
+        self->send(to, averaged_atom::value, host, stage, i, contributors, digests);
       });
       auto& l = line(self) << "averaged iteration " << i << " over the shares of";
       for (auto& c : contributors)
