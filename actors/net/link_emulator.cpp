@@ -75,4 +75,13 @@ std::optional<double> link_emulator::deliver_at(const std::string& from, const s
   return end + p->latency_ms / 1000.0;
 }
 
+double link_emulator::receive_at(const std::string& host, std::size_t bytes, double now) {
+  auto c = cards_.find(host);
+  if (c == cards_.end() || !(c->second.downlink_mbps > 0))
+    return now;
+  auto& busy = c->second.down_busy_until;
+  busy = std::max(now, busy) + static_cast<double>(bytes) * 8.0 / (c->second.downlink_mbps * 1e6);
+  return busy;
+}
+
 } // namespace gwtf::actors

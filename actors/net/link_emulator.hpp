@@ -31,6 +31,10 @@ public:
   /// when all have, then the latency. Unknown hosts: nullopt.
   std::optional<double> deliver_at(const std::string& from, const std::string& to,
                                    std::size_t bytes, double now);
+  /// Node mode, where each host emulates its own cards: when `bytes` that reached `host` at
+  /// emulated time `now` (the sender emulated the link and its uplink) have come through
+  /// `host`'s downlink, after what is queued on it. `now` when it has no downlink limit.
+  double receive_at(const std::string& host, std::size_t bytes, double now);
   /// One-way latency and bandwidth of from -> to as emulated (slowdowns and cards applied).
   std::optional<routing::link_params> link(const std::string& from, const std::string& to) const;
 

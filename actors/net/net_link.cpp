@@ -197,7 +197,8 @@ void start(self_ptr self) {
   if (st.opts.network) {
     st.emu = std::make_unique<link_emulator>(*st.opts.network);
     st.emu->place(me.peer_id, me.region);
-    st.emu->limit(me.peer_id, st.opts.self.uplink_mbit, 0); // its sends; receivers emulate nothing
+    // Its sends go through its uplink (forward); what it receives through its downlink.
+    st.emu->limit(me.peer_id, st.opts.self.uplink_mbit, st.opts.self.downlink_mbit);
   }
   // A peer's process may send anything CAF can decode: never let it reach a handler.
   self->set_default_handler([self](caf::scheduled_actor* s, caf::message_view& x) -> caf::result<caf::message> {
@@ -256,6 +257,16 @@ net_link_actor::behavior_type running(self_ptr self) {
       auto ep = st.endpoints.find(svc);
       if (ep == st.endpoints.end())
         return; // that service is restarting: lost, and recovered like any lost frame
+      if (st.emu && st.opts.time_scale > 0) { // this host's emulated downlink (hosts[0].downlink_mbit)
+        double now = std::chrono::duration<double>(clock::now() - st.start).count() / st.opts.time_scale;
+        double at = st.emu->receive_at(st.opts.self.name, frame.bytes.size(), now);
+        if (at > now) {
+          auto delay = std::chrono::duration_cast<std::chrono::microseconds>(
+            std::chrono::duration<double>((at - now) * st.opts.time_scale));
+          self->delayed_send(ep->second, delay, deliver_atom::value, *name, std::move(frame));
+          return;
+        }
+      }
       self->send(ep->second, deliver_atom::value, *name, std::move(frame));
     },
     [self](closed_atom, std::uint64_t conn, const std::string& why) {

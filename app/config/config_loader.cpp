@@ -423,9 +423,6 @@ void validate_cluster(cluster_config& cfg, reader& r, const fs::path& base_dir,
     else if (h.role == actors::host_role::data_holder
              && std::find(roster.begin(), roster.end(), h.name) == roster.end())
       r.error_for("training.data_holders", "expected this data holder '" + h.name + "' in the list");
-    if (h.downlink_mbit > 0)
-      r.error_for("hosts[0].downlink_mbit", "expected 0 in node mode: each host emulates its own sends only, so "
-                                            "set uplink_mbit on the hosts that send to this one");
   } else if (!cfg.training.data_holders.empty()) {
     std::vector<std::string> declared;
     for (auto& h : cfg.hosts)

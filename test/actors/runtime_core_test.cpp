@@ -412,6 +412,23 @@ TEST_CASE("link emulator: a host's card is shared by all its links, in both dire
   CHECK(e.link("y", "x")->bandwidth_mbps == doctest::Approx(1000)); // x's downlink is free
 }
 
+TEST_CASE("link emulator: in node mode a host emulates its own downlink on what reaches it, in arrival order") {
+  routing::network_matrix m;
+  m.name = "t";
+  m.regions = {"a"};
+  m.latency_ms = {{0}};
+  m.bandwidth_mbps = {{1000}};
+  m.intra_region = {1000};
+  link_emulator e{m};
+  REQUIRE(e.place("me", "a"));
+  CHECK(e.receive_at("me", 1'000'000, 5.0) == 5.0); // no downlink limit: as it arrives
+  e.limit("me", 0, 8);                              // 8 Mbit/s down: 1 MB takes 1 s
+  CHECK(e.receive_at("me", 1'000'000, 5.0) == doctest::Approx(6.0));
+  CHECK(e.receive_at("me", 500'000, 5.2) == doctest::Approx(6.5));  // queued behind the first
+  CHECK(e.receive_at("me", 1'000'000, 9.0) == doctest::Approx(10.0)); // the card was idle again
+  CHECK(e.receive_at("nobody", 1'000'000, 9.0) == 9.0);
+}
+
 TEST_CASE("state download: chunks of the transfer in progress fill the blob, others are ignored") {
   using outcome = state_download::outcome;
   state_download d;
