@@ -101,14 +101,15 @@ struct training_config {
   /// hivemind's delayed optimizer step); overlap runs in the reference trainer and the
   /// simulator, the runtime refuses it for now (app/run/spec.hpp).
   model::averaging_mode averaging = model::averaging_mode::sync;
-  /// How a replica adds its microbatches' gradients: key_order (each kept apart until the
-  /// averaging point and added in microbatch-key order: its sums do not depend on arrival
-  /// order; with one replica per stage runs are bit for bit alike), exact (each rounded once
-  /// onto a fixed grid, 2^-40, and added as int64, shares too: any grouping over replicas gives
-  /// the same bits, so runs are bit for bit alike with any number of replicas; int64 shares,
-  /// fp32 compression only) or off (one float32 running sum per data holder, as they arrive).
-  /// docs/model.md, "Reproducible sums".
-  model::sum_order reproducible_sums = model::sum_order::key_order;
+  /// How a replica adds its microbatches' gradients: off (one float32 running sum per data
+  /// holder, as they arrive: the least memory and compute), key_order (each kept apart until
+  /// the averaging point and added in microbatch-key order: its sums do not depend on arrival
+  /// order; with one replica per stage runs are bit for bit alike; one gradient copy per
+  /// microbatch counted) or exact (each rounded once onto a fixed grid, 2^-40, and added as
+  /// int64, shares too: any grouping over replicas gives the same bits, so runs are bit for bit
+  /// alike with any number of replicas; int64 shares, fp32 compression only).
+  /// docs/model.md, "Reproducible sums"; the costs in docs/benchmarks.md.
+  model::sum_order reproducible_sums = model::sum_order::off;
 
   /// Reports every field that is out of range or inconsistent.
   void validate(const issue_sink& report) const;

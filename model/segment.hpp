@@ -47,8 +47,8 @@ public:
 
   /// Keep only inputs from forward to backward and recompute (true), or every activation.
   void set_rematerialize(bool on) { rematerialize_ = on; }
-  /// How the microbatches' gradients add up (training.reproducible_sums): in key order (the
-  /// default), as they come, or exactly on the grid of model/exact_sums.hpp (int64 sums). Set
+  /// How the microbatches' gradients add up (training.reproducible_sums): as they come (the
+  /// default), in key order, or exactly on the grid of model/exact_sums.hpp (int64 sums). Set
   /// before the first microbatch.
   void set_sum_order(sum_order order) { order_ = order; }
 
@@ -263,7 +263,7 @@ private:
   };
   std::map<std::uint64_t, contribution> contributions_; // by microbatch key (key order)
   std::map<std::uint32_t, std::vector<torch::Tensor>> running_; // per data holder (arrival order; exact: int64)
-  sum_order order_ = sum_order::key_order;
+  sum_order order_ = sum_order::off;
   std::int64_t duplicates_ = 0;
   bool rematerialize_ = false;
 };

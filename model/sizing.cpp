@@ -63,13 +63,21 @@ double relay_gradient_bytes(const model_config& cfg, double bytes_per_value) {
 }
 
 memory_estimate estimate_memory(const model_config& cfg, const stage_span& span, int microbatch_size, int capacity,
-                                int replicas, int holders, bool rematerialize) {
+                                int replicas, int holders, bool rematerialize, sum_order sums,
+                                int microbatches_per_holder) {
   memory_estimate m;
   auto p = static_cast<double>(size_of(cfg, span).parameters) * 4;
   m.weights = p;
   m.optimizer = 2 * p;
-  m.gradients = p * (1 + std::max(1, holders));
-  m.shares = p * std::max(1, replicas);
+  // Sums kept besides autograd's gradients of one microbatch: a relay counts any holder's
+  // microbatches, a data holder (stage 0) its own only.
+  double copies = span.stage == 0 ? 1 : std::max(1, holders);
+  if (sums == sum_order::key_order)
+    copies *= std::max(1, microbatches_per_holder);
+  else if (sums == sum_order::exact)
+    copies *= 2; // int64
+  m.gradients = p * (1 + copies);
+  m.shares = p * std::max(1, replicas) * (sums == sum_order::exact ? 2 : 1);
   double b = microbatch_size, s = cfg.seq_len, h = cfg.hidden, a = cfg.heads;
   double input = b * s * h * 4;
   double per_block = b * s * h * (68 + 10 * a * s / h);

@@ -46,8 +46,11 @@ double relay_gradient_bytes(const model_config& cfg, double bytes_per_value);
 
 /// What one host of a stage needs in memory while training, in bytes (fp32 everywhere), an
 /// estimate for `--check`: weights; Adam's two moments; the parameters' gradients plus the
-/// gradient sums a replica keeps per data holder; the shares it averages (its own flattened
-/// sum and one per other replica); and the activations of the microbatches it holds at
+/// gradient sums a replica keeps as training.reproducible_sums says (off: one per data holder
+/// whose microbatches it counts, a data holder its own only; key_order: one per microbatch it
+/// counts, at most every microbatch of those holders; exact: one int64 sum per holder, twice
+/// fp32's bytes); the shares it averages (its own
+/// flattened sum and one per other replica; exact: int64); and the activations of the microbatches it holds at
 /// once. Activations per block and microbatch follow Korthikanti et al. (2022), doubled for
 /// fp32: b s h (68 + 10 a s / h) bytes; a relay that rematerialises keeps only each
 /// microbatch's input plus one microbatch's blocks; a data holder keeps the embedding output
@@ -58,8 +61,10 @@ struct memory_estimate {
 };
 
 /// `span`'s host with `capacity` microbatches in flight, among `replicas` hosts of its stage
-/// and `holders` data holders; `rematerialize`: relays keep only their inputs.
+/// and `holders` data holders of `microbatches_per_holder` each; `rematerialize`: relays keep
+/// only their inputs.
 memory_estimate estimate_memory(const model_config& cfg, const stage_span& span, int microbatch_size, int capacity,
-                                int replicas, int holders, bool rematerialize);
+                                int replicas, int holders, bool rematerialize, sum_order sums = sum_order::off,
+                                int microbatches_per_holder = 1);
 
 } // namespace gwtf::model

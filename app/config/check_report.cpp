@@ -33,9 +33,12 @@ void memory_report(std::ostringstream& out, const cluster_config& cfg, std::uint
       holders += h.role == actors::host_role::data_holder ? 1 : 0;
   holders = std::max(1, holders);
   bool remat = routing::rematerialises(cfg.routing.gwtf.backward, false); // capacity counts microbatches
-  out << "# memory per host (estimate, fp32; MB): weights + Adam moments + gradients and sums per data holder"
-         " + shares averaged + activations at its capacity"
-      << (remat ? " (rematerialised)" : " (stashed)") << "\n";
+  auto sums = cfg.training.reproducible_sums;
+  out << "# memory per host (estimate, fp32; MB): weights + Adam moments + gradients and "
+      << (sums == model::sum_order::key_order ? "one sum per microbatch counted (reproducible_sums: key_order)"
+          : sums == model::sum_order::exact   ? "int64 sums per data holder (reproducible_sums: exact)"
+                                              : "sums per data holder")
+      << " + shares averaged + activations at its capacity" << (remat ? " (rematerialised)" : " (stashed)") << "\n";
   double total = 0;
   for (auto& h : cfg.hosts) {
     if (h.stage < 0) {
@@ -47,7 +50,8 @@ void memory_report(std::ostringstream& out, const cluster_config& cfg, std::uint
       replicas += o.stage == h.stage ? 1 : 0;
     replicas = std::max(replicas, h.stage == 0 ? holders : 2); // node mode: assume a replicated stage
     auto m = model::estimate_memory(cfg.model, spans[static_cast<std::size_t>(h.stage)],
-                                    cfg.training.microbatch_size, h.capacity, replicas, holders, remat);
+                                    cfg.training.microbatch_size, h.capacity, replicas, holders, remat, sums,
+                                    cfg.training.microbatches_per_holder);
     total += m.total();
     out << "#   " << h.name << ": " << megabytes(m.total()) << " (" << megabytes(m.weights) << " + "
         << megabytes(m.optimizer) << " + " << megabytes(m.gradients) << " + " << megabytes(m.shares) << " + "

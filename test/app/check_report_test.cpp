@@ -51,6 +51,16 @@ TEST_CASE("--check derivations for the embedded cluster: partition, bottleneck, 
   remat.routing.gwtf.backward = gwtf::routing::gwtf_backward::rematerialize;
   // Rematerialised: 2 inputs of 4 x 64 x 128 x 4 bytes, plus one microbatch's 2 blocks: 6 MB.
   CHECK(derived_report(remat, 0).find("#   r1: 17 (2 + 3 + 3 + 3 + 6)") != std::string::npos);
+  // Key order keeps one sum per microbatch counted, at most the iteration's 4: gradients
+  // 1.59 x 5 = 8 MB. Exact keeps int64 sums per holder (1.59 x 3 = 5) and int64 shares (6).
+  auto keyed = cfg;
+  keyed.training.reproducible_sums = gwtf::model::sum_order::key_order;
+  auto keyed_text = derived_report(keyed, 0);
+  CHECK(keyed_text.find("#   r1: 27 (2 + 3 + 8 + 3 + 12)") != std::string::npos);
+  CHECK(keyed_text.find("one sum per microbatch counted (reproducible_sums: key_order)") != std::string::npos);
+  auto exact = cfg;
+  exact.training.reproducible_sums = gwtf::model::sum_order::exact;
+  CHECK(derived_report(exact, 0).find("#   r1: 27 (2 + 3 + 5 + 6 + 12)") != std::string::npos);
   // Every line is a YAML comment, so that --check output stays a loadable config.
   std::size_t pos = 0;
   while (pos < text.size()) {

@@ -286,9 +286,11 @@ TEST_CASE("cluster: what the runtime does not run (a router, overlapped averagin
 }
 
 // One replica per stage: which host computes a microbatch is then fixed (with several, the
-// balancers' flows, built as gossip and timing go, decide it: docs/model.md, "Reproducible sums").
+// balancers' flows, built as gossip and timing go, decide it: docs/model.md, "Reproducible sums"),
+// and key-order sums make each replica's sums independent of arrival order.
 app::cluster_config one_per_stage(int iterations) {
   auto cfg = local(iterations, {});
+  cfg.training.reproducible_sums = model::sum_order::key_order;
   cfg.hosts.erase(std::remove_if(cfg.hosts.begin(), cfg.hosts.end(),
                                  [](auto& h) { return h.name == "r1-london" || h.name == "r2-ireland" || h.name == "r3-frankfurt"; }),
                   cfg.hosts.end());
