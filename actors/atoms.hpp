@@ -67,6 +67,7 @@ using inflight_atom = caf::atom_constant<caf::atom("inflight")>;
 using peer_speed_atom = caf::atom_constant<caf::atom("peerspeed")>;
 using balancer_handle_atom = caf::atom_constant<caf::atom("balhandle")>;
 using lost_stage_atom = caf::atom_constant<caf::atom("loststage")>;
+using call_atom = caf::atom_constant<caf::atom("swarmcall")>;
 
 /// Where a frame goes inside its destination host.
 /// `link` is the links' own traffic in node mode (GOSSIP: who is where).

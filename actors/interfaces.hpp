@@ -164,7 +164,9 @@ using compute_actor = peer_listener_actor::extend<
     /// its checkpoint writer: the checkpoint of this iteration is on disk
     caf::reacts_to<checkpoint_atom, std::uint64_t>,
     /// internal (data holder, self-restore): is relay stage S still lost and iteration I stalled?
-    caf::reacts_to<lost_stage_atom, std::uint32_t, std::uint64_t>>;
+    caf::reacts_to<lost_stage_atom, std::uint32_t, std::uint64_t>,
+    /// internal (data holder, routing.router swarm): the timeout of call N of microbatch KEY
+    caf::reacts_to<call_atom, std::uint64_t, std::uint32_t>>;
 
 /// One in-flight microbatch of a data holder: owns its first hop, attempt and timeout, and
 /// asks the holder (resend_atom) to send it again.

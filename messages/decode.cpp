@@ -320,6 +320,9 @@ void get(schema::Activation::Reader r, activation& x, checker& c) {
   x.attempt = r.getAttempt();
   if (r.hasContinueTo() && r.getContinueTo().size() > 0)
     c.text(r.getContinueTo(), "activation.continueTo", 1, max_id, x.continue_to);
+  c.enumeration(r.getCall(), 3, "activation.call", x.call);
+  if (c.ok() && r.hasInput())
+    get(r.getInput(), x.input, c, "activation.input", false);
 }
 
 void get(schema::Introduction::Reader r, introduction& x, checker& c) {

@@ -141,6 +141,9 @@ struct filler {
     b.setAttempt(x.attempt);
     if (!x.continue_to.empty())
       b.setContinueTo(txt(x.continue_to));
+    b.setCall(static_cast<schema::Call>(x.call));
+    if (x.input.size > 0)
+      put(b.initInput(), x.input, msg);
   }
   void operator()(const introduction& x) {
     auto b = body.initIntroduction();

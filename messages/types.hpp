@@ -102,6 +102,13 @@ struct microbatch_ref {
 /// Which way a tensor travels along a flow.
 enum class direction : std::uint8_t { forward, backward };
 
+/// SWARM's calls (routing.router: swarm): a data holder's call to one stage, or its answer.
+enum class call_kind : std::uint8_t {
+  flow,    ///< not a call: a hop along a GWTF flow
+  request, ///< forward: `tensor` is the stage input; backward: `tensor` the output gradient, `input` the stage input
+  reply,   ///< the stage output (forward) or the input gradient (backward)
+};
+
 /// Activations (forward) or their gradients (backward) of one microbatch.
 struct activation {
   microbatch_ref microbatch;
@@ -110,6 +117,8 @@ struct activation {
   tensor_payload tensor;
   std::uint32_t attempt = 0;     ///< increases each time the hop is re-sent
   std::string continue_to;       ///< re-sends: the hop after the dead one; empty = any
+  call_kind call = call_kind::flow; ///< SWARM: a call or its answer (`attempt` numbers the call)
+  tensor_payload input;          ///< a backward call's stage input (dense); empty otherwise
 };
 
 /// Best known cost to a data holder and the demand for it.

@@ -123,6 +123,17 @@ struct Activation {
   tensor @3 :Tensor;
   attempt @4 :UInt32;     # increases each time the hop is re-sent after a failure
   continueTo @5 :Text;    # re-sends only: the hop after the dead one, to keep its state
+  call @6 :Call;          # routing.router swarm: a data holder's call to one stage, or its answer
+  input @7 :Tensor;       # a backward call: the stage input the callee recomputes the forward from
+}
+
+# SWARM's calls (routing.router: swarm): a data holder calls one stage per call and gets the
+# answer back; the callee keeps nothing between calls. `attempt` numbers the call.
+enum Call {
+  flow @0;                # not a call: a hop along a GWTF flow
+  request @1;             # forward: `tensor` is the stage input; backward: `tensor` the output
+                          # gradient and `input` the stage input
+  reply @2;               # the stage output (forward) or the input gradient (backward)
 }
 
 # --- flow protocol (GWTF balancers) -------------------------------------------------

@@ -96,6 +96,18 @@ public:
   /// Frees the stash of `mb`; true when there was one.
   bool drop(std::uint64_t mb) { return stash_.erase(mb) > 0; }
 
+  /// The output of `input` without autograd, kept nowhere (SWARM's forward calls).
+  torch::Tensor evaluate(const torch::Tensor& input) const {
+    torch::NoGradGuard no_grad;
+    return fn_(input);
+  }
+
+  /// Keeps only the input of `mb`, as a rematerialising forward does without computing it:
+  /// the backward computes the forward once, with autograd (SWARM's backward calls).
+  void keep_input(std::uint64_t mb, const torch::Tensor& input, bool input_needs_grad) {
+    stash_[mb] = entry{input_needs_grad ? input.detach().requires_grad_(true) : input, torch::Tensor{}};
+  }
+
   std::size_t stashed() const { return stash_.size(); }
   bool counted(std::uint64_t mb) const { return counted_.count(mb) > 0; }
   /// How many times the parameter gradients of `mb` were added to the sums this iteration:

@@ -171,6 +171,20 @@ outcome<torch::Tensor> stage::backward(std::uint64_t mb, const torch::Tensor& gr
   return impl_->segments[0].backward(mb, grad_output, true);
 }
 
+outcome<torch::Tensor> stage::forward_only(const torch::Tensor& input) const {
+  if (auto e = impl_->require(true))
+    return *e;
+  return impl_->segments[0].evaluate(input);
+}
+
+outcome<torch::Tensor> stage::recompute_backward(std::uint64_t mb, const torch::Tensor& input,
+                                                 const torch::Tensor& grad_output) {
+  if (auto e = impl_->require(true))
+    return *e;
+  impl_->segments[0].keep_input(mb, input, true);
+  return impl_->segments[0].backward(mb, grad_output, true);
+}
+
 outcome<torch::Tensor> stage::embed(std::uint64_t mb, const torch::Tensor& tokens) {
   if (auto e = impl_->require(false))
     return *e;

@@ -68,6 +68,16 @@ public:
   /// Backward of the blocks; returns the input gradient, accumulates parameter gradients.
   outcome<torch::Tensor> backward(std::uint64_t mb, const torch::Tensor& grad_output);
 
+  /// Forward of the blocks without autograd, kept nowhere (SWARM's forward calls: servers
+  /// keep nothing between calls).
+  outcome<torch::Tensor> forward_only(const torch::Tensor& input) const;
+
+  /// Backward of `mb` from its input, by any replica (SWARM's backward calls): computes the
+  /// forward once with autograd, then the backward; as backward() it returns the input
+  /// gradient and counts the parameter gradients once per microbatch.
+  outcome<torch::Tensor> recompute_backward(std::uint64_t mb, const torch::Tensor& input,
+                                            const torch::Tensor& grad_output);
+
   // --- stage 0 ---
 
   /// Entry forward: token ids [B, T] -> activations; keeps a stash.

@@ -174,6 +174,9 @@ void send_share(self_ptr self, std::uint64_t i) {
       if (r.mb.iteration == i && r.backward_done && st.model->counted(k)
           && (!verdict || kept.count(r.mb.holder) > 0))
         report(k);
+    for (auto& [k, mb] : st.stash.swarm_counted) // SWARM's backward calls (compute_swarm.cpp)
+      if (mb.iteration == i && st.model->counted(k) && (!verdict || kept.count(mb.holder) > 0))
+        report(k);
   }
   tell(self, st.ctx->reporter, share_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage), i, keys);
   mine.digest = key_digest(keys);
@@ -378,6 +381,8 @@ void maybe_drained(self_ptr self) {
   } else {
     for (auto& [k, r] : st.ledger->records())
       stake = stake || r.mb.iteration == st.current;
+    for (auto& [k, mb] : st.stash.swarm_counted) // SWARM's backward calls it counted
+      stake = stake || mb.iteration == st.current;
   }
   if (stake && st.agg.shared.count(st.current) == 0)
     return;
@@ -629,6 +634,7 @@ boundary try_apply(self_ptr self, std::uint64_t i) {
       wasted += st.stash.fwd_seconds.count(k) ? st.stash.fwd_seconds[k] : 0.0;
     st.stash.forget(k);
   }
+  swarm_forget(st, i);
   report_in_flight(self);
   if (wasted > 0)
     report_compute(self, i, 0, wasted);
@@ -791,6 +797,7 @@ boundary on_state_chunk(self_ptr self, const std::string& from, const wire::stat
   for (auto k : st.ledger->finish(std::numeric_limits<std::uint64_t>::max())) {
     st.stash.forget(k);
   }
+  swarm_forget(st, std::numeric_limits<std::uint64_t>::max());
   report_in_flight(self);
   st.stash.stalled.clear();
   st.agg.shared.clear();

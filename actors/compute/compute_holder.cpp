@@ -102,6 +102,7 @@ void start_iteration(self_ptr self) {
         return;
       }
   }
+  bool swarm = swarm_routed(st); // SWARM: no flows; each call chooses its peer (compute_swarm.cpp)
   std::vector<flow_hop> mine;
   for (auto& f : st.flows)
     if (f.target == me(st) && st.peers.count(f.next) > 0)
@@ -115,7 +116,7 @@ void start_iteration(self_ptr self) {
     for (auto& id : live_at(st, first_stage))
       mine.push_back({me(st), me(st), id});
   }
-  if (mine.empty()) { // no flow yet: the balancers are still building rings
+  if (mine.empty() && !swarm) { // no flow yet: the balancers are still building rings
     st.holder.running = false;
     st.holder.waited_ms += 50;
     self->delayed_send(self, std::chrono::milliseconds(50), start_atom::value);
@@ -147,6 +148,10 @@ void start_iteration(self_ptr self) {
     o.started_ms = steady_ms();
     o.output = *out;
     o.targets = targets;
+    if (swarm) {
+      swarm_start(self, key);
+      continue;
+    }
     o.first_hop = mine[static_cast<std::size_t>(j) % mine.size()].next;
     hop_record r;
     r.mb = wire::microbatch_ref{id.iteration, id.holder, id.index, st.run_origin};

@@ -20,6 +20,7 @@
 #include "model/data.hpp"
 #include "model/stage.hpp"
 #include "model/transformer.hpp"
+#include "routing/swarm.hpp"
 
 #include <caf/all.hpp>
 
@@ -47,6 +48,23 @@ inline double since(clock::time_point t) {
   return std::chrono::duration<double>(clock::now() - t).count();
 }
 
+/// routing.router swarm: one call of a data holder to a stage (compute_swarm.cpp).
+struct swarm_call {
+  int stage = 0;
+  bool backward = false;
+  bool repair = false;      ///< a backward again: the peer that counted it died before its stage averaged
+  std::string peer;         ///< empty: no peer of the stage was known; chosen again soon
+  std::int64_t sent_ms = 0; ///< steady clock: its wall time is the router's throughput sample
+};
+
+/// routing.router swarm: what a data holder keeps of one microbatch for its calls.
+struct swarm_trip {
+  std::vector<torch::Tensor> inputs;   ///< [s]: stage s's input (1..S-1); [S]: the last stage's output
+  std::vector<torch::Tensor> grads;    ///< [s]: the gradient of stage s's output
+  std::vector<std::string> counted_at; ///< [s]: the peer whose backward of stage s came back
+  std::map<std::uint32_t, swarm_call> calls; ///< under way, by call number (the wire's attempt)
+};
+
 // One microbatch that this data holder originates.
 struct origin {
   torch::Tensor output;  ///< embedding output, kept for re-sends
@@ -57,6 +75,7 @@ struct origin {
   carrier_actor carrier;
   bool done = false;
   std::int64_t started_ms = 0; ///< when its forward began here (the shell's age)
+  swarm_trip trip;             ///< routing.router swarm only
 };
 
 struct share_data {
@@ -90,6 +109,9 @@ struct relay_stash {
   std::deque<std::pair<std::string, wire::activation>> pending; // forwards before the weights
   // the shell (`microbatches`): when each held microbatch first arrived
   std::map<std::uint64_t, std::int64_t> arrived_ms;
+  /// routing.router swarm: the microbatches whose backward calls this replica counted, until
+  /// their iteration is applied (their input gradient in grad_out, for a call asked again).
+  std::map<std::uint64_t, wire::microbatch_ref> swarm_counted;
 
   /// Forgets microbatch `k`'s tensors and timing (its hop is finished or void).
   void forget(std::uint64_t k) {
@@ -157,6 +179,9 @@ struct holder_state {
   std::uint64_t next_carrier = 0;
   std::int64_t waited_ms = 0; // waiting for a flow
   std::int64_t roster_waited_ms = 0; // before the first iteration: waiting to hear every data holder
+  /// routing.router swarm: this trainer's router (routing/swarm.hpp) and its call numbers.
+  std::optional<routing::swarm_router> swarm;
+  std::uint32_t next_call = 0;
 };
 
 /// Checkpoints (compute_checkpoint.cpp).
@@ -294,6 +319,13 @@ std::vector<std::string> checkpoint_roots(const cluster_spec& spec, const std::s
 bool crash_now(self_ptr self, const char* phase);
 void send_activation(self_ptr self, const std::string& to, const hop_record& r, wire::direction dir,
                      const torch::Tensor& t, const std::string& continue_to = {});
+/// A tensor as compression.mode sends it dense (fp32, fp16 or bf16).
+wire::tensor_payload dense_payload(const compute_state& st, const torch::Tensor& t);
+/// Whether a peer's activation or gradient can reach LibTorch: a float type and the shape
+/// [microbatch_size, seq_len, hidden]; else reported (`what`: what it is and whose) and false.
+bool acceptable_tensor(self_ptr self, const std::string& what, const wire::tensor_payload& t);
+/// An acceptable tensor as fp32.
+torch::Tensor as_fp32(const wire::tensor_payload& t);
 void handle_forward(self_ptr self, const std::string& from, wire::activation a);
 void handle_backward(self_ptr self, const std::string& from, const wire::activation& a);
 void resume_stalled(self_ptr self);
@@ -329,6 +361,26 @@ void behind(self_ptr self, const std::string& from, std::uint64_t their_iteratio
 bool stranded(self_ptr self, const std::string& from, std::uint64_t their_iteration);
 void on_replica_hash(self_ptr self, const std::string& from, const wire::replica_hash& h);
 void stall_watch(self_ptr self, std::uint64_t seen);
+
+// SWARM's calls (compute_swarm.cpp; routing.router: swarm)
+/// Whether this cluster routes as SWARM: data holders call each stage, relays answer.
+inline bool swarm_routed(const compute_state& st) {
+  return st.ctx->spec->routing.router == routing::router_kind::swarm;
+}
+/// A data holder: calls stage 1 with the embedding output of its microbatch `key`.
+void swarm_start(self_ptr self, std::uint64_t key);
+/// A relay: a call from a data holder (forward or backward; queued while not ready).
+void swarm_request(self_ptr self, const std::string& from, wire::activation a);
+/// A data holder: a stage's answer to one of its calls.
+void swarm_reply(self_ptr self, const std::string& from, const wire::activation& a);
+/// A data holder: call `n` of microbatch `key` got no answer within its timeout.
+void swarm_timeout(self_ptr self, std::uint64_t key, std::uint32_t n);
+/// A data holder: `id` is down: calls under way to it go elsewhere (routing.swarm.detection
+/// oracle; with timeout they wait out their timeout), and backwards it counted in a stage
+/// that has not averaged yet are called again elsewhere.
+void swarm_peer_down(self_ptr self, const std::string& id);
+/// A relay: forgets the backward calls of iterations <= `iteration`.
+void swarm_forget(compute_state& st, std::uint64_t iteration);
 
 // data holder (compute_holder.cpp)
 void finish_origin(self_ptr self, std::uint64_t key);

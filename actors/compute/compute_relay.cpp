@@ -59,6 +59,14 @@ wire::tensor_payload adaptive_payload(compute_state& st, const std::string& to, 
   return p;
 }
 
+wire::tensor_payload dense_payload(const compute_state& st, const torch::Tensor& t) {
+  switch (st.ctx->spec->activation_wire_type) { // compression.mode
+    case wire::dtype::float16: return to_payload(t.to(torch::kHalf));
+    case wire::dtype::bfloat16: return to_payload(t.to(torch::kBFloat16));
+    default: return to_payload(t);
+  }
+}
+
 void send_activation(self_ptr self, const std::string& to, const hop_record& r, wire::direction dir,
                      const torch::Tensor& t, const std::string& continue_to) {
   wire::activation a;
@@ -66,15 +74,7 @@ void send_activation(self_ptr self, const std::string& to, const hop_record& r, 
   a.dir = dir;
   a.path = r.path;
   auto& st = self->state;
-  if (st.ctx->spec->adaptive) {
-    a.tensor = adaptive_payload(st, to, dir, t, r.mb.iteration);
-  } else {
-    switch (st.ctx->spec->activation_wire_type) { // compression.mode
-      case wire::dtype::float16: a.tensor = to_payload(t.to(torch::kHalf)); break;
-      case wire::dtype::bfloat16: a.tensor = to_payload(t.to(torch::kBFloat16)); break;
-      default: a.tensor = to_payload(t);
-    }
-  }
+  a.tensor = st.ctx->spec->adaptive ? adaptive_payload(st, to, dir, t, r.mb.iteration) : dense_payload(st, t);
   a.attempt = r.attempt;
   a.continue_to = continue_to;
   self->state.ctx->send(self, to, service::stage, a);
@@ -119,9 +119,12 @@ torch::Tensor sent_positions_only(const compute_state& st, std::uint64_t key, co
 // and the shape [microbatch_size, seq_len, hidden]. Anything else is reported and dropped (a
 // peer's bytes must never reach LibTorch unchecked: a wrong shape would throw there).
 bool acceptable(self_ptr self, const std::string& from, const wire::activation& a) {
+  return acceptable_tensor(self, std::string{a.dir == wire::direction::forward ? "activation" : "gradient"} + " from " + from,
+                           a.tensor);
+}
+
+bool acceptable_tensor(self_ptr self, const std::string& what, const wire::tensor_payload& t) {
   auto& spec = *self->state.ctx->spec;
-  auto& t = a.tensor;
-  auto what = std::string{a.dir == wire::direction::forward ? "activation" : "gradient"} + " from " + from;
   if (t.type != wire::dtype::float32 && t.type != wire::dtype::float16 && t.type != wire::dtype::bfloat16) {
     report_failure(self, what + ": not a float tensor: dropped");
     return false;
@@ -146,6 +149,10 @@ torch::Tensor as_fp32(const wire::tensor_payload& t) {
 
 void handle_forward(self_ptr self, const std::string& from, wire::activation a) {
   auto& st = self->state;
+  if (a.call == wire::call_kind::request) { // a SWARM call queued before the weights (resume)
+    swarm_request(self, from, std::move(a));
+    return;
+  }
   if (!acceptable(self, from, a))
     return;
   if (!st.ready || a.microbatch.iteration > st.current) {

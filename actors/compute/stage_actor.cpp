@@ -215,7 +215,9 @@ void on_peer_down(self_ptr self, const std::string& id) {
   st.flows.erase(std::remove_if(st.flows.begin(), st.flows.end(),
                                 [&](auto& f) { return f.next == id || f.prev == id; }),
                  st.flows.end());
-  if (is_holder(st)) {
+  if (is_holder(st) && swarm_routed(st)) {
+    swarm_peer_down(self, id);
+  } else if (is_holder(st)) {
     auto live1 = live_at(st, 1 % stages(st));
     for (auto& [key, o] : st.holder.origins) {
       if (!o.done && o.carrier) {
@@ -367,7 +369,11 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
         [&](auto& m) {
           using T = std::decay_t<decltype(m)>;
           if constexpr (std::is_same_v<T, wire::activation>) {
-            if (m.dir == wire::direction::forward)
+            if (m.call == wire::call_kind::request)
+              swarm_request(self, from, std::move(m));
+            else if (m.call == wire::call_kind::reply)
+              swarm_reply(self, from, m);
+            else if (m.dir == wire::direction::forward)
               handle_forward(self, from, std::move(m));
             else
               handle_backward(self, from, m);
@@ -508,6 +514,7 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
     },
     [self](peer_down_atom, const std::string& id) { on_peer_down(self, id); },
     [self](lost_stage_atom, std::uint32_t stage, std::uint64_t iteration) { check_lost_stage(self, stage, iteration); },
+    [self](call_atom, std::uint64_t key, std::uint32_t n) { swarm_timeout(self, key, n); },
     [self](timeout_atom, std::uint64_t transfer, std::uint64_t had) { on_transfer_timeout(self, transfer, had); },
     [self](fetch_atom) {
       self->state.fetch.fetch_armed = false;

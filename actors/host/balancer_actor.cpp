@@ -80,7 +80,8 @@ balancer_actor::behavior_type balancer(metered_ptr<balancer_actor, balancer_stat
   return {
     [self, ctx, flush](tick_atom) {
       auto& st = self->state;
-      if (st.ready)
+      // SWARM routes per call at the data holders (compute_swarm.cpp): no flows to build.
+      if (st.ready && ctx->spec->routing.router == routing::router_kind::gwtf)
         flush(st.core->tick(st.ticks));
       ++st.ticks;
       self->delayed_send(self, std::chrono::milliseconds(ctx->spec->routing.gwtf.tick_ms), tick_atom::value);

@@ -53,8 +53,14 @@ std::shared_ptr<actors::cluster_spec> make_spec(const cluster_config& cfg) {
 }
 
 std::string runtime_refusal(const cluster_config& cfg) {
-  if (cfg.routing.router != routing::router_kind::gwtf)
-    return "routing.router: the runtime routes with gwtf only; swarm is not supported here (docs/runtime.md)";
+  if (cfg.routing.router == routing::router_kind::swarm) {
+    if (cfg.routing.swarm.backward != routing::swarm_backward::rematerialize)
+      return "routing.swarm.backward: stash is modelled by the simulator only; the runtime's SWARM servers keep "
+             "nothing between calls (rematerialize, as SWARM's code; docs/runtime.md)";
+    if (cfg.compression.mode == compression_mode::adaptive)
+      return "compression.mode: adaptive sparsifies along GWTF's flows; with routing.router swarm use off, fp16 "
+             "or bf16 (docs/runtime.md)";
+  }
   if (cfg.training.averaging != model::averaging_mode::sync)
     return "training.averaging: overlap is run by the reference trainer (caf-gwtf reference) and the simulator; "
            "the runtime averages sync (docs/runtime.md)";

@@ -288,6 +288,28 @@ TEST_CASE("codec: tensors: shape against bytes, negative and overflowing dims, d
   CHECK(no_path.detail == "activation.path: at least 1 entries");
 }
 
+TEST_CASE("codec: a SWARM backward call carries its stage input; a sparse input is refused") {
+  activation call{microbatch_ref{12, 1, 3, 7}, direction::backward, {"dh-virginia"},
+                  gwtf::test::sample_tensor({2, 4, 8}), 5, "", call_kind::request, gwtf::test::sample_tensor({2, 4, 8})};
+  auto bytes = encode(call);
+  auto r = decode(bytes.data(), bytes.size());
+  REQUIRE(std::holds_alternative<message>(r));
+  auto back = std::get<activation>(std::get<message>(r));
+  CHECK(back.call == call_kind::request);
+  CHECK(back.input.size == 2 * 4 * 8 * 4);
+  CHECK(message{back} == message{call});
+  auto reply = call;
+  reply.call = call_kind::reply;
+  reply.input = {};
+  CHECK_FALSE(message{reply} == message{call});
+  auto rb = encode(reply);
+  CHECK(std::get<activation>(std::get<message>(decode(rb.data(), rb.size()))).call == call_kind::reply);
+  auto sparse_input = call;
+  sparse_input.input = gwtf::test::sample_sparse_activation().tensor;
+  auto sb = encode(sparse_input);
+  CHECK(reject(sb).detail == "activation.input: a dense tensor here, got a sparse one");
+}
+
 TEST_CASE("codec: a sparse tensor round-trips, and only where sparse tensors belong") {
   auto sparse = gwtf::test::sample_sparse_activation();
   auto bytes = encode(sparse);

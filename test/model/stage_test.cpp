@@ -454,6 +454,39 @@ TEST_CASE("rematerialise: a relay that keeps only inputs computes what a stashin
   }
 }
 
+TEST_CASE("SWARM calls: a forward kept nowhere and a backward by another replica compute what one stashing relay does") {
+  for (auto arch : {architecture::gpt, architecture::llama}) {
+    INFO(name(arch));
+    auto m = tiny(arch);
+    auto t = short_run(5);
+    stage stash{m, t, 1};
+    stage called{m, t, 1}; // a replica that never saw the microbatches' forwards
+    auto in1 = torch::randn({t.microbatch_size, m.seq_len, m.hidden});
+    auto in2 = torch::randn({t.microbatch_size, m.seq_len, m.hidden});
+    auto go1 = torch::randn({t.microbatch_size, m.seq_len, m.hidden});
+    auto go2 = torch::randn({t.microbatch_size, m.seq_len, m.hidden});
+    auto out1 = ok(stash.forward(1, in1));
+    ok(stash.forward(2, in2));
+    CHECK(torch::equal(out1, ok(called.forward_only(in1))));
+    CHECK(called.stashed() == 0); // a forward call keeps nothing
+    CHECK(torch::equal(ok(stash.backward(2, go2)), ok(called.recompute_backward(2, in2, go2))));
+    CHECK(torch::equal(ok(stash.backward(1, go1)), ok(called.recompute_backward(1, in1, go1))));
+    CHECK(called.stashed() == 0);
+    // Asked again (a re-sent call): the input gradient again, the parameter gradients once.
+    CHECK(torch::equal(ok(called.recompute_backward(1, in1, go1)), ok(stage{m, t, 1}.recompute_backward(1, in1, go1))));
+    CHECK(called.additions(1) == 1);
+    CHECK(called.duplicates() == 1);
+    auto a = ok(stash.gradients());
+    auto b = ok(called.gradients());
+    CHECK(b.count == 2);
+    REQUIRE(a.sums.size() == b.sums.size());
+    for (std::size_t k = 0; k < a.sums.size(); ++k)
+      CHECK(torch::equal(a.sums[k], b.sums[k]));
+    stage holder{m, t, 0};
+    CHECK(std::holds_alternative<std::string>(holder.forward_only(in1))); // stage 0 has no blocks
+  }
+}
+
 TEST_CASE("stash: drop frees a re-routed microbatch, backward without forward is an error") {
   auto m = tiny(architecture::gpt);
   auto t = short_run(5);
