@@ -268,20 +268,52 @@ TEST_CASE("cluster: random crashes at a per-iteration rate lose no microbatch an
   }
 }
 
-TEST_CASE("cluster: what the runtime does not run (a router, overlapped averaging) is refused up front, naming the key") {
-  for (std::string key : {"routing.router", "training.averaging"}) {
+TEST_CASE("cluster: what the runtime does not run (SWARM's stash, adaptive top-k under SWARM, overlapped averaging) is refused up front, naming the key") {
+  for (std::string key : {"routing.swarm.backward", "compression.mode", "training.averaging"}) {
     INFO(key);
     auto cfg = local(5, {});
-    if (key == "routing.router")
+    if (key == "routing.swarm.backward") {
       cfg.routing.router = routing::router_kind::swarm;
-    else
+      cfg.routing.swarm.backward = routing::swarm_backward::stash;
+    } else if (key == "compression.mode") {
+      cfg.routing.router = routing::router_kind::swarm;
+      cfg.compression.mode = app::compression_mode::adaptive;
+    } else {
       cfg.training.averaging = model::averaging_mode::overlap;
+    }
     std::ostringstream log;
     auto r = app::run_embedded(cfg, log, 10);
     CHECK_FALSE(r.completed);
     REQUIRE(r.failures.size() == 1);
     CHECK(r.failures[0].find(key + ": ") == 0);
     CHECK(r.rows.empty());
+  }
+}
+
+// SWARM in the runtime (routing.router: swarm; docs/runtime.md, "SWARM in the runtime"): the
+// data holders call each stage, a relay crashes in a forward call (iteration 3) and another
+// in a backward call (iteration 7). Either way of learning of the death: the cluster's failure
+// detection (oracle), or SWARM's call timeouts (shortened here: its code's are 30 s and 75 s).
+// Exactly once at every stage, the reference's loss, replicas identical, no flow built.
+TEST_CASE("cluster: SWARM routing trains through a crash in a forward and one in a backward call, exactly once") {
+  for (auto detection : {routing::swarm_detection::oracle, routing::swarm_detection::timeout}) {
+    INFO("detection " << (detection == routing::swarm_detection::oracle ? "oracle" : "timeout"));
+    auto cfg = local(12, {fault(3, actors::fault_action::crash, "r1-london", actors::fault_phase::forward),
+                          fault(7, actors::fault_action::crash, "r2-ireland", actors::fault_phase::backward)});
+    cfg.routing.router = routing::router_kind::swarm;
+    cfg.routing.swarm.detection = detection;
+    cfg.routing.swarm.forward_timeout_ms = 1500;
+    cfg.routing.swarm.backward_timeout_ms = 3000;
+    std::ostringstream log;
+    auto r = app::run_embedded(cfg, log, 120);
+    INFO(log.str());
+    REQUIRE(r.completed);
+    CHECK(r.crashes == 2);
+    check_churn_run(cfg, r);
+    check_replicas_agree(r);
+    CHECK(r.rows.back().hosts_alive == 6);
+    for (auto& row : r.rows)
+      CHECK(row.flows == 0); // no GWTF flow: every call chose its own peer
   }
 }
 

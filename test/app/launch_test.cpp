@@ -243,6 +243,28 @@ TEST_CASE("launch: SIGKILL in a forward and in a backward pass loses no microbat
   fs::remove_all(dir);
 }
 
+// SWARM across processes (routing.router: swarm): the data holders call each stage over TCP;
+// r1b is SIGKILLed in a forward call and r2 in a backward call. The holders learn of it as
+// SWARM's code does, by the call's timeout (shortened from its 30 s / 75 s), and call another
+// replica; the backwards the dead replicas had counted are counted again elsewhere.
+TEST_CASE("launch: SWARM routing loses no microbatch to a SIGKILL in a forward and in a backward call") {
+  auto dir = workdir("swarm-kill");
+  auto l = launch_and_reference(dir, replicated, 12,
+                                "{at_iteration: 3, action: crash, host: r1b, phase: forward},"
+                                "{at_iteration: 5, action: crash, host: r2, phase: backward}", "",
+                                "routing: {router: swarm, swarm: {detection: timeout, forward_timeout_ms: 2000, "
+                                "backward_timeout_ms: 4000}}\n");
+  INFO(findings(l.r.out) << l.r.out << l.logs);
+  REQUIRE(l.r.code == 0);
+  CHECK(has(l.r.out, "crashes 2"));
+  CHECK(has(l.r.out, "# exited: r1b: signal 9"));
+  CHECK(has(l.r.out, "# exited: r2: signal 9"));
+  CHECK(has(l.r.out, "exactly-once violations 0; replica disagreements 0"));
+  REQUIRE(l.loss.size() == 12);
+  check_band(l, 1e-3);
+  fs::remove_all(dir);
+}
+
 // Butterfly averaging across processes (docs/runtime.md, "Butterfly averaging"): stage 1 has
 // three replicas, so it averages by reduce-scatter + all-gather over TCP. r1c is SIGKILLed
 // once every contributor's part of its share reached it and before it sends their sum: its
