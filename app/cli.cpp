@@ -1,6 +1,8 @@
 #include "app/cli.hpp"
 
+#include <algorithm>
 #include <ostream>
+#include <sstream>
 
 namespace gwtf::app {
 
@@ -37,6 +39,7 @@ std::string usage_text() {
   return "usage: caf-gwtf --config FILE [--set KEY=VALUE]... [--check] [--join] [--resume | --resume-at N] [--until N]\n"
          "       caf-gwtf launch --config FILE [--set KEY=VALUE]... [--logs DIR] [--resume | --resume-at N] [--until N]\n"
          "       caf-gwtf reference --config FILE [--set KEY=VALUE]...\n"
+         "       caf-gwtf compare --config FILE [--set KEY=VALUE]... [--routers gwtf,swarm] [--seeds N] [--launch] [--out DIR]\n"
          "       caf-gwtf sim --scenario FILE [--router NAME|all] [--seed N] [--out DIR]\n"
          "       caf-gwtf shell HOST:PORT [-c COMMAND] [--json] [--timeout-ms N] [--cert F --key F --ca F]\n"
          "       caf-gwtf export --config FILE --checkpoint DIR --out DIR [--iteration N]\n"
@@ -64,6 +67,10 @@ std::string usage_text() {
          "                  logs in DIR (default launch-logs/)\n"
          "  reference       train the unpartitioned model of FILE in this process: the\n"
          "                  oracle of distributed runs (prints loss and tokens/s)\n"
+         "  compare         train FILE once per router and seed in the real trainer (embedded,\n"
+         "                  or one process per host with --launch; seeds: training.seed, +1, ..):\n"
+         "                  prints a table per router, writes compare.csv, plots and every run's\n"
+         "                  log and loss series to DIR (default compare-results/<FILE's name>)\n"
          "  sim             simulate training under churn in virtual time (configs/scenarios/):\n"
          "                  prints a comparison table, writes CSV, JSON and SVG plots to DIR\n"
          "                  (default sim-results/<scenario>-seed<N>); --router all (default)\n"
@@ -244,6 +251,79 @@ std::variant<cli_options, cli_error> parse_sim(const std::vector<std::string>& a
   return out;
 }
 
+std::variant<cli_options, cli_error> parse_compare(const std::vector<std::string>& args) {
+  cli_options out;
+  out.action = cli_action::compare;
+  bool has_routers = false, has_seeds = false;
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      out.action = cli_action::help;
+      return out;
+    }
+    auto value = [&](const std::string& name, const char* what) -> std::variant<std::string, cli_error> {
+      return option_value(args, i, name, what);
+    };
+    if (a == "--launch") {
+      out.launch_hosts = true;
+    } else if (is_option(a, "--config") || is_option(a, "--out")) {
+      auto name = a.substr(0, a.find('='));
+      auto& into = name == "--config" ? out.config : out.out;
+      if (!into.empty())
+        return cli_error{name + " given twice"};
+      auto v = value(name, name == "--config" ? "a file name" : "a directory");
+      if (auto* e = std::get_if<cli_error>(&v))
+        return *e;
+      into = std::get<std::string>(v);
+    } else if (is_option(a, "--set")) {
+      auto v = value("--set", "KEY=VALUE (e.g. --set training.iterations=20)");
+      if (auto* e = std::get_if<cli_error>(&v))
+        return *e;
+      auto& kv = std::get<std::string>(v);
+      if (kv.find('=') == std::string::npos || kv.front() == '=')
+        return cli_error{"--set: expected KEY=VALUE (e.g. training.iterations=20), got '" + kv + "'"};
+      out.sets.push_back(kv);
+    } else if (is_option(a, "--routers")) {
+      if (has_routers)
+        return cli_error{"--routers given twice"};
+      has_routers = true;
+      auto v = value("--routers", "a comma-separated list of gwtf and swarm");
+      if (auto* e = std::get_if<cli_error>(&v))
+        return *e;
+      std::stringstream list{std::get<std::string>(v)};
+      for (std::string r; std::getline(list, r, ',');) {
+        if (r != "gwtf" && r != "swarm")
+          return cli_error{"--routers: expected gwtf or swarm, got '" + r + "' (the simulator's other routers: caf-gwtf sim)"};
+        if (std::find(out.routers.begin(), out.routers.end(), r) != out.routers.end())
+          return cli_error{"--routers: '" + r + "' given twice"};
+        out.routers.push_back(r);
+      }
+      if (out.routers.empty())
+        return cli_error{"--routers needs a comma-separated list of gwtf and swarm"};
+    } else if (is_option(a, "--seeds")) {
+      if (has_seeds)
+        return cli_error{"--seeds given twice"};
+      has_seeds = true;
+      auto v = value("--seeds", "a number of seeds from 1 to 100");
+      if (auto* e = std::get_if<cli_error>(&v))
+        return *e;
+      auto& t = std::get<std::string>(v);
+      if (t.size() > 3 || t.find_first_not_of("0123456789") != std::string::npos || std::stoi(t) < 1 || std::stoi(t) > 100)
+        return cli_error{"--seeds: expected a number of seeds from 1 to 100, got '" + t + "'"};
+      out.seeds = std::stoi(t);
+    } else if (!a.empty() && a[0] == '-') {
+      return cli_error{"unknown option '" + a + "' of compare (see --help)"};
+    } else {
+      return cli_error{"unexpected argument '" + a + "' (see --help)"};
+    }
+  }
+  if (out.config.empty())
+    return cli_error{"compare needs --config FILE (a cluster config: configs/compare.yaml)"};
+  if (out.routers.empty())
+    out.routers = {"gwtf", "swarm"};
+  return out;
+}
+
 std::variant<cli_options, cli_error> parse_shell(const std::vector<std::string>& args) {
   cli_options out;
   out.action = cli_action::shell;
@@ -305,6 +385,8 @@ std::variant<cli_options, cli_error> parse_shell(const std::vector<std::string>&
 std::variant<cli_options, cli_error> parse_cli(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "sim")
     return parse_sim(args);
+  if (!args.empty() && args[0] == "compare")
+    return parse_compare(args);
   if (!args.empty() && args[0] == "shell")
     return parse_shell(args);
   if (!args.empty() && (args[0] == "export" || args[0] == "eval" || args[0] == "import"))

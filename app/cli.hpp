@@ -18,6 +18,7 @@ enum class cli_action {
   node,    ///< run the hosts the config declares
   reference, ///< train the unpartitioned model in this process (correctness oracle)
   sim,       ///< discrete-event simulation of a scenario: GWTF vs SWARM vs the optimum
+  compare,   ///< one cluster config per router and seed in the real trainer, side by side
   launch,    ///< one process per host of a multi-host config on 127.0.0.1, faults as signals
   shell,     ///< the inspection shell of a running host (interactive, or -c COMMAND)
   export_hf, ///< write a checkpoint cut as a Hugging Face model directory
@@ -31,9 +32,11 @@ struct cli_options {
   std::string config;                   ///< --config FILE
   std::vector<std::string> sets;        ///< --set KEY=VALUE overrides of the config, in order
   std::string scenario;                 ///< sim: --scenario FILE
-  std::vector<std::string> routers;     ///< sim: --router gwtf|swarm|swarm-restart|centralized|all, expanded
+  std::vector<std::string> routers;     ///< sim: --router gwtf|swarm|swarm-restart|centralized|all, expanded; compare: --routers
+  int seeds = 1;                        ///< compare: --seeds N
+  bool launch_hosts = false;            ///< compare: --launch (one process per host)
   std::optional<std::uint64_t> seed;    ///< sim: --seed N (overrides the scenario's)
-  std::string out;                      ///< sim: --out DIR (empty: sim-results/<name>-seed<N>)
+  std::string out;                      ///< sim: --out DIR (empty: sim-results/<name>-seed<N>); compare: (empty: compare-results/<config's name>)
   bool join = false;                    ///< node: --join (enter a running cluster)
   bool resume = false;                  ///< node, embedded, launch: --resume (from checkpoints)
   std::optional<std::uint64_t> resume_at; ///< --resume-at N: from the checkpoints of iteration N

@@ -15,6 +15,7 @@
 #include "app/tools/export.hpp"
 #include "app/cli.hpp"
 #include "app/config/cluster_config.hpp"
+#include "app/run/compare.hpp"
 #include "app/run/embedded.hpp"
 #include "app/run/launch.hpp"
 #include "app/tools/shell.hpp"
@@ -213,6 +214,7 @@ int main(int argc, char** argv) {
       return run_sim(opts);
     case cli_action::shell:
       return run_shell(opts, std::cout, std::cerr);
+    case cli_action::compare:
     case cli_action::check:
     case cli_action::node:
     case cli_action::reference:
@@ -242,6 +244,19 @@ int main(int argc, char** argv) {
       return run_import(*cfg, co, std::cout, std::cerr);
     return opts.action == cli_action::export_hf ? run_export(*cfg, co, std::cout, std::cerr)
                                                 : run_eval(*cfg, co, std::cout, std::cerr);
+  }
+  if (opts.action == cli_action::compare) {
+    compare_options co;
+    co.routers = opts.routers;
+    co.seeds = opts.seeds;
+    co.launch = opts.launch_hosts;
+    co.out = opts.out.empty() ? "compare-results/" + std::filesystem::path(opts.config).stem().string() : opts.out;
+    co.executable = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+    if (ec) {
+      std::cerr << "caf-gwtf: cannot find its own executable: " << ec.message() << "\n";
+      return exit_code::failure;
+    }
+    return run_compare(*cfg, co, std::cout, std::cerr);
   }
   if (auto why = runtime_refusal(*cfg); !why.empty()) { // launch, node mode and embedded alike
     std::cerr << "caf-gwtf: " << why << "\n";

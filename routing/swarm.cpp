@@ -126,4 +126,22 @@ bool swarm_router::banned(const std::string& peer) const {
   return banned_until_.count(peer) > 0;
 }
 
+std::vector<swarm_router::peer_view> swarm_router::queue() const {
+  std::vector<peer_view> out;
+  for (std::size_t s = 0; s < queue_.size(); ++s)
+    for (auto& [key, id] : queue_[s]) {
+      auto& e = peers_.at(id);
+      out.push_back({id, e.stage, key, e.samples,
+                     e.samples > 0 ? std::optional<double>(throughput_of(e)) : std::nullopt});
+    }
+  return out;
+}
+
+std::vector<std::string> swarm_router::banned_peers() const {
+  std::vector<std::string> out;
+  for (auto& [id, until] : banned_until_)
+    out.push_back(id);
+  return out;
+}
+
 } // namespace gwtf::routing

@@ -80,6 +80,19 @@ public:
   /// Whether a peer is banned.
   bool banned(const std::string& peer) const;
 
+  /// One peer as the trainer sees it (the shell's `flows`).
+  struct peer_view {
+    std::string id;
+    int stage = 0;
+    double key = 0;                   ///< accumulated expected seconds of work given to it
+    std::int64_t samples = 0;         ///< calls that finished and taught its throughput
+    std::optional<double> throughput; ///< learnt task units per second (nullopt: not measured)
+  };
+  /// Every peer, by stage, each stage's in queue order (the next call's peer first).
+  std::vector<peer_view> queue() const;
+  /// The banned peers, by id.
+  std::vector<std::string> banned_peers() const;
+
 private:
   struct entry {
     int stage = 0;

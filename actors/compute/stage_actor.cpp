@@ -176,6 +176,19 @@ std::string inspect_json(self_ptr self) {
                           {"compute_ms_per_microbatch", 2 * st.encoder.call_ema_s * 1e3},
                           {"links", links}};
   }
+  if (st.holder.swarm) { // routing.router swarm: this trainer's queue per stage (the shell's `flows`)
+    nlohmann::ordered_json queue = nlohmann::ordered_json::array();
+    for (auto& p : st.holder.swarm->queue())
+      queue.push_back({{"peer", p.id},
+                       {"stage", p.stage},
+                       {"expected_work_s", p.key},
+                       {"calls_measured", p.samples},
+                       {"tasks_per_s", p.throughput ? nlohmann::ordered_json(*p.throughput) : nullptr}});
+    std::size_t calls = 0;
+    for (auto& [key, o] : st.holder.origins)
+      calls += o.trip.calls.size();
+    out["swarm"] = {{"queue", queue}, {"banned", st.holder.swarm->banned_peers()}, {"calls_under_way", calls}};
+  }
   if (st.ckpt.last_checkpoint)
     out["checkpoint_iteration"] = *st.ckpt.last_checkpoint;
   if (st.model)

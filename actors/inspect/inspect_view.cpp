@@ -16,7 +16,7 @@ const std::vector<std::pair<std::string, std::string>>& inspect_queries() {
   static const std::vector<std::pair<std::string, std::string>> q{
     {"status", "this host: role, stage, iteration, loss, peers, flows"},
     {"hosts", "the membership view: every peer, its address, stage, state and when it was last heard"},
-    {"flows", "the flows through this host: data holder, previous and next hop, ring cost (busy: a microbatch in flight on it, with routing.gwtf.idle_moves)"},
+    {"flows", "the flows through this host: data holder, previous and next hop, ring cost (busy: a microbatch in flight on it, with routing.gwtf.idle_moves); with routing.router swarm, a data holder's queue of peers per stage and their learnt throughput"},
     {"graph", "the flows through this host as a Graphviz DOT graph"},
     {"links", "measured links to the neighbouring stages: latency, bandwidth, round trip"},
     {"stage", "the stage: replicas, iteration, weights hash, stashed microbatches"},
@@ -378,11 +378,15 @@ static inspect_answer compose(const std::string& query, const inspect_parts& p) 
     if (balancer.is_null())
       return need(p, query, "balancer");
     auto flows = value_or_null(balancer, "flows");
-    if (query == "flows")
-      return {true, json{{"host", p.host}, {"stage", value_or_null(supervisor, "stage")},
-                         {"spare", value_or_null(balancer, "spare")}, {"flows", flows},
-                         {"moves", value_or_null(balancer, "moves")}}
-                      .dump()};
+    if (query == "flows") {
+      json out{{"host", p.host}, {"stage", value_or_null(supervisor, "stage")},
+               {"spare", value_or_null(balancer, "spare")}, {"flows", flows},
+               {"moves", value_or_null(balancer, "moves")}};
+      // routing.router swarm: no flows; a data holder's per-peer queue and learnt throughput
+      if (auto swarm = value_or_null(compute, "swarm"); !swarm.is_null())
+        out["swarm"] = swarm;
+      return {true, out.dump()};
+    }
     std::string dot = "digraph flows {\n  rankdir=LR;\n  " + dot_id(p.host) + " [shape=box];\n";
     for (auto& f : flows) {
       auto label = "holder " + f.value("holder", "?") + (f.value("built", false) ? "" : " (half-built)");

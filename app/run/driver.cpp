@@ -270,6 +270,7 @@ void maybe_print(driver_ptr self) {
     row.iteration = static_cast<std::int64_t>(i);
     row.loss = mbs > 0 ? loss / mbs : 0;
     row.tokens_per_s = secs > 0 ? mbs * double(st.cfg->training.microbatch_size) * st.cfg->model.seq_len / secs : 0;
+    row.seconds = secs;
     row.flows = static_cast<int>(flows);
     row.hosts_alive = static_cast<int>(st.hosts.size());
     row.crashes = st.result.crashes;

@@ -19,6 +19,7 @@ struct iteration_row {
   std::int64_t iteration = 0;
   double loss = 0;            ///< mean over the iteration's microbatches
   double tokens_per_s = 0;    ///< its tokens / wall time since the previous iteration ended
+  double seconds = 0;         ///< that wall time
   int flows = 0;              ///< built flows at the data holders
   int hosts_alive = 0;
   int crashes = 0;            ///< crashes so far

@@ -83,6 +83,36 @@ TEST_CASE("cli: sim takes a scenario, routers, a seed and an output directory") 
   CHECK(fails({"sim", "--scenario", "a", "extra"}) == "unexpected argument 'extra' (see --help)");
 }
 
+TEST_CASE("cli: compare takes a config, its overrides, routers, seeds, --launch and an output directory") {
+  auto a = ok({"compare", "--config", "c.yaml"});
+  CHECK(a.action == cli_action::compare);
+  CHECK(a.config == "c.yaml");
+  CHECK(a.routers == std::vector<std::string>{"gwtf", "swarm"});
+  CHECK(a.seeds == 1);
+  CHECK_FALSE(a.launch_hosts);
+  CHECK(a.out.empty());
+  auto b = ok({"compare", "--config=c.yaml", "--routers", "swarm,gwtf", "--seeds=3", "--launch", "--out", "d",
+               "--set", "training.iterations=8", "--set=faults.crash_rate=0.1"});
+  CHECK(b.routers == std::vector<std::string>{"swarm", "gwtf"});
+  CHECK(b.seeds == 3);
+  CHECK(b.launch_hosts);
+  CHECK(b.out == "d");
+  CHECK(b.sets == std::vector<std::string>{"training.iterations=8", "faults.crash_rate=0.1"});
+  CHECK(ok({"compare", "--config", "c", "--routers", "swarm"}).routers == std::vector<std::string>{"swarm"});
+  CHECK(ok({"compare", "--help"}).action == cli_action::help);
+  CHECK(fails({"compare"}) == "compare needs --config FILE (a cluster config: configs/compare.yaml)");
+  CHECK(fails({"compare", "--config", "c", "--routers", "gwtf,centralized"})
+        == "--routers: expected gwtf or swarm, got 'centralized' (the simulator's other routers: caf-gwtf sim)");
+  CHECK(fails({"compare", "--config", "c", "--routers", "gwtf,gwtf"}) == "--routers: 'gwtf' given twice");
+  CHECK(fails({"compare", "--config", "c", "--routers", "gwtf", "--routers", "swarm"}) == "--routers given twice");
+  CHECK(fails({"compare", "--config", "c", "--seeds", "0"}) == "--seeds: expected a number of seeds from 1 to 100, got '0'");
+  CHECK(fails({"compare", "--config", "c", "--seeds", "1000"}) == "--seeds: expected a number of seeds from 1 to 100, got '1000'");
+  CHECK(fails({"compare", "--config", "c", "--config", "d"}) == "--config given twice");
+  CHECK(fails({"compare", "--config", "c", "--set", "x"}) == "--set: expected KEY=VALUE (e.g. training.iterations=20), got 'x'");
+  CHECK(fails({"compare", "--config", "c", "--check"}) == "unknown option '--check' of compare (see --help)");
+  CHECK(fails({"compare", "--config", "c", "extra"}) == "unexpected argument 'extra' (see --help)");
+}
+
 TEST_CASE("cli: --set overrides are kept in order, for node, check, launch and reference") {
   auto node = ok({"--config", "a.yaml", "--set", "hosts[0].stage=2", "--set=node.advertise=h:1"});
   CHECK(node.sets == std::vector<std::string>{"hosts[0].stage=2", "node.advertise=h:1"});

@@ -14,6 +14,8 @@
 #include <tuple>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "app/config/cluster_config.hpp"
 #include "app/run/embedded.hpp"
 #include "model/checkpoint.hpp"
@@ -304,6 +306,8 @@ TEST_CASE("cluster: SWARM routing trains through a crash in a forward and one in
     cfg.routing.swarm.detection = detection;
     cfg.routing.swarm.forward_timeout_ms = 1500;
     cfg.routing.swarm.backward_timeout_ms = 3000;
+    auto csv = std::filesystem::temp_directory_path() / ("gwtf-swarm-" + std::to_string(::getpid()) + ".csv");
+    cfg.training.loss_out = csv.string(); // the driver then asks every host's `flows` at the end
     std::ostringstream log;
     auto r = app::run_embedded(cfg, log, 120);
     INFO(log.str());
@@ -314,6 +318,24 @@ TEST_CASE("cluster: SWARM routing trains through a crash in a forward and one in
     CHECK(r.rows.back().hosts_alive == 6);
     for (auto& row : r.rows)
       CHECK(row.flows == 0); // no GWTF flow: every call chose its own peer
+    // The shell's `flows` at a data holder: SWARM's queue, the dead relays gone from it, the
+    // live ones measured.
+    REQUIRE(r.final_flows.count("dh-virginia") == 1);
+    auto flows = nlohmann::json::parse(r.final_flows.at("dh-virginia"));
+    REQUIRE(flows.contains("swarm"));
+    std::set<std::string> queued, measured;
+    for (auto& p : flows["swarm"]["queue"]) {
+      queued.insert(p["peer"].get<std::string>());
+      if (p["tasks_per_s"].is_number())
+        measured.insert(p["peer"].get<std::string>());
+    }
+    std::set<std::string> live{"r1-ohio", "r2-oregon", "r3-frankfurt", "r3-virginia"};
+    CHECK(std::includes(measured.begin(), measured.end(), live.begin(), live.end()));
+    if (detection == routing::swarm_detection::oracle) // banned and forgotten at once
+      CHECK(queued == live);
+    else // SWARM's code: a timeout bans nobody; the peer-list refresh (30 s) drops them
+      CHECK(std::includes(queued.begin(), queued.end(), live.begin(), live.end()));
+    std::filesystem::remove(csv);
   }
 }
 

@@ -121,6 +121,39 @@ TEST_CASE("caf-gwtf sim runs a scenario with every router and writes its outputs
   CHECK(missing.out == "caf-gwtf: cannot read scenario '/definitely/not/here.yaml': no such file\n");
 }
 
+TEST_CASE("caf-gwtf compare trains a config with both routers and writes its table, CSV, plots and logs") {
+  auto dir = std::filesystem::temp_directory_path() / ("gwtf-compare-exe-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  auto r = run("compare --config '" + src + "/configs/local.yaml' --set training.iterations=3 --set 'faults.script=[]'"
+               " --set emulation.time_scale=0.02 --out '" + dir.string() + "'");
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("compare: run 1/2: gwtf, seed 42, embedded") != std::string::npos);
+  CHECK(r.out.find("compare: run 2/2: swarm, seed 42, embedded") != std::string::npos);
+  CHECK(r.out.find("compare: swarm, seed 42: completed, 3 iterations") != std::string::npos);
+  CHECK(r.out.find("\ngwtf       1/1") != std::string::npos);
+  CHECK(r.out.find("\nswarm      1/1") != std::string::npos);
+  CHECK(r.out.find("gwtf / swarm: tokens/s ") != std::string::npos);
+  for (const char* f : {"compare.csv", "compare-loss.svg", "compare-throughput.svg", "gwtf-seed42.csv", "gwtf-seed42.log",
+                        "swarm-seed42.csv", "swarm-seed42.log"})
+    CHECK_MESSAGE(std::filesystem::file_size(dir / f) > 0, f);
+  std::ifstream csv{dir / "compare.csv"};
+  std::string header, gwtf, swarm;
+  std::getline(csv, header);
+  std::getline(csv, gwtf);
+  std::getline(csv, swarm);
+  CHECK(gwtf.rfind("gwtf,42,1,3,", 0) == 0);
+  CHECK(swarm.rfind("swarm,42,1,3,", 0) == 0);
+  std::filesystem::remove_all(dir);
+  // A config one router cannot run is refused before any run, naming the router.
+  auto refused = run("compare --config '" + src + "/configs/local.yaml' --set compression.mode=adaptive --out '"
+                     + dir.string() + "'");
+  CHECK(refused.code == 1);
+  CHECK(refused.out.find("caf-gwtf: compare: the config cannot run with routing.router swarm: compression.mode: adaptive")
+        != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir));
+}
+
 TEST_CASE("caf-gwtf node: a node.metrics port that is taken stops the host before it joins, naming key and address") {
   namespace fs = std::filesystem;
   // Hold a port: what another process on the machine would do.

@@ -102,6 +102,26 @@ TEST_CASE("swarm: errors ban and forget a peer until a refresh after the ban exp
   CHECK(*r.choose(1, swarm_task::forward) == "a"); // back at the head of the queue
 }
 
+TEST_CASE("swarm: the queue lists each stage's peers in the order they will be called, with what was learnt") {
+  auto r = make();
+  r.refresh(0, {{"b", 1}, {"a", 1}, {"c", 2}, {"d", 2}});
+  CHECK(*r.choose(1, swarm_task::forward) == "a"); // ties: smallest id
+  r.completed("a", swarm_task::forward, 0.5);
+  r.failed("d", swarm_task::forward, 0);
+  auto q = r.queue();
+  REQUIRE(q.size() == 3);
+  CHECK(q[0].id == "b"); // key 0: called next
+  CHECK(q[0].stage == 1);
+  CHECK_FALSE(q[0].throughput.has_value());
+  CHECK(q[1].id == "a");
+  CHECK(q[1].key == doctest::Approx(1.0)); // one forward expected at 1 s before it was measured
+  CHECK(q[1].samples == 1);
+  CHECK(*q[1].throughput == doctest::Approx(2.0));
+  CHECK(q[2].id == "c");
+  CHECK(q[2].stage == 2);
+  CHECK(r.banned_peers() == std::vector<std::string>{"d"});
+}
+
 TEST_CASE("swarm: refresh forgets dead peers, an empty stage has no choice") {
   auto r = make();
   r.refresh(0, {{"a", 1}, {"b", 2}});
