@@ -263,6 +263,7 @@ void swarm_peer_down(self_ptr self, const std::string& id) {
     return;
   bool oracle = st.ctx->spec->routing.swarm.detection == routing::swarm_detection::oracle;
   bool crashed = st.departed.count(id) == 0;
+  std::map<int, int> repairs; // stage -> backwards called again
   for (auto& [key, o] : st.holder.origins) {
     std::vector<swarm_call> again;
     for (auto ci = o.trip.calls.begin(); ci != o.trip.calls.end();) {
@@ -284,6 +285,7 @@ void swarm_peer_down(self_ptr self, const std::string& id) {
           c.backward = true;
           c.repair = true;
           again.push_back(c);
+          ++repairs[c.stage];
         }
     for (auto& c : again) {
       if (oracle || !crashed)
@@ -292,6 +294,10 @@ void swarm_peer_down(self_ptr self, const std::string& id) {
       call(self, key, c.stage, c.backward, c.repair);
     }
   }
+  for (auto& [stage, n] : repairs)
+    report_note(self, "iteration " + std::to_string(st.current) + ": " + id + " died before stage "
+                        + std::to_string(stage) + " averaged: the backward of " + std::to_string(n)
+                        + " microbatch(es) it counted is called again on another replica");
 }
 
 void swarm_forget(compute_state& st, std::uint64_t iteration) {

@@ -61,7 +61,7 @@ struct driver_state {
   std::set<std::uint64_t> checked; // iterations whose exactly-once check ran
   std::map<std::pair<std::uint32_t, std::uint64_t>, std::map<std::string, std::uint64_t>> hashes;
   std::set<std::uint64_t> injected;
-  std::set<std::string> doomed; // armed with a random crash
+  std::map<std::string, std::uint64_t> doomed; // armed with a random crash: the iteration it was drawn at
   std::set<std::string> faulted; // any fault was injected into it: its peers may rightly declare it dead
   std::uint64_t printed = 0;
   bool any_printed = false;
@@ -178,6 +178,14 @@ void inject(driver_ptr self, std::uint64_t i) {
     }
   }
   if (st.cfg->faults.crash_rate > 0) {
+    // A random crash strikes in the host's next forward or backward; a relay that got no work
+    // for a whole iteration since (no flow or call reached it) crashes now, idle: random churn
+    // takes hosts busy or not, so every router loses the same hosts.
+    for (auto& [name, at] : st.doomed)
+      if (at < i && st.hosts.count(name) > 0) {
+        at = std::numeric_limits<std::uint64_t>::max();
+        crash(self, name, "any");
+      }
     for (auto& name : st.hosts) {
       auto r = model::mix64(st.cfg->training.seed ^ model::mix64(i * 1000003 + std::hash<std::string>{}(name)));
       double u = static_cast<double>(r >> 11) / 9007199254740992.0;
@@ -187,7 +195,7 @@ void inject(driver_ptr self, std::uint64_t i) {
       if (holder || u >= st.cfg->faults.crash_rate || st.doomed.count(name) > 0
           || survivors_at(st, stage_of(st, name), name) == 0)
         continue;
-      st.doomed.insert(name);
+      st.doomed[name] = i;
       crash(self, name, (r & 1) ? "forward" : "backward");
     }
   }

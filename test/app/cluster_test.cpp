@@ -766,6 +766,24 @@ TEST_CASE("cluster: a replica killed mid-butterfly falls back to whole shares an
   CHECK(log.str().find("r3-oregon: iteration 0: stage 3 averages by butterfly among 3 replicas") != std::string::npos);
 }
 
+TEST_CASE("cluster: with SWARM routing a replica killed mid-butterfly has the backwards it counted called again elsewhere") {
+  // r1-tokyo counted backward calls of iteration 3 and dies before its butterfly sum goes
+  // out: its stage-mates fall back to whole shares without it, and the data holders call the
+  // backwards it had counted again on a live replica, which shares again.
+  auto cfg = three_replicas(8, {fault(3, actors::fault_action::crash, "r1-tokyo", actors::fault_phase::averaging)});
+  cfg.routing.router = routing::router_kind::swarm;
+  cfg.routing.swarm.detection = routing::swarm_detection::oracle;
+  std::ostringstream log;
+  auto r = app::run_embedded(cfg, log, 90);
+  INFO(log.str());
+  REQUIRE(r.completed);
+  CHECK(r.crashes == 1);
+  CHECK(r.gone.count("r1-tokyo") == 1);
+  CHECK(log.str().find("r1-tokyo died before stage 1 averaged: the backward of ") != std::string::npos);
+  check_churn_run(cfg, r);
+  check_replicas_agree(r);
+}
+
 TEST_CASE("cluster: a gradient added twice inside a replica is caught by the exactly-once check (faults.script double_count)") {
   // The check counts additions where they happen (model::stage::additions), not the set that
   // makes accumulation skip duplicates: with the set, this double count reported each key
