@@ -264,6 +264,11 @@ void swarm_peer_down(self_ptr self, const std::string& id) {
   bool oracle = st.ctx->spec->routing.swarm.detection == routing::swarm_detection::oracle;
   bool crashed = st.departed.count(id) == 0;
   std::map<int, int> repairs; // stage -> backwards called again
+  // Told of the death (oracle), or the peer said it leaves: an error in SWARM's code, banned
+  // at once. With timeout detection it stays choosable until a call to it times out and the
+  // peer-list refresh drops it, as in SWARM's code.
+  if (oracle || !crashed)
+    router(st).failed(id, routing::swarm_task::forward, now_s());
   for (auto& [key, o] : st.holder.origins) {
     std::vector<swarm_call> again;
     for (auto ci = o.trip.calls.begin(); ci != o.trip.calls.end();) {
@@ -288,8 +293,6 @@ void swarm_peer_down(self_ptr self, const std::string& id) {
           ++repairs[c.stage];
         }
     for (auto& c : again) {
-      if (oracle || !crashed)
-        router(st).failed(id, task_of(c), now_s());
       ++st.metrics.resends;
       call(self, key, c.stage, c.backward, c.repair);
     }
