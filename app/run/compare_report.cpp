@@ -6,20 +6,12 @@
 #include <map>
 #include <sstream>
 
+#include "app/quantile.hpp"
 #include "app/svg_plot.hpp"
 
 namespace gwtf::app {
 
 namespace {
-
-// The value at rank ceil(q * n) of `v` (nearest rank); 0 for none.
-double nearest_rank(std::vector<double> v, double q) {
-  if (v.empty())
-    return 0;
-  std::sort(v.begin(), v.end());
-  auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size())));
-  return v[std::min(v.size(), std::max<std::size_t>(rank, 1)) - 1];
-}
 
 std::vector<double> steady_seconds(const compare_run& r) {
   std::vector<double> out;
@@ -95,8 +87,8 @@ compare_stats stats_of(const compare_run& r) {
     }
   s.tokens_per_s = s.train_s > 0 ? tokens / s.train_s : 0;
   auto secs = steady_seconds(r);
-  s.p50_s = nearest_rank(secs, 0.5);
-  s.p90_s = nearest_rank(secs, 0.9);
+  s.p50_s = quantile(secs, 0.5);
+  s.p90_s = quantile(secs, 0.9);
   s.wasted_fraction = r.compute_s > 0 ? r.wasted_s / r.compute_s : 0;
   s.final_loss = r.rows.empty() ? 0 : r.rows.back().loss;
   return s;
@@ -129,8 +121,8 @@ std::vector<router_summary> summarize(const std::vector<compare_run>& runs) {
     s.final_loss /= s.runs;
     s.crashes /= s.runs;
     s.wasted_fraction = compute > 0 ? wasted / compute : 0;
-    s.p50_s = nearest_rank(secs, 0.5);
-    s.p90_s = nearest_rank(secs, 0.9);
+    s.p50_s = quantile(secs, 0.5);
+    s.p90_s = quantile(secs, 0.9);
     out.push_back(s);
   }
   return out;

@@ -1,4 +1,5 @@
 #include "app/sim/sim_report.hpp"
+#include "app/quantile.hpp"
 #include "app/svg_plot.hpp"
 
 #include <algorithm>
@@ -14,14 +15,6 @@ using sim::sim_result;
 using namespace plot;
 
 namespace {
-
-double quantile(std::vector<double> v, double q) {
-  if (v.empty())
-    return 0;
-  std::sort(v.begin(), v.end());
-  auto idx = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size())));
-  return v[std::min(v.size() - 1, idx == 0 ? 0 : idx - 1)];
-}
 
 
 std::string json_string(const std::string& s) {

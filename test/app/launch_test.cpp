@@ -210,6 +210,20 @@ TEST_CASE("launch: sparse top-k activations and gradients cross TCP between proc
   fs::remove_all(dir);
 }
 
+// A 12-iteration run in which r1b and r2 were SIGKILLed: it completed with both crashes,
+// exactly once, the replicas equal, and the loss on the reference's (recovery recomputes the
+// same microbatches: only the summation order of the gradient average differs).
+void check_two_kills(const launched& l) {
+  INFO(findings(l.r.out) << l.r.out << l.logs);
+  REQUIRE(l.r.code == 0);
+  CHECK(has(l.r.out, "crashes 2"));
+  CHECK(has(l.r.out, "# exited: r1b: signal 9"));
+  CHECK(has(l.r.out, "# exited: r2: signal 9"));
+  CHECK(has(l.r.out, "exactly-once violations 0; replica disagreements 0"));
+  REQUIRE(l.loss.size() == 12);
+  check_band(l, 1e-3);
+}
+
 TEST_CASE("launch: SIGKILL in a forward and in a backward pass loses no microbatch") {
   // A crash fires in the host's next forward (backward) pass: the host must carry work. With
   // 4 flows (r3's capacity), capacity 2 per stage-1 replica and 3 / 1 at stage 2, r1b carries
@@ -230,16 +244,7 @@ TEST_CASE("launch: SIGKILL in a forward and in a backward pass loses no microbat
                                 "{at_iteration: 3, action: crash, host: r1b, phase: forward},"
                                 "{at_iteration: 3, action: crash, host: r2, phase: backward}", "",
                                 "routing: {gwtf: {tick_ms: 200, reroute_gain: 0}}\n");
-  INFO(findings(l.r.out) << l.r.out << l.logs);
-  REQUIRE(l.r.code == 0);
-  CHECK(has(l.r.out, "crashes 2"));
-  CHECK(has(l.r.out, "# exited: r1b: signal 9"));
-  CHECK(has(l.r.out, "# exited: r2: signal 9"));
-  CHECK(has(l.r.out, "exactly-once violations 0; replica disagreements 0"));
-  // Recovery re-sends the same microbatches: the curve stays on the reference's (only the
-  // summation order of the gradient average differs).
-  REQUIRE(l.loss.size() == 12);
-  check_band(l, 1e-3);
+  check_two_kills(l);
   fs::remove_all(dir);
 }
 
@@ -254,14 +259,7 @@ TEST_CASE("launch: SWARM routing loses no microbatch to a SIGKILL in a forward a
                                 "{at_iteration: 5, action: crash, host: r2, phase: backward}", "",
                                 "routing: {router: swarm, swarm: {detection: timeout, forward_timeout_ms: 2000, "
                                 "backward_timeout_ms: 4000}}\n");
-  INFO(findings(l.r.out) << l.r.out << l.logs);
-  REQUIRE(l.r.code == 0);
-  CHECK(has(l.r.out, "crashes 2"));
-  CHECK(has(l.r.out, "# exited: r1b: signal 9"));
-  CHECK(has(l.r.out, "# exited: r2: signal 9"));
-  CHECK(has(l.r.out, "exactly-once violations 0; replica disagreements 0"));
-  REQUIRE(l.loss.size() == 12);
-  check_band(l, 1e-3);
+  check_two_kills(l);
   fs::remove_all(dir);
 }
 
