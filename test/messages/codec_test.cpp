@@ -288,7 +288,7 @@ TEST_CASE("codec: tensors: shape against bytes, negative and overflowing dims, d
   CHECK(no_path.detail == "activation.path: at least 1 entries");
 }
 
-TEST_CASE("codec: a SWARM backward call carries its stage input; a sparse input is refused") {
+TEST_CASE("codec: a SWARM backward call carries its stage input, and a sparse input there is refused") {
   activation call{microbatch_ref{12, 1, 3, 7}, direction::backward, {"dh-virginia"},
                   gwtf::test::sample_tensor({2, 4, 8}), 5, "", call_kind::request, gwtf::test::sample_tensor({2, 4, 8})};
   auto bytes = encode(call);
