@@ -375,10 +375,10 @@ void swarm_request(self_ptr self, const std::string& from, wire::activation a);
 void swarm_reply(self_ptr self, const std::string& from, const wire::activation& a);
 /// A data holder: call `n` of microbatch `key` got no answer within its timeout.
 void swarm_timeout(self_ptr self, std::uint64_t key, std::uint32_t n);
-/// A data holder: `id` is down: calls under way to it go elsewhere (routing.swarm.detection
-/// oracle; with timeout they wait out their timeout), and backwards it counted in a stage
-/// that has not averaged yet are called again elsewhere.
-void swarm_peer_down(self_ptr self, const std::string& id);
+/// A data holder: `id` (of `stage`) is down: calls under way to it go elsewhere
+/// (routing.swarm.detection oracle, or a leave; with timeout they wait out their timeout),
+/// and backwards it counted in a stage that has not averaged yet are called again elsewhere.
+void swarm_peer_down(self_ptr self, const std::string& id, int stage);
 /// A relay: forgets the backward calls of iterations <= `iteration`.
 void swarm_forget(compute_state& st, std::uint64_t iteration);
 

@@ -118,7 +118,16 @@ void swarm_request(self_ptr self, const std::string& from, wire::activation a) {
   if (!acceptable_tensor(self, what, a.tensor) || (backward && !acceptable_tensor(self, what + " (its input)", a.input)))
     return;
   if (!st.ready || a.microbatch.iteration > st.current) {
-    st.stash.pending.emplace_back(from, std::move(a)); // before the weights: after the download or step
+    // Before the weights: after the download or step. A holder is at most one iteration
+    // ahead of a stage (it starts i + 1 once every stage averaged i), and it calls for its
+    // own microbatches only: anything beyond is dropped, so that a peer cannot grow the queue.
+    auto per_iteration = static_cast<std::size_t>(st.ctx->spec->training.microbatches_per_holder) * holders.size();
+    if ((st.ready && a.microbatch.iteration > st.current + 1) || st.stash.pending.size() >= 4 * per_iteration) {
+      report_failure(self, what + ": iteration " + std::to_string(a.microbatch.iteration) + " is too far ahead of "
+                             + std::to_string(st.current) + " (or too many calls wait already): dropped");
+      return;
+    }
+    st.stash.pending.emplace_back(from, std::move(a));
     return;
   }
   auto reply = [&](wire::tensor_payload t) {
@@ -149,9 +158,11 @@ void swarm_request(self_ptr self, const std::string& from, wire::activation a) {
     reply(dense_payload(st, *y));
     return;
   }
-  if (auto c = st.stash.swarm_counted.find(key); c != st.stash.swarm_counted.end()) {
-    // Asked again (the answer was late or lost): counted once, the same input gradient.
-    if (c->second.origin == a.microbatch.origin && st.stash.grad_out.count(key) > 0)
+  if (st.stash.swarm_counted.count(key) > 0) {
+    // Asked again (the answer was late or lost, or its holder started the iteration again
+    // after a reload): counted once per microbatch, the input gradient it gave, as a GWTF hop
+    // that rebinds sends its stored gradient again.
+    if (st.stash.grad_out.count(key) > 0)
       reply(dense_payload(st, st.stash.grad_out[key]));
     return;
   }
@@ -257,7 +268,7 @@ void swarm_timeout(self_ptr self, std::uint64_t key, std::uint32_t n) {
   call(self, key, c.stage, c.backward, c.repair);
 }
 
-void swarm_peer_down(self_ptr self, const std::string& id) {
+void swarm_peer_down(self_ptr self, const std::string& id, int stage) {
   auto& st = self->state;
   if (!is_holder(st) || !st.holder.swarm)
     return;
@@ -267,7 +278,7 @@ void swarm_peer_down(self_ptr self, const std::string& id) {
   // Told of the death (oracle), or the peer said it leaves: an error in SWARM's code, banned
   // at once. With timeout detection it stays choosable until a call to it times out and the
   // peer-list refresh drops it, as in SWARM's code.
-  if (oracle || !crashed)
+  if ((oracle || !crashed) && stage >= 1) // a relay (the queues hold nothing else)
     router(st).failed(id, routing::swarm_task::forward, now_s());
   for (auto& [key, o] : st.holder.origins) {
     std::vector<swarm_call> again;

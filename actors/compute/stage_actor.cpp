@@ -229,7 +229,7 @@ void on_peer_down(self_ptr self, const std::string& id) {
                                 [&](auto& f) { return f.next == id || f.prev == id; }),
                  st.flows.end());
   if (is_holder(st) && swarm_routed(st)) {
-    swarm_peer_down(self, id);
+    swarm_peer_down(self, id, it_stage);
   } else if (is_holder(st)) {
     auto live1 = live_at(st, 1 % stages(st));
     for (auto& [key, o] : st.holder.origins) {
