@@ -129,6 +129,19 @@ TEST_CASE("cluster: without churn the loss equals the reference trainer's within
   check_replicas_agree(r);
 }
 
+// Runs `cfg` (which injects two crashes) to the end within `timeout_s`: both crashes
+// happened, exactly once, the reference's loss band, replicas equal.
+static app::embedded_result run_two_crashes_checked(const app::cluster_config& cfg, double timeout_s) {
+  std::ostringstream log;
+  auto r = app::run_embedded(cfg, log, timeout_s);
+  INFO(log.str());
+  REQUIRE(r.completed);
+  CHECK(r.crashes == 2);
+  check_churn_run(cfg, r);
+  check_replicas_agree(r);
+  return r;
+}
+
 // 12 iterations with a relay crashing in a forward pass (iteration 3) and one in a backward
 // pass (iteration 7), `backward` as given; checked for exactly-once, the loss band and agreement.
 static app::embedded_result run_two_crashes(routing::gwtf_backward backward) {
@@ -138,14 +151,7 @@ static app::embedded_result run_two_crashes(routing::gwtf_backward backward) {
   // An armed crash strikes in the host's next forward (backward): re-routing for cost could
   // move every flow off r2-ireland before iteration 7 (it did once), and then nothing strikes.
   cfg.routing.gwtf.reroute_gain = 0;
-  std::ostringstream log;
-  auto r = app::run_embedded(cfg, log, 90);
-  INFO(log.str());
-  REQUIRE(r.completed);
-  CHECK(r.crashes == 2);
-  check_churn_run(cfg, r);
-  check_replicas_agree(r);
-  return r;
+  return run_two_crashes_checked(cfg, 90);
 }
 
 TEST_CASE("cluster: crashes during a forward and a backward lose no microbatch") {
@@ -308,13 +314,7 @@ TEST_CASE("cluster: SWARM routing trains through a crash in a forward and one in
     cfg.routing.swarm.backward_timeout_ms = 3000;
     auto csv = std::filesystem::temp_directory_path() / ("gwtf-swarm-" + std::to_string(::getpid()) + ".csv");
     cfg.training.loss_out = csv.string(); // the driver then asks every host's `flows` at the end
-    std::ostringstream log;
-    auto r = app::run_embedded(cfg, log, 120);
-    INFO(log.str());
-    REQUIRE(r.completed);
-    CHECK(r.crashes == 2);
-    check_churn_run(cfg, r);
-    check_replicas_agree(r);
+    auto r = run_two_crashes_checked(cfg, 120);
     CHECK(r.rows.back().hosts_alive == 6);
     for (auto& row : r.rows)
       CHECK(row.flows == 0); // no GWTF flow: every call chose its own peer
