@@ -41,6 +41,7 @@ std::string usage_text() {
          "       caf-gwtf reference --config FILE [--set KEY=VALUE]...\n"
          "       caf-gwtf compare --config FILE [--set KEY=VALUE]... [--routers gwtf,swarm] [--seeds N] [--launch] [--out DIR]\n"
          "       caf-gwtf sim --scenario FILE [--router NAME|all] [--seed N] [--out DIR]\n"
+         "       caf-gwtf sim --from-config FILE [--set KEY=VALUE]... [--compute-ms H,R] [--router NAME|all] [--seed N] [--out DIR]\n"
          "       caf-gwtf shell HOST:PORT [-c COMMAND] [--json] [--timeout-ms N] [--cert F --key F --ca F]\n"
          "       caf-gwtf export --config FILE --checkpoint DIR --out DIR [--iteration N]\n"
          "       caf-gwtf eval --config FILE --checkpoint DIR [--iteration N] [--batch-out FILE]\n"
@@ -74,7 +75,10 @@ std::string usage_text() {
          "  sim             simulate training under churn in virtual time (configs/scenarios/):\n"
          "                  prints a comparison table, writes CSV, JSON and SVG plots to DIR\n"
          "                  (default sim-results/<scenario>-seed<N>); --router all (default)\n"
-         "                  runs gwtf, swarm, swarm-restart and centralized on one churn trace\n"
+         "                  runs gwtf, swarm, swarm-restart and centralized on one churn trace;\n"
+         "                  --from-config simulates a cluster config (its hosts, emulated\n"
+         "                  network, compute_scale x this machine's measured compute, or\n"
+         "                  --compute-ms HOLDER,RELAY per microbatch, faults)\n"
          "  shell           inspect a running host through its node.inspect address: status,\n"
          "                  hosts, flows, graph, links, stage, microbatches, actors (docs/shell.md);\n"
          "                  interactive with line editing, or one COMMAND with -c; --cert, --key\n"
@@ -201,6 +205,38 @@ std::variant<cli_options, cli_error> parse_sim(const std::vector<std::string>& a
     std::optional<cli_error> err;
     if (is_option(a, "--scenario")) {
       err = take("--scenario", "a file name", out.scenario);
+    } else if (is_option(a, "--from-config")) {
+      err = take("--from-config", "a cluster config file", out.config);
+    } else if (is_option(a, "--compute-ms")) {
+      if (out.compute_ms)
+        return cli_error{"--compute-ms given twice"};
+      auto v = option_value(args, i, "--compute-ms", "HOLDER,RELAY milliseconds");
+      if (auto* e = std::get_if<cli_error>(&v))
+        return *e;
+      auto& t = std::get<std::string>(v);
+      auto comma = t.find(',');
+      double h = 0, r = 0;
+      std::size_t used_h = 0, used_r = 0;
+      try {
+        if (comma != std::string::npos) {
+          h = std::stod(t.substr(0, comma), &used_h);
+          r = std::stod(t.substr(comma + 1), &used_r);
+        }
+      } catch (const std::exception&) {
+        used_h = 0;
+      }
+      if (comma == std::string::npos || used_h != comma || used_r != t.size() - comma - 1 || !(h > 0 && h < 1e7)
+          || !(r > 0 && r < 1e7))
+        return cli_error{"--compute-ms: expected HOLDER,RELAY milliseconds above 0 (e.g. 1.0,21.5), got '" + t + "'"};
+      out.compute_ms = std::make_pair(h, r);
+    } else if (is_option(a, "--set")) {
+      auto v = option_value(args, i, "--set", "KEY=VALUE (e.g. --set faults.crash_rate=0)");
+      if (auto* e = std::get_if<cli_error>(&v))
+        return *e;
+      auto& kv = std::get<std::string>(v);
+      if (kv.find('=') == std::string::npos || kv.front() == '=')
+        return cli_error{"--set: expected KEY=VALUE (e.g. faults.crash_rate=0), got '" + kv + "'"};
+      out.sets.push_back(kv);
     } else if (is_option(a, "--out")) {
       err = take("--out", "a directory", out.out);
     } else if (is_option(a, "--router")) {
@@ -235,7 +271,7 @@ std::variant<cli_options, cli_error> parse_sim(const std::vector<std::string>& a
         return cli_error{"--seed: expected a non-negative integer below 2^64, got '" + s + "'"};
       out.seed = n;
     } else if (is_option(a, "--config") || a == "--check") {
-      err = cli_error{a.substr(0, a.find('=')) + " is not an option of sim (it takes --scenario FILE)"};
+      err = cli_error{a.substr(0, a.find('=')) + " is not an option of sim (it takes --scenario FILE or --from-config FILE)"};
     } else if (!a.empty() && a[0] == '-') {
       err = cli_error{"unknown option '" + a + "' of sim (see --help)"};
     } else {
@@ -244,8 +280,14 @@ std::variant<cli_options, cli_error> parse_sim(const std::vector<std::string>& a
     if (err)
       return *err;
   }
-  if (out.scenario.empty())
-    return cli_error{"sim needs --scenario FILE (see configs/scenarios/)"};
+  if (out.scenario.empty() && out.config.empty())
+    return cli_error{"sim needs --scenario FILE (see configs/scenarios/) or --from-config FILE (a cluster config)"};
+  if (!out.scenario.empty() && !out.config.empty())
+    return cli_error{"sim takes --scenario FILE or --from-config FILE, not both"};
+  if (out.compute_ms && out.config.empty())
+    return cli_error{"--compute-ms is the compute of a cluster config's hosts: sim takes it with --from-config FILE"};
+  if (!out.sets.empty() && out.config.empty())
+    return cli_error{"--set overrides a cluster config: sim takes it with --from-config FILE"};
   if (out.routers.empty())
     out.routers = all_routers();
   return out;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <optional>
+#include <utility>
 #include <string>
 #include <variant>
 #include <vector>
@@ -52,6 +53,9 @@ struct cli_options {
   std::optional<std::uint64_t> iteration; ///< export, eval: --iteration N (default: the newest cut)
   std::string batch_out;                ///< eval: --batch-out FILE (the batch's tokens and loss as JSON)
   std::string from;                     ///< import: --from DIR (a Hugging Face model directory)
+  /// sim --from-config: --compute-ms HOLDER,RELAY, a microbatch's compute at compute_scale 1
+  /// (milliseconds; unset: measured on this machine)
+  std::optional<std::pair<double, double>> compute_ms;
 };
 
 /// A usage error: one line, exit code 2.

@@ -21,9 +21,11 @@
 #include "app/tools/shell.hpp"
 #include "app/run/node.hpp"
 #include "app/run/spec.hpp"
+#include "app/sim/from_config.hpp"
 #include "app/sim/scenario.hpp"
 #include "app/sim/sim_report.hpp"
 #include "model/reference.hpp"
+#include "model/stage_timing.hpp"
 #include "model/torch_runtime.hpp"
 
 namespace {
@@ -121,18 +123,48 @@ int run_reference_mode(const cluster_config& cfg) {
 // Simulates the scenario with each router on the same churn trace; prints the table and
 // writes the outputs.
 int run_sim(const cli_options& opts) {
+  const auto& file = opts.config.empty() ? opts.scenario : opts.config;
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(opts.scenario, ec)) {
-    std::cerr << "caf-gwtf: cannot read scenario '" << opts.scenario << "': "
-              << (std::filesystem::exists(opts.scenario, ec) ? "not a regular file" : "no such file") << "\n";
+  if (!std::filesystem::is_regular_file(file, ec)) {
+    std::cerr << "caf-gwtf: cannot read " << (opts.config.empty() ? "scenario" : "config") << " '" << file
+              << "': " << (std::filesystem::exists(file, ec) ? "not a regular file" : "no such file") << "\n";
     return exit_code::usage;
   }
-  auto loaded = load_scenario(opts.scenario, opts.seed);
+  scenario_result loaded;
+  if (opts.config.empty()) {
+    loaded = load_scenario(opts.scenario, opts.seed);
+  } else { // the cluster config, with this machine's measured compute
+    auto cfg = load_cluster_config(opts.config, config_overrides{opts.sets, {}});
+    if (!cfg.config) {
+      for (auto& e : cfg.errors)
+        std::cerr << e.to_string() << "\n";
+      std::cerr << "caf-gwtf: " << opts.config << ": " << cfg.errors.size() << " error(s); see docs/config.md\n";
+      return exit_code::failure;
+    }
+    measured_compute compute;
+    if (opts.compute_ms) {
+      compute = {opts.compute_ms->first / 1e3, opts.compute_ms->second / 1e3};
+      std::printf("sim --from-config %s: a microbatch's forward + backward (--compute-ms): data holder %.2f ms, "
+                  "relay stage %.2f ms; each host x its compute_scale\n",
+                  opts.config.c_str(), compute.holder_s * 1e3, compute.relay_s * 1e3);
+    } else {
+      gwtf::model::configure_torch(1); // as each host of the embedded cluster computes
+      int blas_before = gwtf::model::set_blas_threads(1);
+      auto times = gwtf::model::time_stages(cfg.config->model, cfg.config->training, 10);
+      if (blas_before > 0)
+        gwtf::model::set_blas_threads(blas_before);
+      compute = {times.holder_s, times.relay_s};
+      std::printf("sim --from-config %s: a microbatch's forward + backward here (median of %d): data holder %.2f ms, "
+                  "relay stage %.2f ms; each host x its compute_scale (replay: --compute-ms %.3f,%.3f)\n",
+                  opts.config.c_str(), times.repetitions, times.holder_s * 1e3, times.relay_s * 1e3,
+                  times.holder_s * 1e3, times.relay_s * 1e3);
+    }
+    loaded = scenario_from_config(*cfg.config, opts.config, compute, opts.seed);
+  }
   for (auto& e : loaded.errors)
     std::cerr << e.to_string() << "\n";
   if (!loaded.scenario) {
-    std::cerr << "caf-gwtf: " << opts.scenario << ": " << loaded.errors.size()
-              << " error(s); see docs/simulator.md\n";
+    std::cerr << "caf-gwtf: " << file << ": " << loaded.errors.size() << " error(s); see docs/simulator.md\n";
     return exit_code::failure;
   }
   auto& sc = *loaded.scenario;

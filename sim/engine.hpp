@@ -141,12 +141,20 @@ private:
 
   // Who sends stage s its input: the stage s-1 host that computed it. SWARM's trainer keeps
   // every stage's inputs (its code saves them for backward), so when that host is gone SWARM
-  // sends them from the data holder; GWTF relies on the predecessor's buffer.
+  // sends them from the data holder; GWTF relies on the predecessor's buffer. With
+  // swarm_via_trainer every call's input comes from the trainer (the data holder).
   std::size_t input_source(const microbatch& mb, int s) const;
 
   // Who sends stage s its output gradient: the host that ran stage s+1's backward (the data
-  // holder for the last stage); SWARM's trainer again keeps a copy.
+  // holder for the last stage); SWARM's trainer again keeps a copy (with swarm_via_trainer:
+  // it sends every one).
   std::size_t gradient_source(const microbatch& mb, int s) const;
+
+  // SWARM's calls go through its trainer (sim_scenario::swarm_via_trainer).
+  bool via_trainer() const;
+  // A call's answer from `from` back to mb's trainer, then `then` (unless re-routed
+  // meanwhile); at once when calls do not go through the trainer.
+  void answer_to_trainer(microbatch& mb, std::size_t from, std::function<void()> then);
 
   std::size_t backward_host(const microbatch& mb, int s) const;
 

@@ -44,6 +44,8 @@ void engine::send_forward(microbatch& mb, int s) {
 // sends them from the data holder; GWTF relies on the predecessor's buffer.
 std::size_t engine::input_source(const microbatch& mb, int s) const {
   auto prev = mb.path[static_cast<std::size_t>(s - 1)];
+  if (via_trainer() && s < S())
+    return mb.holder; // the answer to the call of stage s-1 reached the trainer first
   return router_->trainer() && !alive_[prev] ? mb.holder : prev;
 }
 
@@ -53,7 +55,24 @@ std::size_t engine::gradient_source(const microbatch& mb, int s) const {
   if (s + 1 >= S())
     return mb.holder;
   auto from = backward_host(mb, s + 1);
+  if (via_trainer() && s >= 1)
+    return mb.holder; // the answer to the backward call of stage s+1 reached the trainer first
   return router_->trainer() && !alive_[from] ? mb.holder : from;
+}
+
+bool engine::via_trainer() const { return router_->trainer() && s_.swarm_via_trainer; }
+
+void engine::answer_to_trainer(microbatch& mb, std::size_t from, std::function<void()> then) {
+  if (!via_trainer() || from == mb.holder) {
+    then();
+    return;
+  }
+  auto epoch = mb.epoch;
+  auto* m = &mb;
+  at(transfer_activation(from, mb.holder), [m, epoch, then = std::move(then)] {
+    if (m->epoch == epoch)
+      then();
+  });
 }
 
 std::size_t engine::backward_host(const microbatch& mb, int s) const {
@@ -84,15 +103,19 @@ void engine::arrive_forward(microbatch& mb, int s) {
   auto run = [this, &mb, h, s] {
     compute(h, mb, s, hosts_[h].compute_s / 3, [this, &mb, h, s] {
       router_->call_done(mb, h, s, swarm_task::forward);
-      if (s + 1 < S()) {
+      if (s + 1 == S()) {
+        send_forward(mb, s + 1); // to the data holder: the answer itself
+        return;
+      }
+      answer_to_trainer(mb, h, [this, &mb, h, s] {
         auto next = route(mb, s + 1, h);
         if (!next) {
           retry_later(mb, [this, &mb, s] { reroute_next(mb, s); });
           return;
         }
         mb.path[static_cast<std::size_t>(s + 1)] = *next;
-      }
-      send_forward(mb, s + 1);
+        send_forward(mb, s + 1);
+      });
     }, [this, &mb, s] { lost(mb, s, false); });
   };
   if (mb.remat[static_cast<std::size_t>(s)])
@@ -162,7 +185,11 @@ void engine::arrive_backward(microbatch& mb, int s) {
     mb.bwd_done[static_cast<std::size_t>(s)] = true;
     router_->call_done(mb, h, s, swarm_task::backward);
     release(mb, s);
-    send_backward(mb, s - 1);
+    if (s == 1) {
+      send_backward(mb, 0); // to the data holder: the answer itself
+      return;
+    }
+    answer_to_trainer(mb, h, [this, &mb, s] { send_backward(mb, s - 1); });
   }, [this, &mb, s] { lost(mb, s, true); });
 }
 

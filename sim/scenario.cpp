@@ -257,6 +257,7 @@ derived_scenario derive_scenario(const sim_scenario_config& cfg, network_matrix 
   s.gwtf = cfg.routing.gwtf;
   s.gwtf_view = cfg.routing.gwtf_view;
   s.swarm = cfg.routing.swarm;
+  s.swarm_via_trainer = cfg.routing.swarm_via_trainer;
   s.crash_rate = cfg.churn.crash_rate;
   s.leave_rate = cfg.churn.leave_rate;
   s.join_rate = cfg.churn.join_rate;

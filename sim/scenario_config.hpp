@@ -158,6 +158,9 @@ struct sim_routing_config {
   int gwtf_view = 16;          ///< GWTF: live peers a host knows per neighbouring stage (0: all)
   routing::gwtf_config gwtf;
   routing::swarm_config swarm;
+  /// SWARM's calls go through its trainer (input out, answer back), as its code and the
+  /// runtime run it; false (the default): data moves peer to peer, cheaper for SWARM
+  bool swarm_via_trainer = false;
 };
 
 /// A whole scenario file.
@@ -253,6 +256,7 @@ void visit_fields(F& f, sim_routing_config& x) {
   f("gwtf_view", x.gwtf_view);
   f("gwtf", x.gwtf);
   f("swarm", x.swarm);
+  f("swarm_via_trainer", x.swarm_via_trainer);
 }
 
 template <class F>

@@ -93,6 +93,10 @@ struct sim_scenario {
   gwtf_config gwtf;
   int gwtf_view = 0;                 ///< GWTF: live peers a host knows per neighbouring stage (0: all)
   swarm_config swarm;
+  /// SWARM (and swarm-restart): every call's input goes from the trainer (the data holder) to
+  /// the peer and its answer back, as SWARM's code and the runtime's SWARM run; false: data
+  /// moves peer to peer (cheaper for SWARM: the shipped scenarios' default)
+  bool swarm_via_trainer = false;
   /// Adaptive activation compression (routing/compression.hpp) on every router's transfers;
   /// unset: activations travel whole (activation_bytes).
   std::optional<compression_policy> compression;

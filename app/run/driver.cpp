@@ -5,6 +5,7 @@
 #include "app/run/summary.hpp"
 #include "app/run/exactly_once.hpp"
 #include "app/run/interrupt.hpp"
+#include "app/run/random_crashes.hpp"
 #include "app/run/run_report.hpp"
 
 #include <chrono>
@@ -187,16 +188,14 @@ void inject(driver_ptr self, std::uint64_t i) {
         crash(self, name, "any");
       }
     for (auto& name : st.hosts) {
-      auto r = model::mix64(st.cfg->training.seed ^ model::mix64(i * 1000003 + std::hash<std::string>{}(name)));
-      double u = static_cast<double>(r >> 11) / 9007199254740992.0;
+      auto phase = random_crash_draw(st.cfg->training.seed, i, name, st.cfg->faults.crash_rate);
       bool holder = std::find(st.spec->holders.begin(), st.spec->holders.end(), name) != st.spec->holders.end();
       // Data holders own the data: never crashed at random. Like the paper, random churn keeps
       // one live host per stage (a stage with none cannot train, whatever the router).
-      if (holder || u >= st.cfg->faults.crash_rate || st.doomed.count(name) > 0
-          || survivors_at(st, stage_of(st, name), name) == 0)
+      if (holder || !phase || st.doomed.count(name) > 0 || survivors_at(st, stage_of(st, name), name) == 0)
         continue;
       st.doomed[name] = i;
-      crash(self, name, (r & 1) ? "forward" : "backward");
+      crash(self, name, *phase == fault_phase::forward ? "forward" : "backward");
     }
   }
 }

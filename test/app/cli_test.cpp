@@ -69,7 +69,7 @@ TEST_CASE("cli: sim takes a scenario, routers, a seed and an output directory") 
   CHECK(ok({"sim", "--router", "all", "--scenario", "x"}).routers.size() == 4);
   CHECK(ok({"sim", "--router", "swarm-restart", "--scenario", "x"}).routers == std::vector<std::string>{"swarm-restart"});
   CHECK(ok({"sim", "--help"}).action == cli_action::help);
-  CHECK(fails({"sim"}) == "sim needs --scenario FILE (see configs/scenarios/)");
+  CHECK(fails({"sim"}) == "sim needs --scenario FILE (see configs/scenarios/) or --from-config FILE (a cluster config)");
   CHECK(fails({"sim", "--scenario"}) == "--scenario needs a file name");
   CHECK(fails({"sim", "--scenario", "a", "--scenario", "b"}) == "--scenario given twice");
   CHECK(fails({"sim", "--scenario", "a", "--router", "ring"}) == "--router: expected gwtf, swarm, swarm-restart, centralized or all, got 'ring'");
@@ -78,9 +78,32 @@ TEST_CASE("cli: sim takes a scenario, routers, a seed and an output directory") 
   CHECK(fails({"sim", "--scenario", "a", "--seed", "18446744073709551616"})
         == "--seed: expected a non-negative integer below 2^64, got '18446744073709551616'");
   CHECK(fails({"sim", "--scenario", "a", "--seed", "1", "--seed", "2"}) == "--seed given twice");
-  CHECK(fails({"sim", "--config", "c.yaml"}) == "--config is not an option of sim (it takes --scenario FILE)");
+  CHECK(fails({"sim", "--config", "c.yaml"}) == "--config is not an option of sim (it takes --scenario FILE or --from-config FILE)");
   CHECK(fails({"sim", "--scenario", "a", "--fast"}) == "unknown option '--fast' of sim (see --help)");
   CHECK(fails({"sim", "--scenario", "a", "extra"}) == "unexpected argument 'extra' (see --help)");
+}
+
+TEST_CASE("cli: sim --from-config takes a cluster config and its overrides, not with a scenario") {
+  auto a = ok({"sim", "--from-config", "c.yaml", "--set", "faults.crash_rate=0", "--set=training.iterations=5"});
+  CHECK(a.action == cli_action::sim);
+  CHECK(a.config == "c.yaml");
+  CHECK(a.scenario.empty());
+  CHECK(a.sets == std::vector<std::string>{"faults.crash_rate=0", "training.iterations=5"});
+  CHECK(a.routers.size() == 4);
+  CHECK(fails({"sim", "--from-config", "c.yaml", "--scenario", "s.yaml"}) == "sim takes --scenario FILE or --from-config FILE, not both");
+  CHECK(fails({"sim", "--from-config", "a", "--from-config", "b"}) == "--from-config given twice");
+  CHECK(fails({"sim", "--scenario", "s.yaml", "--set", "a=1"}) == "--set overrides a cluster config: sim takes it with --from-config FILE");
+  auto c = ok({"sim", "--from-config", "c.yaml", "--compute-ms", "1.5,20"});
+  REQUIRE(c.compute_ms.has_value());
+  CHECK(c.compute_ms->first == doctest::Approx(1.5));
+  CHECK(c.compute_ms->second == doctest::Approx(20));
+  CHECK_FALSE(a.compute_ms.has_value());
+  for (const char* bad : {"1", "1,", ",2", "0,2", "1,-2", "a,b", "1,2,3", "1x,2"})
+    CHECK(fails({"sim", "--from-config", "c.yaml", "--compute-ms", bad})
+          == std::string{"--compute-ms: expected HOLDER,RELAY milliseconds above 0 (e.g. 1.0,21.5), got '"} + bad + "'");
+  CHECK(fails({"sim", "--scenario", "s.yaml", "--compute-ms", "1,2"})
+        == "--compute-ms is the compute of a cluster config's hosts: sim takes it with --from-config FILE");
+  CHECK(fails({"sim", "--from-config", "c.yaml", "--set", "x"}) == "--set: expected KEY=VALUE (e.g. faults.crash_rate=0), got 'x'");
 }
 
 TEST_CASE("cli: compare takes a config, its overrides, routers, seeds, --launch and an output directory") {

@@ -121,6 +121,34 @@ TEST_CASE("caf-gwtf sim runs a scenario with every router and writes its outputs
   CHECK(missing.out == "caf-gwtf: cannot read scenario '/definitely/not/here.yaml': no such file\n");
 }
 
+TEST_CASE("caf-gwtf sim --from-config simulates a cluster config host for host, measured or given its compute") {
+  auto dir = std::filesystem::temp_directory_path() / ("gwtf-sim-fc-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  auto r = run("sim --from-config '" + src + "/configs/compare.yaml' --set training.iterations=6 --router gwtf --out '"
+               + dir.string() + "'");
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("a microbatch's forward + backward here (median of 10): data holder ") != std::string::npos);
+  CHECK(r.out.find("(replay: --compute-ms ") != std::string::npos);
+  CHECK(r.out.find("sim: compare, network aws-8, 11 hosts (2 data holders), 4 stages, 6 iterations x 8 microbatches, "
+                   "seed 42") != std::string::npos);
+  CHECK(std::filesystem::file_size(dir / "summary.csv") > 0);
+  std::filesystem::remove_all(dir);
+  // Given compute: the same figures every time.
+  auto once = run("sim --from-config '" + src + "/configs/compare.yaml' --compute-ms 1,20 --router swarm --out '"
+                  + dir.string() + "'");
+  auto again = run("sim --from-config '" + src + "/configs/compare.yaml' --compute-ms 1,20 --router swarm --out '"
+                   + dir.string() + "'");
+  CHECK(once.code == 0);
+  CHECK(once.out.find("data holder 1.00 ms, relay stage 20.00 ms") != std::string::npos);
+  CHECK(once.out == again.out);
+  std::filesystem::remove_all(dir);
+  auto bad = run("sim --from-config '" + src + "/configs/compare.yaml' --compute-ms 1,20 --set 'faults.script=[{at_iteration: 1, "
+                 "action: hang, host: r1-ohio, duration_ms: 10}]'");
+  CHECK(bad.code == 1);
+  CHECK(bad.out.find("faults.script[0].action: crash, leave, join or slow_link: the simulator has no hang") != std::string::npos);
+}
+
 TEST_CASE("caf-gwtf compare trains a config with both routers and writes its table, CSV, plots and logs") {
   auto dir = std::filesystem::temp_directory_path() / ("gwtf-compare-exe-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);

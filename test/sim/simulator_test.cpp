@@ -621,6 +621,36 @@ TEST_CASE("simulator: a capped uplink slows the activations it sends, for every 
   }
 }
 
+TEST_CASE("simulator: SWARM's calls through its trainer cross the data holder's card both ways, GWTF's hops do not") {
+  // Holders' cards at 2 Mbit/s: one 2 MB activation takes 8 s through one. Through the
+  // trainer, each microbatch's calls send 3 forward inputs, then 3 backward calls of an input
+  // and an output gradient each: 9 activations out of the holder, 6 answers back in.
+  auto s = small(6, 0.0);
+  for (auto& h : s.hosts)
+    if (h.stage == 0)
+      h.uplink_bytes_s = h.downlink_bytes_s = 2e6 / 8;
+  auto star = s;
+  star.swarm_via_trainer = true;
+  for (auto r : {sim_router::swarm, sim_router::swarm_restart}) {
+    INFO(std::string{to_string(r)});
+    auto direct = simulate(s, r), via = simulate(star, r);
+    REQUIRE_MESSAGE(direct.completed, direct.why);
+    REQUIRE_MESSAGE(via.completed, via.why);
+    CHECK(via.microbatches == direct.microbatches);
+    for (std::size_t i = 0; i < via.iteration_s.size(); ++i)
+      CHECK(via.iteration_s[i] - via.aggregation_s[i] >= 6 * 9 * 8.0);
+    CHECK(direct.iteration_s[0] - direct.aggregation_s[0] < 6 * 9 * 8.0);
+    CHECK(via.total_s > 1.5 * direct.total_s);
+    CHECK(via.total_s >= via.bound_s);
+  }
+  for (auto r : {sim_router::gwtf, sim_router::centralized}) { // no trainer: the key changes nothing
+    INFO(std::string{to_string(r)});
+    auto a = simulate(s, r), b = simulate(star, r);
+    CHECK(a.total_s == b.total_s);
+    CHECK(a.iteration_s == b.iteration_s);
+  }
+}
+
 TEST_CASE("simulator: overlapped averaging hides behind the next iteration and stays above the bound") {
   // The averaging (300 MB over a 200 Mbit/s card: ~16 s) against a microbatch phase of a few
   // seconds: sync waits for each one; overlap waits only where the one before is still running,
