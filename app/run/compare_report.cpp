@@ -86,6 +86,11 @@ compare_stats stats_of(const compare_run& r) {
       tokens += row.tokens_per_s * row.seconds;
     }
   s.tokens_per_s = s.train_s > 0 ? tokens / s.train_s : 0;
+  double averaging = 0;
+  for (std::size_t k = 1; k < r.rows.size(); ++k)
+    if (r.rows[k].iteration >= 1)
+      averaging += r.rows[k - 1].aggregation_s;
+  s.averaging_fraction = s.train_s > 0 ? averaging / s.train_s : 0;
   auto secs = steady_seconds(r);
   s.p50_s = quantile(secs, 0.5);
   s.p90_s = quantile(secs, 0.9);
@@ -109,6 +114,7 @@ std::vector<router_summary> summarize(const std::vector<compare_run>& runs) {
       s.completed += r.completed ? 1 : 0;
       s.tokens_per_s += st.tokens_per_s;
       s.final_loss += st.final_loss;
+      s.averaging_fraction += st.averaging_fraction;
       s.crashes += r.crashes;
       compute += r.compute_s;
       wasted += r.wasted_s;
@@ -119,6 +125,7 @@ std::vector<router_summary> summarize(const std::vector<compare_run>& runs) {
     }
     s.tokens_per_s /= s.runs;
     s.final_loss /= s.runs;
+    s.averaging_fraction /= s.runs;
     s.crashes /= s.runs;
     s.wasted_fraction = compute > 0 ? wasted / compute : 0;
     s.p50_s = quantile(secs, 0.5);
@@ -131,13 +138,14 @@ std::vector<router_summary> summarize(const std::vector<compare_run>& runs) {
 std::string compare_table(const std::vector<router_summary>& s) {
   std::ostringstream o;
   o << std::left << std::setw(8) << "router" << std::right << std::setw(6) << "runs" << std::setw(11) << "tokens/s"
-    << std::setw(10) << "p50 s" << std::setw(10) << "p90 s" << std::setw(10) << "wasted" << std::setw(9)
-    << "crashes" << std::setw(12) << "final loss" << std::setw(12) << "violations" << "\n";
+    << std::setw(10) << "p50 s" << std::setw(10) << "p90 s" << std::setw(11) << "averaging" << std::setw(10)
+    << "wasted" << std::setw(9) << "crashes" << std::setw(12) << "final loss" << std::setw(12) << "violations" << "\n";
   for (auto& r : s)
     o << std::left << std::setw(8) << r.router << std::right << std::setw(6)
       << (std::to_string(r.completed) + "/" + std::to_string(r.runs)) << std::fixed << std::setprecision(0)
       << std::setw(11) << r.tokens_per_s << std::setprecision(3) << std::setw(10) << r.p50_s << std::setw(10)
-      << r.p90_s << std::setprecision(2) << std::setw(9) << 100 * r.wasted_fraction << "%" << std::setprecision(1)
+      << r.p90_s << std::setprecision(1) << std::setw(10) << 100 * r.averaging_fraction << "%" << std::setprecision(2)
+      << std::setw(9) << 100 * r.wasted_fraction << "%" << std::setprecision(1)
       << std::setw(9) << r.crashes << std::setprecision(4) << std::setw(12) << r.final_loss << std::setw(12)
       << r.violations + r.disagreements << "\n";
   for (std::size_t k = 1; k < s.size(); ++k) {
@@ -154,13 +162,13 @@ std::string compare_table(const std::vector<router_summary>& s) {
 std::string compare_csv(const std::vector<compare_run>& runs) {
   std::ostringstream o;
   o << "router,seed,completed,iterations,train_s,tokens_per_s,iteration_p50_s,iteration_p90_s,wasted_fraction,"
-       "crashes,final_loss,exactly_once_violations,replica_disagreements\n";
+       "crashes,final_loss,exactly_once_violations,replica_disagreements,averaging_fraction\n";
   o << std::setprecision(9);
   for (auto& r : runs) {
     auto s = stats_of(r);
     o << r.router << "," << r.seed << "," << (r.completed ? 1 : 0) << "," << r.rows.size() << "," << s.train_s
       << "," << s.tokens_per_s << "," << s.p50_s << "," << s.p90_s << "," << s.wasted_fraction << "," << r.crashes
-      << "," << s.final_loss << "," << r.violations << "," << r.disagreements << "\n";
+      << "," << s.final_loss << "," << r.violations << "," << r.disagreements << "," << s.averaging_fraction << "\n";
   }
   return o.str();
 }

@@ -33,6 +33,9 @@ struct compare_stats {
   double p50_s = 0, p90_s = 0; ///< iteration time, nearest rank
   double wasted_fraction = 0;  ///< wasted compute seconds / compute seconds, whole run
   double final_loss = 0;       ///< the last iteration's
+  /// Of train_s, the part that waited on the stages' averaging and step (the aggregation_s of
+  /// iterations 0.. that iterations 1.. include)
+  double averaging_fraction = 0;
 };
 
 compare_stats stats_of(const compare_run& r);
@@ -46,6 +49,7 @@ struct router_summary {
   double wasted_fraction = 0;  ///< summed wasted / summed compute
   double crashes = 0;          ///< mean per run
   double final_loss = 0;       ///< mean over its runs
+  double averaging_fraction = 0; ///< mean over its runs
   std::size_t violations = 0, disagreements = 0;
 };
 

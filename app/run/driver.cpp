@@ -66,6 +66,9 @@ struct driver_state {
   std::set<std::string> faulted; // any fault was injected into it: its peers may rightly declare it dead
   std::uint64_t printed = 0;
   bool any_printed = false;
+  // Iteration -> when its row was printed (every data holder had finished its microbatches):
+  // the start of its averaging; its row's aggregation_s runs until the last host applied it.
+  std::map<std::uint64_t, clock::time_point> done_at;
   // The end (docs/runtime.md): once the holders applied the last iteration, every host still
   // expected to has applied it and, with checkpoints on, written it and had it copied.
   bool settling = false;
@@ -283,6 +286,7 @@ void maybe_print(driver_ptr self) {
     row.crashes = st.result.crashes;
     row.wasted_fraction = st.result.compute_s > 0 ? st.result.wasted_s / st.result.compute_s : 0;
     st.result.rows.push_back(row);
+    st.done_at[i] = now;
     *st.out << "iter " << std::setw(4) << i << " | loss " << std::fixed << std::setprecision(4) << row.loss
             << " | " << std::setprecision(0) << std::setw(6) << row.tokens_per_s << " tok/s | flows "
             << row.flows << " | hosts " << row.hosts_alive << " | crashes " << row.crashes
@@ -472,6 +476,12 @@ caf::behavior driver(driver_ptr self, const cluster_config* cfg, std::shared_ptr
       auto& st = self->state;
       auto& last_applied = st.result.last_applied[host];
       last_applied = std::max(last_applied, i); // a replayed report (node reporter) is older
+      // The averaging of i lasts until its last apply before the next iteration's row (a
+      // joiner that loads i's state later does not stretch it).
+      if (auto d = st.done_at.find(i); d != st.done_at.end() && st.printed == i && !st.result.rows.empty()
+                                         && st.result.rows.back().iteration == static_cast<std::int64_t>(i))
+        st.result.rows.back().aggregation_s
+          = std::max(st.result.rows.back().aggregation_s, std::chrono::duration<double>(clock::now() - d->second).count());
       st.result.final_hashes[static_cast<int>(stage)][host] = hash;
       // Every replica that applied an iteration must hold the same weights after it.
       auto& seen = st.hashes[{stage, i}];

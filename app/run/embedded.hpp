@@ -20,6 +20,10 @@ struct iteration_row {
   double loss = 0;            ///< mean over the iteration's microbatches
   double tokens_per_s = 0;    ///< its tokens / wall time since the previous iteration ended
   double seconds = 0;         ///< that wall time
+  /// From the end of this iteration's microbatches (every data holder finished them) to the
+  /// last host's step of it: the stages' averaging and step, which the next iteration's
+  /// `seconds` include (as the simulator's aggregation_s of this iteration)
+  double aggregation_s = 0;
   int flows = 0;              ///< built flows at the data holders
   int hosts_alive = 0;
   int crashes = 0;            ///< crashes so far

@@ -22,10 +22,11 @@ void write_loss(const cluster_config& cfg, const embedded_result& r, std::ostrea
     out << "# could not write " << cfg.training.loss_out << "\n";
     return;
   }
-  f << "iteration,loss,tokens_per_s,flows,hosts_alive,crashes,wasted_fraction\n";
+  f << "iteration,loss,tokens_per_s,flows,hosts_alive,crashes,wasted_fraction,seconds,aggregation_s\n";
   for (auto& row : r.rows)
     f << row.iteration << "," << std::setprecision(9) << row.loss << "," << row.tokens_per_s << ","
-      << row.flows << "," << row.hosts_alive << "," << row.crashes << "," << row.wasted_fraction << "\n";
+      << row.flows << "," << row.hosts_alive << "," << row.crashes << "," << row.wasted_fraction << "," << row.seconds
+      << "," << row.aggregation_s << "\n";
   out << "# loss series: " << cfg.training.loss_out << "\n";
   // Plots next to it: <stem>.svg (the loss curve) and <stem>-throughput.svg.
   auto csv = std::filesystem::path(cfg.training.loss_out);

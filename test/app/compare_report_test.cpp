@@ -45,9 +45,25 @@ TEST_CASE("compare: a run's throughput and iteration times leave its first itera
   CHECK(s.p90_s == doctest::Approx(4));
   CHECK(s.wasted_fraction == doctest::Approx(0.1));
   CHECK(s.final_loss == doctest::Approx(2.5));
+  CHECK(s.averaging_fraction == 0);
   auto empty = stats_of(compare_run{});
   CHECK(empty.tokens_per_s == 0);
   CHECK(empty.p50_s == 0);
+}
+
+TEST_CASE("compare: the averaging's share is the aggregation of iterations 0.. over the time of iterations 1..") {
+  auto r = run("gwtf", 1, {30, 2, 2, 4}, 2.5);
+  r.rows[0].aggregation_s = 0.5; // within iteration 1's 2 s
+  r.rows[1].aggregation_s = 1.0; // within iteration 2's
+  r.rows[2].aggregation_s = 1.5; // within iteration 3's
+  r.rows[3].aggregation_s = 9.0; // after the last row: not in train_s
+  auto s = stats_of(r);
+  CHECK(s.train_s == doctest::Approx(8));
+  CHECK(s.averaging_fraction == doctest::Approx(3.0 / 8));
+  auto sum = summarize({r, run("gwtf", 2, {1, 1}, 2.0)});
+  CHECK(sum[0].averaging_fraction == doctest::Approx((3.0 / 8 + 0) / 2));
+  CHECK(compare_table(sum).find("  18.8%") != std::string::npos);
+  CHECK(compare_csv({r}).find(",0.375\n") != std::string::npos);
 }
 
 TEST_CASE("compare: routers are summed over their seeds in the order the runs name them, with ratios to the first") {
@@ -75,7 +91,7 @@ TEST_CASE("compare: routers are summed over their seeds in the order the runs na
   CHECK(table.find("\nswarm      1/2") != std::string::npos);
   auto csv = compare_csv(runs);
   CHECK(count(csv, "\n") == 5);
-  CHECK(csv.find("\nswarm,2,0,3,8,250,2,6,0.1,2,2.8,1,0\n") != std::string::npos);
+  CHECK(csv.find("\nswarm,2,0,3,8,250,2,6,0.1,2,2.8,1,0,0\n") != std::string::npos);
 }
 
 TEST_CASE("compare: the plots draw one line per run and one legend entry per router") {

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -172,6 +174,24 @@ TEST_CASE("caf-gwtf compare trains a config with both routers and writes its tab
   std::getline(csv, swarm);
   CHECK(gwtf.rfind("gwtf,42,1,3,", 0) == 0);
   CHECK(swarm.rfind("swarm,42,1,3,", 0) == 0);
+  // Each iteration's averaging (aggregation_s, the last column) is measured, and lies within
+  // the next iteration's time (seconds, the column before).
+  std::ifstream rows{dir / "gwtf-seed42.csv"};
+  std::string line;
+  std::getline(rows, line);
+  CHECK(line == "iteration,loss,tokens_per_s,flows,hosts_alive,crashes,wasted_fraction,seconds,aggregation_s");
+  std::vector<std::pair<double, double>> seconds_aggregation;
+  while (std::getline(rows, line)) {
+    auto last = line.rfind(',');
+    auto before = line.rfind(',', last - 1);
+    seconds_aggregation.emplace_back(std::stod(line.substr(before + 1, last - before - 1)), std::stod(line.substr(last + 1)));
+  }
+  REQUIRE(seconds_aggregation.size() == 3);
+  for (std::size_t i = 0; i + 1 < seconds_aggregation.size(); ++i) {
+    INFO("iteration " << i);
+    CHECK(seconds_aggregation[i].second > 0);
+    CHECK(seconds_aggregation[i].second < seconds_aggregation[i + 1].first);
+  }
   std::filesystem::remove_all(dir);
   // A config one router cannot run is refused before any run, naming the router.
   auto refused = run("compare --config '" + src + "/configs/local.yaml' --set compression.mode=adaptive --out '"
