@@ -115,6 +115,21 @@ std::variant<std::string, cli_error> option_value(const std::vector<std::string>
   return v;
 }
 
+// --set KEY=VALUE (or --set=KEY=VALUE) at args[i] into out.sets; `example` is a key=value of
+// the mode's config for the messages.
+std::optional<cli_error> take_set(const std::vector<std::string>& args, std::size_t& i, const std::string& example,
+                                  cli_options& out) {
+  auto what = "KEY=VALUE (e.g. --set " + example + ")";
+  auto v = option_value(args, i, "--set", what.c_str());
+  if (auto* e = std::get_if<cli_error>(&v))
+    return *e;
+  auto& kv = std::get<std::string>(v);
+  if (kv.find('=') == std::string::npos || kv.front() == '=')
+    return cli_error{"--set: expected KEY=VALUE (e.g. " + example + "), got '" + kv + "'"};
+  out.sets.push_back(kv);
+  return std::nullopt;
+}
+
 bool is_option(const std::string& a, const std::string& name) {
   return a == name || a.rfind(name + "=", 0) == 0;
 }
@@ -230,13 +245,7 @@ std::variant<cli_options, cli_error> parse_sim(const std::vector<std::string>& a
         return cli_error{"--compute-ms: expected HOLDER,RELAY milliseconds above 0 (e.g. 1.0,21.5), got '" + t + "'"};
       out.compute_ms = std::make_pair(h, r);
     } else if (is_option(a, "--set")) {
-      auto v = option_value(args, i, "--set", "KEY=VALUE (e.g. --set faults.crash_rate=0)");
-      if (auto* e = std::get_if<cli_error>(&v))
-        return *e;
-      auto& kv = std::get<std::string>(v);
-      if (kv.find('=') == std::string::npos || kv.front() == '=')
-        return cli_error{"--set: expected KEY=VALUE (e.g. faults.crash_rate=0), got '" + kv + "'"};
-      out.sets.push_back(kv);
+      err = take_set(args, i, "faults.crash_rate=0", out);
     } else if (is_option(a, "--out")) {
       err = take("--out", "a directory", out.out);
     } else if (is_option(a, "--router")) {
@@ -318,13 +327,8 @@ std::variant<cli_options, cli_error> parse_compare(const std::vector<std::string
         return *e;
       into = std::get<std::string>(v);
     } else if (is_option(a, "--set")) {
-      auto v = value("--set", "KEY=VALUE (e.g. --set training.iterations=20)");
-      if (auto* e = std::get_if<cli_error>(&v))
-        return *e;
-      auto& kv = std::get<std::string>(v);
-      if (kv.find('=') == std::string::npos || kv.front() == '=')
-        return cli_error{"--set: expected KEY=VALUE (e.g. training.iterations=20), got '" + kv + "'"};
-      out.sets.push_back(kv);
+      if (auto err = take_set(args, i, "training.iterations=20", out))
+        return *err;
     } else if (is_option(a, "--routers")) {
       if (has_routers)
         return cli_error{"--routers given twice"};
@@ -467,13 +471,8 @@ std::variant<cli_options, cli_error> parse_cli(const std::vector<std::string>& a
       }
       has_config = true;
     } else if (is_option(a, "--set")) {
-      auto v = option_value(args, i, "--set", "KEY=VALUE (e.g. --set node.advertise=10.0.0.5:4242)");
-      if (auto* e = std::get_if<cli_error>(&v))
-        return *e;
-      auto& kv = std::get<std::string>(v);
-      if (kv.find('=') == std::string::npos || kv.front() == '=')
-        return cli_error{"--set: expected KEY=VALUE (e.g. node.advertise=10.0.0.5:4242), got '" + kv + "'"};
-      out.sets.push_back(kv);
+      if (auto err = take_set(args, i, "node.advertise=10.0.0.5:4242", out))
+        return *err;
     } else if (a == "--join" && !reference && !launch) {
       out.join = true;
     } else if (a == "--resume" && !reference) {

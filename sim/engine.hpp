@@ -389,6 +389,7 @@ private:
   struct averaging_round {
     int iteration = 0; // whose gradients
     double at = 0, pair_end = 0, least = 0;
+    double protocol_s = 0; // sim_scenario::protocol_latency: the messages' latencies it adds
     struct card {
       std::size_t host;
       double up_s, down_s, latency_s; // card time it needs; the stage's shortest latency
@@ -396,6 +397,7 @@ private:
     std::vector<card> cards;
   };
   std::optional<averaging_round> averaging_; // running
+  double protocol_latency_s() const;         // what sim_scenario::protocol_latency adds to a round
   double round_least_ = 0; // the last started round's least possible time (the bound)
   bool phase_done_ = false; // this iteration's microbatches are done
   int averaged_upto_ = 0;   // iterations whose averaging has started

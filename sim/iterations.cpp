@@ -184,7 +184,9 @@ void engine::average_stages() {
                                                                               return est(a, b);
                                                                             }, reps)});
   }
-  avg.pair_end = std::max(end, link_free_.add(std::move(round)));
+  if (s_.protocol_latency)
+    avg.protocol_s = protocol_latency_s();
+  avg.pair_end = std::max(end, link_free_.add(std::move(round))) + avg.protocol_s;
   round_least_ = avg.least;
   // Busy time that ended before this round can no longer matter (to this or a later one).
   for (auto* logs : {&up_busy_, &down_busy_})
@@ -195,14 +197,43 @@ void engine::average_stages() {
   check_averaging();
 }
 
+// The runtime's averaging is a protocol of messages (docs/runtime.md, "The end of an
+// iteration"), each a latency on the critical path beyond the transfers' own: the last data
+// holder's ITERATION_DONE reaches every replica before it shares; the all-gather starts once
+// the reduce-scatter's parts are in (a second latency inside a stage of 3 replicas or more:
+// 2 exchange whole shares in one round); and every stage's NORM_SHARE reaches every host
+// before it steps. Each is the longest such latency among the live hosts.
+double engine::protocol_latency_s() const {
+  std::vector<int> members(static_cast<std::size_t>(S()), 0);
+  for (std::size_t h = 0; h < hosts_.size(); ++h)
+    if (alive_[h] && stage_of(h) >= 0 && stage_of(h) < S())
+      ++members[static_cast<std::size_t>(stage_of(h))];
+  double notify = 0, within = 0, norms = 0;
+  for (std::size_t a = 0; a < hosts_.size(); ++a) {
+    if (!alive_[a])
+      continue;
+    for (std::size_t b = 0; b < hosts_.size(); ++b) {
+      if (a == b || !alive_[b])
+        continue;
+      double lat = to_estimate(net_.link(hosts_[a].region, hosts_[b].region)).latency_s;
+      norms = std::max(norms, lat);
+      if (stage_of(a) == 0 && stage_of(b) > 0)
+        notify = std::max(notify, lat);
+      if (stage_of(a) == stage_of(b) && stage_of(a) >= 0 && members[static_cast<std::size_t>(stage_of(a))] >= 3)
+        within = std::max(within, lat);
+    }
+  }
+  return notify + within + norms;
+}
+
 void engine::check_averaging() {
   auto& avg = *averaging_;
   double end = avg.pair_end;
   for (auto& c : avg.cards) {
     if (c.up_s > 0)
-      end = std::max(end, idle_end(up_busy_[c.host], avg.at, c.up_s) + c.latency_s);
+      end = std::max(end, idle_end(up_busy_[c.host], avg.at, c.up_s) + c.latency_s + avg.protocol_s);
     if (c.down_s > 0)
-      end = std::max(end, idle_end(down_busy_[c.host], avg.at, c.down_s) + c.latency_s);
+      end = std::max(end, idle_end(down_busy_[c.host], avg.at, c.down_s) + c.latency_s + avg.protocol_s);
   }
   expect(end);
   if (end > now_) { // transfers that start before `end` are all queued by then

@@ -348,6 +348,7 @@ derived_scenario derive_scenario(const sim_scenario_config& cfg, network_matrix 
                              + std::to_string(m.stages) + ")");
   s.holder_gradient_bytes = model::share_wire_bytes(cfg.training.share_compression, holder_params);
   s.averaging = cfg.training.averaging;
+  s.protocol_latency = cfg.training.protocol_latency;
 
   for (std::size_t i = 0; i < cfg.churn.script.size(); ++i) {
     auto& ev = cfg.churn.script[i];

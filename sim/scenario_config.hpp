@@ -151,6 +151,8 @@ struct sim_compression_config {
 struct sim_training_config {
   model::averaging_mode averaging = model::averaging_mode::sync;
   model::share_compression share_compression = model::share_compression::bf16;
+  /// The averaging pays the runtime protocol's message latencies too (sim_scenario::protocol_latency)
+  bool protocol_latency = false;
 };
 
 /// The routers' constants.
@@ -249,6 +251,7 @@ template <class F>
 void visit_fields(F& f, sim_training_config& x) {
   f("averaging", x.averaging);
   f("share_compression", x.share_compression);
+  f("protocol_latency", x.protocol_latency);
 }
 
 template <class F>

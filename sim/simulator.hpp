@@ -79,6 +79,11 @@ struct sim_scenario {
   /// sync: an iteration starts once the last one's averaging ended; overlap: once its
   /// microbatches are done and the averaging before it ended (every update one iteration stale)
   model::averaging_mode averaging = model::averaging_mode::sync;
+  /// The averaging also pays the runtime protocol's message latencies (docs/runtime.md, "The
+  /// end of an iteration"): the data holders' ITERATION_DONE reaching every replica before
+  /// it shares, the all-gather after the reduce-scatter, and every stage's NORM_SHARE
+  /// reaching every host before the step; false: one latency, the transfers' own
+  bool protocol_latency = false;
   double tokens_per_microbatch = 0;
   int iterations = 10;
   double crash_rate = 0;             ///< per relay and iteration; a stage keeps one live relay

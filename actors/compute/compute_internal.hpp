@@ -25,6 +25,7 @@
 #include <caf/all.hpp>
 
 #include "actors/core/butterfly.hpp"
+#include "actors/core/early_calls.hpp"
 #include "actors/core/hop_ledger.hpp"
 #include "actors/host/host_internal.hpp"
 #include "actors/core/iteration_barrier.hpp"
@@ -327,6 +328,10 @@ bool acceptable_tensor(self_ptr self, const std::string& what, const wire::tenso
 /// An acceptable tensor as fp32.
 torch::Tensor as_fp32(const wire::tensor_payload& t);
 void handle_forward(self_ptr self, const std::string& from, wire::activation a);
+/// A forward (GWTF hop or SWARM call, `what`: what it is and whose) that comes before the
+/// weights or for the next iteration: queued until then, within actors/core/early_calls'
+/// bound; else dropped and reported.
+void queue_early(self_ptr self, const std::string& what, const std::string& from, wire::activation a);
 void handle_backward(self_ptr self, const std::string& from, const wire::activation& a);
 void resume_stalled(self_ptr self);
 

@@ -147,6 +147,25 @@ torch::Tensor as_fp32(const wire::tensor_payload& t) {
   return t.type == wire::dtype::float32 ? x : x.to(torch::kFloat);
 }
 
+void queue_early(self_ptr self, const std::string& what, const std::string& from, wire::activation a) {
+  auto& st = self->state;
+  auto limit = early_queue_limit(static_cast<std::size_t>(st.ctx->spec->training.microbatches_per_holder),
+                                 st.ctx->spec->holders.size());
+  switch (admit_early(st.ready, st.current, a.microbatch.iteration, st.stash.pending.size(), limit)) {
+    case early_admission::queue:
+      st.stash.pending.emplace_back(from, std::move(a));
+      return;
+    case early_admission::too_far:
+      report_failure(self, what + ": iteration " + std::to_string(a.microbatch.iteration) + " is too far ahead of "
+                             + std::to_string(st.current) + ": dropped");
+      return;
+    case early_admission::full:
+      report_failure(self, what + ": " + std::to_string(limit) + " forwards wait for this relay's weights or step "
+                             "already: dropped");
+      return;
+  }
+}
+
 void handle_forward(self_ptr self, const std::string& from, wire::activation a) {
   auto& st = self->state;
   if (a.call == wire::call_kind::request) { // a SWARM call queued before the weights (resume)
@@ -156,7 +175,7 @@ void handle_forward(self_ptr self, const std::string& from, wire::activation a) 
   if (!acceptable(self, from, a))
     return;
   if (!st.ready || a.microbatch.iteration > st.current) {
-    st.stash.pending.emplace_back(from, std::move(a));
+    queue_early(self, "activation from " + from, from, std::move(a));
     return;
   }
   if (a.microbatch.iteration < st.current)

@@ -121,13 +121,7 @@ void swarm_request(self_ptr self, const std::string& from, wire::activation a) {
     // Before the weights: after the download or step. A holder is at most one iteration
     // ahead of a stage (it starts i + 1 once every stage averaged i), and it calls for its
     // own microbatches only: anything beyond is dropped, so that a peer cannot grow the queue.
-    auto per_iteration = static_cast<std::size_t>(st.ctx->spec->training.microbatches_per_holder) * holders.size();
-    if ((st.ready && a.microbatch.iteration > st.current + 1) || st.stash.pending.size() >= 4 * per_iteration) {
-      report_failure(self, what + ": iteration " + std::to_string(a.microbatch.iteration) + " is too far ahead of "
-                             + std::to_string(st.current) + " (or too many calls wait already): dropped");
-      return;
-    }
-    st.stash.pending.emplace_back(from, std::move(a));
+    queue_early(self, what, from, std::move(a));
     return;
   }
   auto reply = [&](wire::tensor_payload t) {

@@ -142,6 +142,7 @@ scenario_result scenario_from_config(const cluster_config& cfg, const std::strin
   }
   sc.training.averaging = cfg.training.averaging;
   sc.training.share_compression = cfg.training.share_compression;
+  sc.training.protocol_latency = true; // the trainer's averaging is that protocol
   if (!out.errors.empty() || time_scale <= 0)
     return out;
 
@@ -151,6 +152,10 @@ scenario_result scenario_from_config(const cluster_config& cfg, const std::strin
   if (!out.errors.empty())
     return out;
   auto& s = derived.sim;
+  // The trainer's capacity counts microbatches, whatever a relay keeps of them
+  // (routing::rematerialises(backward, false) in the stage actor): rematerialisation gains no
+  // slots there, so `automatic` stashes. The simulator does the same without a stash size.
+  s.stash_bytes = 0;
   // The config's names and measured compute for the hosts derive_scenario drew.
   std::map<std::string, std::size_t> index;
   std::size_t k = 0;

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "actors/core/catch_up.hpp"
+#include "actors/core/early_calls.hpp"
 #include "actors/core/freeze_watch.hpp"
 #include "actors/core/hop_ledger.hpp"
 #include "actors/core/key_digest.hpp"
@@ -32,6 +33,20 @@ wire::activation fwd(std::uint64_t it, std::uint32_t idx, std::vector<std::strin
 }
 
 } // namespace
+
+TEST_CASE("early forwards: a relay queues them before its weights or one iteration ahead, boundedly") {
+  using gwtf::actors::admit_early;
+  using gwtf::actors::early_admission;
+  auto limit = gwtf::actors::early_queue_limit(4, 2);
+  CHECK(limit == 32);
+  CHECK(admit_early(true, 7, 8, 0, limit) == early_admission::queue);    // the next iteration
+  CHECK(admit_early(true, 7, 9, 0, limit) == early_admission::too_far);  // no holder is two ahead
+  CHECK(admit_early(true, 7, 1000000, 0, limit) == early_admission::too_far);
+  CHECK(admit_early(false, 0, 12, 0, limit) == early_admission::queue);  // before the weights: any
+  CHECK(admit_early(false, 0, 12, 31, limit) == early_admission::queue);
+  CHECK(admit_early(false, 0, 12, 32, limit) == early_admission::full);  // but never more than the limit
+  CHECK(admit_early(true, 7, 8, 32, limit) == early_admission::full);
+}
 
 TEST_CASE("hop ledger: a new microbatch is computed once, an equal attempt is a duplicate") {
   hop_ledger l{"r2"};

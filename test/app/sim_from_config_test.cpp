@@ -52,6 +52,9 @@ TEST_CASE("sim --from-config: every host of the config is a simulated host with 
   CHECK(s.detect_s == doctest::Approx(cfg.faults.connection_timeout_ms / 1000.0));
   CHECK(s.activation_bytes == doctest::Approx(4.0 * cfg.training.microbatch_size * cfg.model.seq_len * cfg.model.hidden));
   CHECK(s.script.empty());
+  CHECK(s.stash_bytes == 0);        // capacity counts microbatches, as the trainer's
+  CHECK(s.swarm_via_trainer);       // the runtime's SWARM calls every stage from the holder
+  CHECK(s.protocol_latency);        // the trainer's averaging is a protocol of messages
   for (std::size_t i = 0; i < cfg.hosts.size(); ++i) {
     auto& h = cfg.hosts[i];
     auto& sh = s.hosts[i];

@@ -651,6 +651,28 @@ TEST_CASE("simulator: SWARM's calls through its trainer cross the data holder's 
   }
 }
 
+TEST_CASE("simulator: protocol_latency charges the runtime averaging's message latencies, above the bound") {
+  // One region, 1 ms one way: the holder's ITERATION_DONE to the replicas, the all-gather
+  // after the reduce-scatter among 3 replicas, and the norms to every host: 3 ms more per
+  // averaging; with 2 replicas (one round of whole shares) 2 ms.
+  for (std::size_t replicas : {3u, 2u}) {
+    auto s = one_stage(replicas);
+    auto p = s;
+    p.protocol_latency = true;
+    for (auto r : {sim_router::gwtf, sim_router::swarm, sim_router::centralized}) {
+      INFO(std::string{to_string(r)} << ", " << replicas << " replicas");
+      auto a = simulate(s, r), b = simulate(p, r);
+      REQUIRE_MESSAGE(a.completed, a.why);
+      REQUIRE_MESSAGE(b.completed, b.why);
+      REQUIRE(a.aggregation_s.size() == b.aggregation_s.size());
+      double extra = replicas >= 3 ? 0.003 : 0.002;
+      for (std::size_t i = 0; i < a.aggregation_s.size(); ++i)
+        CHECK(b.aggregation_s[i] - a.aggregation_s[i] == doctest::Approx(extra).epsilon(1e-6));
+      CHECK(b.total_s >= b.bound_s);
+    }
+  }
+}
+
 TEST_CASE("simulator: overlapped averaging hides behind the next iteration and stays above the bound") {
   // The averaging (300 MB over a 200 Mbit/s card: ~16 s) against a microbatch phase of a few
   // seconds: sync waits for each one; overlap waits only where the one before is still running,
