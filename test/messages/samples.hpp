@@ -43,7 +43,7 @@ inline std::vector<wire::message> all_samples() {
     join_request{hello{"joiner-1", "10.0.9.9:4242", peer_role::relay, -1, 4, 0, "", 0, {}}},
     join_reply{true, 2, {"r2-oregon", "r2-ireland"}, ""},
     activation{microbatch_ref{12, 1, 3, 1732456789012}, direction::forward, {"dh-virginia", "r1-ohio"},
-               sample_tensor({2, 4, 8}), 1, "r2-oregon"},
+               sample_tensor({2, 4, 8}), 1, "r2-oregon", call_kind::flow, {}},
     introduction{"r2-oregon", 2, 3, {target_cost{"dh-virginia", 0.75, -2}}},
     cost_advert{{target_cost{"dh-virginia", 0.5, 1}, target_cost{"dh-frankfurt", 0.25, -1}}},
     flow_request{77, "dh-frankfurt", 0.375, 5, 76},
