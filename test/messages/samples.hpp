@@ -26,7 +26,7 @@ inline wire::activation sample_sparse_activation() {
   t.sparse = true;
   t.indices = {0, 3, 17, 40, 63};
   return wire::activation{wire::microbatch_ref{12, 1, 3, 1732456789012}, wire::direction::backward,
-                          {"dh-virginia", "r1-ohio", "r2-oregon"}, std::move(t), 2, ""};
+                          {"dh-virginia", "r1-ohio", "r2-oregon"}, std::move(t), 2, "", wire::call_kind::flow, {}};
 }
 
 /// Every message kind, in variant order.
