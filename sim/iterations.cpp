@@ -204,25 +204,32 @@ void engine::average_stages() {
 // 2 exchange whole shares in one round); and every stage's NORM_SHARE reaches every host
 // before it steps. Each is the longest such latency among the live hosts.
 double engine::protocol_latency_s() const {
-  std::vector<int> members(static_cast<std::size_t>(S()), 0);
-  for (std::size_t h = 0; h < hosts_.size(); ++h)
-    if (alive_[h] && stage_of(h) >= 0 && stage_of(h) < S())
-      ++members[static_cast<std::size_t>(stage_of(h))];
-  double notify = 0, within = 0, norms = 0;
-  for (std::size_t a = 0; a < hosts_.size(); ++a) {
-    if (!alive_[a])
+  // Live hosts per stage and region: the pairs by region (O(hosts + stages x regions^2)).
+  auto R = net_.regions.size();
+  std::vector<std::vector<int>> per(static_cast<std::size_t>(S()), std::vector<int>(R, 0));
+  std::vector<int> members(static_cast<std::size_t>(S()), 0), all(R, 0), relays(R, 0);
+  for (std::size_t h = 0; h < hosts_.size(); ++h) {
+    int st = stage_of(h);
+    if (!alive_[h] || st < 0 || st >= S())
       continue;
-    for (std::size_t b = 0; b < hosts_.size(); ++b) {
-      if (a == b || !alive_[b])
-        continue;
-      double lat = to_estimate(net_.link(hosts_[a].region, hosts_[b].region)).latency_s;
-      norms = std::max(norms, lat);
-      if (stage_of(a) == 0 && stage_of(b) > 0)
-        notify = std::max(notify, lat);
-      if (stage_of(a) == stage_of(b) && stage_of(a) >= 0 && members[static_cast<std::size_t>(stage_of(a))] >= 3)
-        within = std::max(within, lat);
-    }
+    ++per[static_cast<std::size_t>(st)][hosts_[h].region];
+    ++members[static_cast<std::size_t>(st)];
+    ++all[hosts_[h].region];
+    relays[hosts_[h].region] += st > 0;
   }
+  // The longest latency between two distinct hosts, one counted in `a`, one in `b` (per region).
+  auto longest = [&](const std::vector<int>& a, const std::vector<int>& b, bool same_set) {
+    double out = 0;
+    for (std::size_t ra = 0; ra < R; ++ra)
+      for (std::size_t rb = 0; rb < R; ++rb)
+        if (a[ra] > 0 && b[rb] > (same_set && ra == rb ? 1 : 0))
+          out = std::max(out, to_estimate(net_.link(ra, rb)).latency_s);
+    return out;
+  };
+  double notify = longest(per[0], relays, false), norms = longest(all, all, true), within = 0;
+  for (std::size_t st = 0; st < per.size(); ++st)
+    if (members[st] >= 3)
+      within = std::max(within, longest(per[st], per[st], true));
   return notify + within + norms;
 }
 

@@ -187,6 +187,11 @@ scenario_result scenario_from_config(const cluster_config& cfg, const std::strin
       if (ev.at_iteration != i)
         continue;
       std::string at = "faults.script[" + std::to_string(f) + "]";
+      if (by_name.count(ev.host) == 0 || (ev.action == fault_action::slow_link && by_name.count(ev.peer) == 0)) {
+        report(at, "expected hosts declared in hosts, got '" + ev.host + "'"
+                     + (ev.action == fault_action::slow_link ? " and peer '" + ev.peer + "'" : std::string{}));
+        continue;
+      }
       switch (ev.action) {
         case fault_action::crash:
         case fault_action::leave:

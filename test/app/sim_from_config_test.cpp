@@ -181,6 +181,9 @@ TEST_CASE("sim --from-config: what the simulator cannot run is refused, naming t
            "'dh-virginia'");
   CHECK(error_of(load("local.yaml", {"faults.script[2].host=r1-london"}))
         .find("faults.script[2].host: expected a live host at iteration 35") != std::string::npos);
+  auto unknown = load("local.yaml");
+  unknown.faults.script[3].peer = "nobody"; // past the loader: refused, not thrown
+  CHECK(error_of(unknown) == "c.yaml: faults.script[3]: expected hosts declared in hosts, got 'r1-ohio' and peer 'nobody'");
   auto zero = scenario_from_config(load("local.yaml"), "c.yaml", measured_compute{0, 0.01});
   CHECK_FALSE(zero.scenario.has_value());
 }
