@@ -150,7 +150,14 @@ int run_sim(const cli_options& opts) {
     } else {
       gwtf::model::configure_torch(1); // as each host of the embedded cluster computes
       int blas_before = gwtf::model::set_blas_threads(1);
-      auto times = gwtf::model::time_stages(cfg.config->model, cfg.config->training, 10);
+      gwtf::model::stage_times times;
+      try {
+        times = gwtf::model::time_stages(cfg.config->model, cfg.config->training, 10);
+      } catch (const std::exception& e) { // a stage the config describes cannot compute here
+        std::cerr << "caf-gwtf: sim --from-config " << opts.config << ": timing its stages failed: " << e.what()
+                  << " (give the times with --compute-ms HOLDER,RELAY)\n";
+        return exit_code::failure;
+      }
       if (blas_before > 0)
         gwtf::model::set_blas_threads(blas_before);
       compute = {times.holder_s, times.relay_s};

@@ -13,6 +13,7 @@
 #include "model/pipeline.hpp"
 #include "model/reference.hpp"
 #include "model/sizing.hpp"
+#include "model/stage_timing.hpp"
 #include "model/torch_runtime.hpp"
 
 #include <doctest/doctest.h> // after torch headers: glog redefines CHECK (toolchain.md)
@@ -66,6 +67,21 @@ std::string name(architecture a) {
 }
 
 } // namespace
+
+TEST_CASE("stage timing: a holder's and the heaviest relay stage's microbatch are timed through the stage API, for both families") {
+  for (auto arch : {architecture::gpt, architecture::llama}) {
+    INFO(name(arch));
+    auto m = tiny(arch);
+    m.layers = 3; // stages of 2 and 1 blocks: the heaviest is stage 1
+    auto t = time_stages(m, short_run(1), 3);
+    CHECK(t.repetitions == 3);
+    CHECK(t.holder_s > 0);
+    CHECK(t.relay_s > 0);
+    CHECK(std::isfinite(t.holder_s));
+    CHECK(std::isfinite(t.relay_s));
+    CHECK(heaviest_relay_stage(m).blocks() == 2);
+  }
+}
 
 TEST_CASE("(a) 20 steps through the stage API give the reference's per-step loss") {
   configure_torch(1);
