@@ -68,6 +68,8 @@ using peer_speed_atom = caf::atom_constant<caf::atom("peerspeed")>;
 using balancer_handle_atom = caf::atom_constant<caf::atom("balhandle")>;
 using lost_stage_atom = caf::atom_constant<caf::atom("loststage")>;
 using call_atom = caf::atom_constant<caf::atom("swarmcall")>;
+/// SWARM's rebalancing: a relay's compute asks its supervisor to move it to another stage.
+using move_atom = caf::atom_constant<caf::atom("stagemove")>;
 
 /// Where a frame goes inside its destination host.
 /// `link` is the links' own traffic in node mode (GOSSIP: who is where).

@@ -54,6 +54,11 @@ using supervisor_actor = caf::typed_actor<
     caf::reacts_to<stop_atom>,
     /// the stage drained (true), or the drain timed out (false, internal)
     caf::reacts_to<drained_atom, bool>,
+    /// the compute (a relay, routing.router swarm): SWARM's rebalancing moves this host to
+    /// stage S (why): it drains, leaves its stage and starts again at S, downloading its state
+    caf::reacts_to<move_atom, std::int32_t, std::string>,
+    /// internal: the drain before move N took a hop timeout: it moves anyway
+    caf::reacts_to<move_atom, std::uint64_t>,
     /// membership: this host was frozen past the connection timeout; restart as a new replica
     caf::reacts_to<restart_atom, std::string>,
     /// the compute (a data holder): relay stage S has had no live replica for the restore

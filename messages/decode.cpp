@@ -575,6 +575,15 @@ void get(schema::Restore::Reader r, restore& x, checker& c) {
   c.text(r.getDecidedBy(), "restore.decidedBy", 1, max_id, x.decided_by);
 }
 
+void get(schema::StageMove::Reader r, stage_move& x, checker& c) {
+  c.in_range(r.getFromStage(), 1, max_stage, "stageMove.fromStage", x.from_stage);
+  c.in_range(r.getStage(), 1, max_stage, "stageMove.stage", x.stage);
+  if (c.ok() && x.stage == x.from_stage)
+    c.bad(wire_error::bad_field, "stageMove.stage: the stage it moves from, " + std::to_string(x.stage));
+  x.iteration = r.getIteration();
+  c.text(r.getDecidedBy(), "stageMove.decidedBy", 1, max_id, x.decided_by);
+}
+
 template <class T, class Reader>
 std::variant<message, wire_failure> finish(Reader r, const std::shared_ptr<const void>& owner) {
   checker c;
@@ -616,6 +625,7 @@ std::variant<message, wire_failure> read_body(body_reader body, const std::share
     case B::ITERATION_DONE: return finish<iteration_done>(body.getIterationDone(), owner);
     case B::REPLICA_HASH: return finish<replica_hash>(body.getReplicaHash(), owner);
     case B::RESTORE: return finish<restore>(body.getRestore(), owner);
+    case B::STAGE_MOVE: return finish<stage_move>(body.getStageMove(), owner);
   }
   return fail(wire_error::bad_enum, "envelope.body: unknown message kind "
                                       + std::to_string(static_cast<unsigned>(body.which())));

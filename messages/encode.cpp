@@ -285,6 +285,13 @@ struct filler {
     b.setFromStage(x.from_stage);
     b.setDecidedBy(txt(x.decided_by));
   }
+  void operator()(const stage_move& x) {
+    auto b = body.initStageMove();
+    b.setStage(x.stage);
+    b.setFromStage(x.from_stage);
+    b.setIteration(x.iteration);
+    b.setDecidedBy(txt(x.decided_by));
+  }
   void operator()(const inspect_request& x) {
     auto b = body.initInspectRequest();
     b.setRequestId(x.request_id);

@@ -31,7 +31,7 @@ constexpr const char* kind_names[] = {
     "cost_advert", "flow_request", "flow_response", "flow_listing", "move_proposal",
     "move_response", "flow_sync", "ping", "pong", "bandwidth_sample", "gradient_chunk",
     "norm_share", "state_request", "state_chunk", "inspect_request", "inspect_reply",
-    "hop_progress", "iteration_done", "replica_hash", "restore"};
+    "hop_progress", "iteration_done", "replica_hash", "restore", "stage_move"};
 static_assert(sizeof kind_names / sizeof kind_names[0] == std::variant_size_v<message>);
 } // namespace
 
@@ -92,6 +92,7 @@ GWTF_WIRE_EQ(hop_progress, x.microbatch, x.path)
 GWTF_WIRE_EQ(iteration_done, x.iteration, x.holder, x.microbatches, x.loss_sum, x.participants)
 GWTF_WIRE_EQ(replica_hash, x.iteration, x.stage, x.hash)
 GWTF_WIRE_EQ(restore, x.stage, x.iteration, x.restorer, x.from_stage, x.decided_by)
+GWTF_WIRE_EQ(stage_move, x.stage, x.from_stage, x.iteration, x.decided_by)
 
 #undef GWTF_WIRE_EQ
 

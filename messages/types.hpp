@@ -351,13 +351,20 @@ struct restore {
   std::int32_t from_stage = -1; ///< -1..1023; -1 for stage 0
   std::string decided_by;       ///< 1..64 bytes
 };
+/// SWARM's rebalancing: the receiving relay moves from `from_stage` to `stage`.
+struct stage_move {
+  std::uint32_t stage = 1;      ///< 1..1023, not from_stage
+  std::uint32_t from_stage = 1; ///< 1..1023
+  std::uint64_t iteration = 0;
+  std::string decided_by;       ///< 1..64 bytes
+};
 /// Any wire message.
 using message = std::variant<hello, leave, gossip, join_request, join_reply, activation,
                              introduction, cost_advert, flow_request, flow_response,
                              flow_listing, move_proposal, move_response, flow_sync, ping, pong,
                              bandwidth_sample, gradient_chunk, norm_share, state_request,
                              state_chunk, inspect_request, inspect_reply, hop_progress,
-                             iteration_done, replica_hash, restore>;
+                             iteration_done, replica_hash, restore, stage_move>;
 
 /// Name of the message kind held, e.g. "flow_request".
 const char* kind_name(const message& m);
@@ -378,6 +385,7 @@ GWTF_WIRE_EQ(bandwidth_sample) GWTF_WIRE_EQ(holder_count) GWTF_WIRE_EQ(gradient_
 GWTF_WIRE_EQ(state_request) GWTF_WIRE_EQ(state_chunk) GWTF_WIRE_EQ(inspect_request)
 GWTF_WIRE_EQ(inspect_reply) GWTF_WIRE_EQ(hop_progress) GWTF_WIRE_EQ(iteration_done)
 GWTF_WIRE_EQ(replica_hash) GWTF_WIRE_EQ(held_checkpoint) GWTF_WIRE_EQ(restore)
+GWTF_WIRE_EQ(stage_move)
 #undef GWTF_WIRE_EQ
 
 } // namespace gwtf::wire

@@ -361,6 +361,16 @@ struct Restore {
   fromStage @3 :Int32;    # its stage until now (-1: it had none; always for a resume order)
   decidedBy @4 :Text;     # the data holder that decided
 }
+
+# SWARM's rebalancing (routing.router swarm, routing.swarm.rebalance_ms): the data holder
+# that decides tells the relay it moves from stage `fromStage` to `stage`. The relay finishes
+# its part of the iteration, leaves its stage, downloads the new stage's state and serves it.
+struct StageMove {
+  stage @0 :UInt32;       # where it goes (1..1023)
+  fromStage @1 :UInt32;   # where the decider saw it (1..1023): a stale order is refused
+  iteration @2 :UInt64;   # the decider's iteration when it decided
+  decidedBy @3 :Text;     # the data holder that decided
+}
 # --- inspection ---------------------------------------------------------------------
 
 struct InspectRequest {
@@ -407,5 +417,6 @@ struct Envelope {
     iterationDone @26 :IterationDone;
     replicaHash @27 :ReplicaHash;
     restore @28 :Restore;
+    stageMove @29 :StageMove;
   }
 }

@@ -144,4 +144,46 @@ std::vector<std::string> swarm_router::banned_peers() const {
   return out;
 }
 
+std::optional<swarm_move> swarm_rebalance(const std::vector<swarm_load>& relays, int stages, int empty) {
+  if (stages < 2)
+    return std::nullopt;
+  auto S = static_cast<std::size_t>(stages);
+  std::vector<double> stage_tp(S, 0.0);
+  std::vector<std::vector<std::size_t>> peers(S);
+  for (std::size_t i = 0; i < relays.size(); ++i) {
+    auto st = relays[i].stage;
+    if (st < 1 || st >= stages)
+      continue;
+    stage_tp[static_cast<std::size_t>(st)] += relays[i].throughput;
+    peers[static_cast<std::size_t>(st)].push_back(i);
+  }
+  int low = empty;
+  if (low < 1 || low >= stages) {
+    low = 1;
+    for (int st = 2; st < stages; ++st)
+      if (stage_tp[static_cast<std::size_t>(st)] < stage_tp[static_cast<std::size_t>(low)])
+        low = st;
+    empty = -1;
+  }
+  int high = -1;
+  for (int st = 1; st < stages; ++st)
+    if (st != low && peers[static_cast<std::size_t>(st)].size() >= 2
+        && (high < 0 || stage_tp[static_cast<std::size_t>(st)] > stage_tp[static_cast<std::size_t>(high)]))
+      high = st;
+  if (high < 0)
+    return std::nullopt;
+  double lo_tp = stage_tp[static_cast<std::size_t>(low)], hi_tp = stage_tp[static_cast<std::size_t>(high)];
+  std::optional<swarm_move> out;
+  double best = empty >= 1 ? -1.0 : lo_tp; // a move must raise the slower of the two stages
+  for (auto i : peers[static_cast<std::size_t>(high)]) {
+    double tp = relays[i].throughput;
+    double after = std::min(lo_tp + tp, hi_tp - tp);
+    if (after > best) {
+      best = after;
+      out = swarm_move{i, high, low};
+    }
+  }
+  return out;
+}
+
 } // namespace gwtf::routing

@@ -39,6 +39,27 @@ enum class swarm_policy {
   restart,     ///< as the GWTF paper characterises SWARM: the whole microbatch again
 };
 
+/// One relay as SWARM's rebalancing sees it.
+struct swarm_load {
+  std::string id;
+  int stage = 0;         ///< 1..S-1 (others are ignored)
+  double throughput = 0; ///< task units per second the trainers measured (0: not measured yet)
+};
+
+/// A peer SWARM's rebalancing moves: `peer` indexes the loads it was given.
+struct swarm_move {
+  std::size_t peer = 0;
+  int from = 0, to = 0;
+};
+
+/// SWARM's adaptive rebalancing (its paper, "adaptive swarm rebalancing"), one decision over
+/// the live relays `relays`: the slowest stage by total measured throughput (ties: the lower
+/// stage; `empty` >= 1: that stage, which has no peer left) gets one peer of the fastest
+/// stage with at least two peers (ties: the lower stage), the one that leaves the slower of
+/// the two stages fastest (ties: the first given). The move must raise the slower of the two
+/// (always, into an empty stage). nullopt: no move.
+std::optional<swarm_move> swarm_rebalance(const std::vector<swarm_load>& relays, int stages, int empty = -1);
+
 /// SWARM's routing state at one trainer.
 class swarm_router {
 public:

@@ -103,6 +103,8 @@ void start_iteration(self_ptr self) {
       }
   }
   bool swarm = swarm_routed(st); // SWARM: no flows; each call chooses its peer (compute_swarm.cpp)
+  if (swarm)
+    swarm_rebalance_due(self);
   std::vector<flow_hop> mine;
   for (auto& f : st.flows)
     if (f.target == me(st) && st.peers.count(f.next) > 0)

@@ -183,6 +183,15 @@ struct holder_state {
   /// routing.router swarm: this trainer's router (routing/swarm.hpp) and its call numbers.
   std::optional<routing::swarm_router> swarm;
   std::uint32_t next_call = 0;
+  /// routing.swarm.rebalance_ms: when this holder looks next (steady ms; 0: not yet armed),
+  /// and the move it ordered last, until the mover serves its new stage.
+  std::int64_t next_rebalance_ms = 0;
+  struct ordered_move {
+    std::string peer;
+    int to = 0;
+    std::int64_t sent_ms = 0;
+  };
+  std::optional<ordered_move> move;
 };
 
 /// Checkpoints (compute_checkpoint.cpp).
@@ -384,6 +393,16 @@ void swarm_timeout(self_ptr self, std::uint64_t key, std::uint32_t n);
 /// (routing.swarm.detection oracle, or a leave; with timeout they wait out their timeout),
 /// and backwards it counted in a stage that has not averaged yet are called again elsewhere.
 void swarm_peer_down(self_ptr self, const std::string& id, int stage);
+/// A data holder at the start of an iteration: SWARM's rebalancing (routing.swarm.rebalance_ms)
+/// when it is due and this holder decides (the live one with the lowest name): one relay of
+/// the fastest stage is told to move to the slowest (routing::swarm_rebalance over this
+/// holder's measured throughputs).
+void swarm_rebalance_due(self_ptr self);
+/// A relay: a data holder's STAGE_MOVE. Checked (this cluster routes as SWARM, the sender is
+/// a live data holder, this relay is ready at the stage the order names and is not its
+/// stage's last live replica); then the supervisor drains it and starts it again at the new
+/// stage, where it downloads the state like a joiner. A refused order is reported.
+void on_stage_move(self_ptr self, const std::string& from, const wire::stage_move& m);
 /// A relay: forgets the backward calls of iterations <= `iteration`.
 void swarm_forget(compute_state& st, std::uint64_t iteration);
 

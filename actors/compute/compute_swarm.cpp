@@ -6,6 +6,8 @@
 // that call. Training semantics stay GWTF's (docs/runtime.md, "SWARM in the runtime"): each
 // backward is counted by the replica that ran it, exactly once, and averaged at the
 // iteration's end as always.
+#include <cstdio>
+
 #include "actors/compute/compute_internal.hpp"
 
 namespace gwtf::actors::compute {
@@ -317,6 +319,82 @@ void swarm_forget(compute_state& st, std::uint64_t iteration) {
       ++it;
     }
   }
+}
+
+void swarm_rebalance_due(self_ptr self) {
+  auto& st = self->state;
+  auto& cfg = st.ctx->spec->routing.swarm;
+  auto& h = st.holder;
+  if (!is_holder(st) || !swarm_routed(st) || cfg.rebalance_ms <= 0)
+    return;
+  auto now = steady_ms();
+  if (h.next_rebalance_ms == 0) // measured for a period first
+    h.next_rebalance_ms = now + cfg.rebalance_ms;
+  if (now < h.next_rebalance_ms)
+    return;
+  // One holder decides: the live one with the lowest name. (SWARM's peers read one table of
+  // throughputs in its DHT; here the deciding trainer's own measurements stand for it.)
+  for (auto& [id, stage] : st.peers)
+    if (stage == 0 && id < me(st))
+      return;
+  h.next_rebalance_ms = now + cfg.rebalance_ms;
+  // One move at a time: the last one is under way until its peer serves its new stage (or
+  // it never does within a few connection timeouts: it crashed, or refused the order).
+  if (h.move) {
+    auto p = st.peers.find(h.move->peer);
+    bool arrived = p != st.peers.end() && p->second == h.move->to;
+    if (!arrived && now - h.move->sent_ms < 10 * static_cast<std::int64_t>(st.ctx->spec->faults.connection_timeout_ms))
+      return;
+    h.move.reset();
+  }
+  auto& r = router(st, true);
+  std::vector<routing::swarm_load> relays;
+  for (auto& [id, stage] : st.peers)
+    if (stage >= 1)
+      relays.push_back({id, stage, r.throughput(id).value_or(0.0)}); // unmeasured: counts for nothing yet
+  auto m = routing::swarm_rebalance(relays, stages(st));
+  if (!m)
+    return;
+  auto total = [&](int stage) {
+    double sum = 0;
+    for (auto& l : relays)
+      sum += l.stage == stage ? l.throughput : 0.0;
+    return sum;
+  };
+  auto& peer = relays[m->peer];
+  char what[160];
+  std::snprintf(what, sizeof what, "stage %d measured %.2f tasks/s, stage %d %.2f; %s (%.2f) moves", m->from,
+                total(m->from), m->to, total(m->to), peer.id.c_str(), peer.throughput);
+  st.ctx->send(self, peer.id, service::stage,
+               wire::stage_move{static_cast<std::uint32_t>(m->to), static_cast<std::uint32_t>(m->from), st.current, me(st)});
+  h.move = holder_state::ordered_move{peer.id, m->to, now};
+  report_note(self, "iteration " + std::to_string(st.current) + ": SWARM's rebalancing: " + what + " from stage "
+                      + std::to_string(m->from) + " to " + std::to_string(m->to));
+}
+
+void on_stage_move(self_ptr self, const std::string& from, const wire::stage_move& m) {
+  auto& st = self->state;
+  auto stage = st.ctx->stage;
+  std::string why;
+  auto sender = st.peers.find(from);
+  if (!swarm_routed(st))
+    why = "this cluster routes with gwtf (routing.router), which moves no relay between stages";
+  else if (sender == st.peers.end() || sender->second != 0)
+    why = from + " is not a live data holder";
+  else if (is_holder(st) || stage != static_cast<int>(m.from_stage))
+    why = "this host is at stage " + std::to_string(stage) + ", not " + std::to_string(m.from_stage);
+  else if (static_cast<int>(m.stage) >= stages(st))
+    why = "the model has no relay stage " + std::to_string(m.stage);
+  else if (!st.ready || st.draining)
+    why = st.draining ? "it is leaving already" : "it has no weights yet";
+  else if (live_at(st, stage).empty())
+    why = "it is the last live replica of stage " + std::to_string(stage);
+  if (!why.empty()) {
+    report_failure(self, "STAGE_MOVE to stage " + std::to_string(m.stage) + " from " + from + " refused: " + why);
+    return;
+  }
+  self->send(st.supervisor, move_atom::value, static_cast<std::int32_t>(m.stage),
+             "ordered by " + m.decided_by + " at its iteration " + std::to_string(m.iteration));
 }
 
 } // namespace gwtf::actors::compute

@@ -475,6 +475,8 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
             resume(self, try_apply(self, m.iteration));
           } else if constexpr (std::is_same_v<T, wire::replica_hash>) {
             on_replica_hash(self, from, m);
+          } else if constexpr (std::is_same_v<T, wire::stage_move>) {
+            on_stage_move(self, from, m);
           } else if constexpr (std::is_same_v<T, wire::state_request>) {
             if (m.checkpoint) {
               serve_checkpoint(self, from, m);

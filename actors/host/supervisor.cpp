@@ -188,12 +188,10 @@ void on_placement_view(supervisor_ptr self, const std::vector<std::int32_t>& fla
 }
 
 // Stops the host's actors (but `failed`, already gone) and starts them again as a new
-// incarnation: the stage lost its weights, so it downloads them like a joiner.
-void restart_children(supervisor_ptr self, const std::string& why,
-                      const caf::actor_addr& failed) {
+// incarnation at the stage st.ctx names: it downloads that stage's weights like a joiner.
+void respawn_children(supervisor_ptr self, const caf::actor_addr& failed) {
   auto& st = self->state;
   ++st.generation;
-  tell(self, st.ctx->reporter, restart_atom::value, st.ctx->host.name, why);
   for (auto& a : children(st))
     if (a && a.address() != failed) {
       self->unlink_from(a);
@@ -205,6 +203,34 @@ void restart_children(supervisor_ptr self, const std::string& why,
   st.compute = compute_actor{};
   start_children(self, true);
   tell(self, st.ctx->link, restart_atom::value, st.ctx->incarnation);
+}
+
+// A restart after a failure: the stage lost its weights.
+void restart_children(supervisor_ptr self, const std::string& why, const caf::actor_addr& failed) {
+  tell(self, self->state.ctx->reporter, restart_atom::value, self->state.ctx->host.name, why);
+  respawn_children(self, failed);
+}
+
+// SWARM's rebalancing, once the stage drained (or the drain timed out): LEAVE (a drained
+// leave: what it shared stays counted; else its part of the iteration is redone), then the
+// host's actors start again as a new incarnation at the new stage and download its state.
+void finish_move(supervisor_ptr self, bool drained) {
+  auto& st = self->state;
+  if (!st.moving_to || st.leaving)
+    return;
+  auto to = *st.moving_to;
+  st.moving_to.reset();
+  self->send(st.membership, stop_atom::value, drained);
+  auto from = st.ctx->stage;
+  auto ctx = std::make_shared<host_context>(*st.ctx);
+  ctx->stage = to;
+  ctx->host.stage = to;
+  st.ctx = ctx;
+  tell(self, ctx->reporter, placed_atom::value, ctx->host.name, to,
+       "moved from stage " + std::to_string(from) + " by SWARM's rebalancing: " + st.move_why
+         + (drained ? "" : "; its drain took a hop timeout: its part of the iteration is redone")
+         + "; downloading the stage state");
+  respawn_children(self, caf::actor_addr{});
 }
 
 supervisor_actor::behavior_type supervisor(supervisor_ptr self, ctx_ptr ctx) {
@@ -265,7 +291,11 @@ supervisor_actor::behavior_type supervisor(supervisor_ptr self, ctx_ptr ctx) {
     },
     [self](drained_atom, bool drained) {
       auto& st = self->state;
-      if (st.left)
+      if (st.moving_to && !st.leaving) {
+        finish_move(self, drained);
+        return;
+      }
+      if (st.left || !st.leaving) // (a late word of a compute that drained for a move)
         return;
       st.left = true;
       self->send(st.membership, stop_atom::value, drained);
@@ -273,6 +303,22 @@ supervisor_actor::behavior_type supervisor(supervisor_ptr self, ctx_ptr ctx) {
       self->delayed_send(self, std::chrono::milliseconds(1), done_atom::value);
     },
     [self](done_atom) { self->quit(caf::exit_reason::user_shutdown); },
+    [self](move_atom, std::int32_t stage, const std::string& why) {
+      auto& st = self->state;
+      if (st.leaving || st.moving_to || st.ctx->stage < 1 || stage < 1 || stage == st.ctx->stage
+          || stage >= st.ctx->spec->model.stages || !st.compute)
+        return;
+      st.moving_to = stage;
+      st.move_why = why;
+      ++st.moves;
+      self->send(st.compute, stop_atom::value);
+      self->delayed_send(self, std::chrono::milliseconds(st.ctx->spec->faults.hop_timeout_ms), move_atom::value,
+                         st.moves);
+    },
+    [self](move_atom, std::uint64_t move) {
+      if (move == self->state.moves)
+        finish_move(self, false);
+    },
     [self](restart_atom, const std::string& why) {
       // Membership found this host frozen past the connection timeout (not a local
       // failure: the restart budget is not charged).

@@ -5,6 +5,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "actors/host/host_actors.hpp"
@@ -22,6 +23,11 @@ struct supervisor_state {
   std::uint64_t generation = 0;      // restarts so far: raises the incarnation
   bool leaving = false;
   bool left = false; // LEAVE sent
+  // SWARM's rebalancing: the stage this host moves to once it drained, and the moves so far
+  // (the drain's deadline names its move).
+  std::optional<std::int32_t> moving_to;
+  std::string move_why;
+  std::uint64_t moves = 0;
   // A relay without a declared stage: membership polls until its view settles.
   int place_polls = 0;
   std::size_t place_seen = 0;

@@ -483,6 +483,9 @@ caf::behavior driver(driver_ptr self, const cluster_config* cfg, std::shared_ptr
         st.result.rows.back().aggregation_s
           = std::max(st.result.rows.back().aggregation_s, std::chrono::duration<double>(clock::now() - d->second).count());
       st.result.final_hashes[static_cast<int>(stage)][host] = hash;
+      for (auto& [other, hashes] : st.result.final_hashes) // a host that moved (SWARM's rebalancing) is where it is now
+        if (other != static_cast<int>(stage) && i >= last_applied)
+          hashes.erase(host);
       // Every replica that applied an iteration must hold the same weights after it.
       auto& seen = st.hashes[{stage, i}];
       if (!seen.empty() && seen.begin()->second != hash)

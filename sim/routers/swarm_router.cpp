@@ -155,8 +155,8 @@ private:
   // leave), downloads the new stage's weights, and serves it.
   void rebalance(int empty) {
     auto& e = e_;
-    std::vector<double> stage_tp(static_cast<std::size_t>(e.S()), 0.0);
-    std::vector<std::vector<std::pair<double, std::size_t>>> peers(static_cast<std::size_t>(e.S()));
+    std::vector<swarm_load> relays;
+    std::vector<std::size_t> host_of;
     for (std::size_t h = 0; h < e.hosts_.size(); ++h) {
       if (!e.alive_[h] || e.stage_of(h) <= 0)
         continue;
@@ -167,37 +167,14 @@ private:
           sum += *tp;
           ++n;
         }
-      double tp = n > 0 ? sum / n : 0.0; // unmeasured: counts for nothing yet
-      stage_tp[static_cast<std::size_t>(e.stage_of(h))] += tp;
-      peers[static_cast<std::size_t>(e.stage_of(h))].emplace_back(tp, h);
+      relays.push_back({e.hosts_[h].name, e.stage_of(h), n > 0 ? sum / n : 0.0}); // unmeasured: counts for nothing yet
+      host_of.push_back(h);
     }
-    int low = empty;
-    if (low < 1) {
-      low = 1;
-      for (int st = 2; st < e.S(); ++st)
-        if (stage_tp[static_cast<std::size_t>(st)] < stage_tp[static_cast<std::size_t>(low)])
-          low = st;
-    }
-    int high = -1;
-    for (int st = 1; st < e.S(); ++st)
-      if (st != low && peers[static_cast<std::size_t>(st)].size() >= 2
-          && (high < 0 || stage_tp[static_cast<std::size_t>(st)] > stage_tp[static_cast<std::size_t>(high)]))
-        high = st;
-    if (high < 0)
+    auto move = swarm_rebalance(relays, e.S(), empty);
+    if (!move)
       return;
-    double lo_tp = stage_tp[static_cast<std::size_t>(low)], hi_tp = stage_tp[static_cast<std::size_t>(high)];
-    std::optional<std::size_t> mover;
-    double best = empty >= 1 ? -1.0 : lo_tp; // a move must raise the slower of the two stages
-    for (auto& [tp, h] : peers[static_cast<std::size_t>(high)]) {
-      double after = std::min(lo_tp + tp, hi_tp - tp);
-      if (after > best) {
-        best = after;
-        mover = h;
-      }
-    }
-    if (!mover)
-      return;
-    auto p = *mover;
+    auto low = move->to;
+    auto p = host_of[move->peer];
     ++e.res_.moves;
     e.crash(p, 0, false);
     e.moving_[p] = low;

@@ -784,6 +784,47 @@ TEST_CASE("cluster: with SWARM routing a replica killed mid-butterfly has the ba
   check_replicas_agree(r);
 }
 
+TEST_CASE("cluster: SWARM's rebalancing moves a relay of a fast stage to the slow one, exactly once, replicas equal") {
+  // Stages 1 and 3 have three replicas each; stage 2 has one, three times slower
+  // (compute_scale 3). Every 2 s the deciding data holder (dh-frankfurt, the lower name)
+  // moves a relay of the fastest stage to the slowest: it drains, leaves, downloads stage 2's
+  // state and serves it. Training stays exactly once and on the reference's curve.
+  auto cfg = three_replicas(20, {});
+  cfg.hosts.erase(std::remove_if(cfg.hosts.begin(), cfg.hosts.end(), [](auto& h) { return h.name == "r2-ireland"; }),
+                  cfg.hosts.end());
+  for (auto& h : cfg.hosts)
+    if (h.name == "r2-oregon")
+      h.compute_scale = 3;
+  cfg.routing.router = routing::router_kind::swarm;
+  cfg.routing.swarm.detection = routing::swarm_detection::oracle;
+  cfg.routing.swarm.rebalance_ms = 2000;
+  cfg.routing.swarm.refresh_ms = 1000;
+  std::ostringstream log;
+  auto r = app::run_embedded(cfg, log, 120);
+  INFO(log.str());
+  REQUIRE(r.completed);
+  CHECK(r.crashes == 0);
+  auto text = log.str();
+  // Only the deciding holder orders moves; its first fills the slow stage.
+  std::vector<std::string> orders;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find(": SWARM's rebalancing: stage ") != std::string::npos)
+      orders.push_back(line);
+  REQUIRE_FALSE(orders.empty());
+  for (auto& o : orders)
+    CHECK_MESSAGE(o.rfind("# dh-frankfurt: iteration ", 0) == 0, o);
+  CHECK_MESSAGE(orders[0].size() > 5, orders[0]);
+  CHECK_MESSAGE(orders[0].substr(orders[0].size() - 5) == " to 2", orders[0]);
+  CHECK(text.find("placed itself at stage 2 (moved from stage ") != std::string::npos);
+  // Stage 2 ends with its slow replica and the one that moved there, in agreement.
+  REQUIRE(r.final_hashes.count(2) == 1);
+  CHECK(r.final_hashes.at(2).size() >= 2);
+  check_churn_run(cfg, r);
+  check_replicas_agree(r);
+  CHECK(r.replica_disagreements.empty());
+}
+
 TEST_CASE("cluster: a gradient added twice inside a replica is caught by the exactly-once check (faults.script double_count)") {
   // The check counts additions where they happen (model::stage::additions), not the set that
   // makes accumulation skip duplicates: with the set, this double count reported each key

@@ -564,6 +564,27 @@ TEST_CASE("codec: numbers, ranges and consistency of protocol messages") {
     r.setDecidedBy("dh-a");
   }));
   CHECK(restore_name.detail == "restore.restorer: byte 2 (0x2f) is not allowed here");
+  // SWARM's rebalancing: a move between two relay stages, never to the stage it is at.
+  auto move_to_holders = reject(craft([](auto env) {
+    auto m = env.initBody().initStageMove();
+    m.setStage(0);
+    m.setFromStage(1);
+    m.setDecidedBy("dh-a");
+  }));
+  CHECK(move_to_holders.detail == "stageMove.stage: 1..1023, got 0");
+  auto move_nowhere = reject(craft([](auto env) {
+    auto m = env.initBody().initStageMove();
+    m.setStage(2);
+    m.setFromStage(2);
+    m.setDecidedBy("dh-a");
+  }));
+  CHECK(move_nowhere.detail == "stageMove.stage: the stage it moves from, 2");
+  auto move_anonymous = reject(craft([](auto env) {
+    auto m = env.initBody().initStageMove();
+    m.setStage(2);
+    m.setFromStage(1);
+  }));
+  CHECK(move_anonymous.detail == "stageMove.decidedBy: 1..64 bytes, got 0");
 }
 
 TEST_CASE("codec: an unknown message kind from a newer peer is a typed error") {

@@ -68,6 +68,7 @@ inline std::vector<wire::message> all_samples() {
     iteration_done{12, "dh-virginia", 4, 13.25, {"dh-virginia", "dh-frankfurt"}},
     replica_hash{12, 2, 0x0123456789abcdefULL},
     restore{3, 40, "r1-ohio", 1, "dh-virginia"},
+    stage_move{3, 1, 40, "dh-virginia"},
   };
   return out;
 }

@@ -146,3 +146,31 @@ TEST_CASE("swarm: a lost call is retried on another peer, swarm-restart reruns a
   CHECK(restart.timed_out("a", swarm_task::backward) == swarm_recovery::restart_microbatch);
   CHECK(restart.failed("b", swarm_task::backward, 0) == swarm_recovery::restart_microbatch);
 }
+
+TEST_CASE("swarm: rebalancing moves one peer of the fastest stage to the slowest, only when that raises the slower") {
+  // Stage 1: 3 + 1 tasks/s, stage 2: 1, stage 3: 2 + 2. The slowest is 2; the fastest with two
+  // peers is 1 (4 = 4: the lower stage). Moving a's 3 leaves 1 with 1 and 2 with 4: the slower
+  // of the two 1, no gain; moving b's 1 gives 3 and 2: the slower rises from 1 to 2.
+  std::vector<swarm_load> relays{{"a", 1, 3}, {"b", 1, 1}, {"c", 2, 1}, {"d", 3, 2}, {"e", 3, 2}};
+  auto m = swarm_rebalance(relays, 4);
+  REQUIRE(m.has_value());
+  CHECK(relays[m->peer].id == "b");
+  CHECK(m->from == 1);
+  CHECK(m->to == 2);
+  // Balanced stages: no move raises the slower, none is made.
+  std::vector<swarm_load> even{{"a", 1, 2}, {"b", 1, 2}, {"c", 2, 2}, {"d", 2, 2}};
+  CHECK_FALSE(swarm_rebalance(even, 3).has_value());
+  // A stage with one peer never gives it away, whatever it measured.
+  std::vector<swarm_load> singles{{"a", 1, 9}, {"c", 2, 1}};
+  CHECK_FALSE(swarm_rebalance(singles, 3).has_value());
+  // Unmeasured peers count for nothing: with nothing measured nobody moves.
+  std::vector<swarm_load> unmeasured{{"a", 1, 0}, {"b", 1, 0}, {"c", 2, 0}};
+  CHECK_FALSE(swarm_rebalance(unmeasured, 3).has_value());
+  // An empty stage gets a peer whatever it costs (here no move raises the slower of the two).
+  std::vector<swarm_load> gap{{"a", 1, 3}, {"b", 1, 1}, {"d", 3, 2}};
+  auto fill = swarm_rebalance(gap, 4, 2);
+  REQUIRE(fill.has_value());
+  CHECK(fill->to == 2);
+  CHECK(fill->from == 1);
+  CHECK(gap[fill->peer].id == "a"); // a and b both leave 1 behind (min(3, 1) = min(1, 3)): the first
+}
