@@ -263,6 +263,41 @@ TEST_CASE("launch: SWARM routing loses no microbatch to a SIGKILL in a forward a
   fs::remove_all(dir);
 }
 
+// SWARM's rebalancing across processes (docs/runtime.md, "SWARM in the runtime"): stage 1 has
+// three replicas, stage 3 one that is three times slower. dh-a (the lower name) orders a move
+// every 2 s; the mover drains, leaves and starts again at the slow stage as a new
+// incarnation of the same process, downloading its state over TCP.
+TEST_CASE("launch: SWARM's rebalancing moves a relay to the slow stage across processes, exactly once") {
+  auto dir = workdir("swarm-move");
+  auto hosts = "  - {name: dh-a, region: virginia, role: data_holder, capacity: 6}\n"
+               "  - {name: dh-b, region: frankfurt, role: data_holder, capacity: 6}\n"
+               "  - {name: r1, region: ohio, role: relay, stage: 1, capacity: 4}\n"
+               "  - {name: r1b, region: london, role: relay, stage: 1, capacity: 4}\n"
+               "  - {name: r1c, region: tokyo, role: relay, stage: 1, capacity: 4}\n"
+               "  - {name: r2, region: oregon, role: relay, stage: 2, capacity: 4}\n"
+               "  - {name: r2b, region: ireland, role: relay, stage: 2, capacity: 4}\n"
+               "  - {name: r3, region: virginia, role: relay, stage: 3, capacity: 4, compute_scale: 3}\n";
+  auto l = launch_and_reference(dir, hosts, 12, "", "",
+                                "routing: {router: swarm, swarm: {detection: oracle, rebalance_ms: 2000, "
+                                "refresh_ms: 1000}}\n");
+  INFO(findings(l.r.out) << l.r.out << l.logs);
+  REQUIRE(l.r.code == 0);
+  int orders = 0;
+  std::istringstream lines(l.r.out);
+  for (std::string line; std::getline(lines, line);)
+    if (has(line, ": SWARM's rebalancing: stage ")) {
+      ++orders;
+      CHECK_MESSAGE(line.rfind("# dh-a: iteration ", 0) == 0, line); // only the deciding holder orders
+    }
+  CHECK(orders >= 1);
+  CHECK(has(l.r.out, "placed itself at stage 3 (moved from stage "));
+  CHECK(has(l.r.out, "crashes 0"));
+  CHECK(has(l.r.out, "exactly-once violations 0; replica disagreements 0"));
+  REQUIRE(l.loss.size() == 12);
+  check_band(l, 1e-3);
+  fs::remove_all(dir);
+}
+
 // Butterfly averaging across processes (docs/runtime.md, "Butterfly averaging"): stage 1 has
 // three replicas, so it averages by reduce-scatter + all-gather over TCP. r1c is SIGKILLed
 // once every contributor's part of its share reached it and before it sends their sum: its
