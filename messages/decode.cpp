@@ -323,6 +323,7 @@ void get(schema::Activation::Reader r, activation& x, checker& c) {
   c.enumeration(r.getCall(), 3, "activation.call", x.call);
   if (c.ok() && r.hasInput())
     get(r.getInput(), x.input, c, "activation.input", false);
+  c.in_range(r.getStage(), 0, max_stage, "activation.stage", x.stage);
 }
 
 void get(schema::Introduction::Reader r, introduction& x, checker& c) {

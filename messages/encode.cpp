@@ -144,6 +144,7 @@ struct filler {
     b.setCall(static_cast<schema::Call>(x.call));
     if (x.input.size > 0)
       put(b.initInput(), x.input, msg);
+    b.setStage(x.stage);
   }
   void operator()(const introduction& x) {
     auto b = body.initIntroduction();

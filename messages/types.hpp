@@ -119,6 +119,7 @@ struct activation {
   std::string continue_to;       ///< re-sends: the hop after the dead one; empty = any
   call_kind call = call_kind::flow; ///< SWARM: a call or its answer (`attempt` numbers the call)
   tensor_payload input;          ///< a backward call's stage input (dense); empty otherwise
+  std::uint32_t stage = 0;       ///< a call: the stage it is for, 1..1023 (0: a hop, or not said)
 };
 
 /// Best known cost to a data holder and the demand for it.

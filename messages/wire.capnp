@@ -125,6 +125,8 @@ struct Activation {
   continueTo @5 :Text;    # re-sends only: the hop after the dead one, to keep its state
   call @6 :Call;          # routing.router swarm: a data holder's call to one stage, or its answer
   input @7 :Tensor;       # a backward call: the stage input the callee recomputes the forward from
+  stage @8 :UInt32;       # a call (request): the stage it is for (1..1023; 0: a hop, or not said).
+                          # A relay that moved (SWARM's rebalancing) refuses the calls of its old stage.
 }
 
 # SWARM's calls (routing.router: swarm): a data holder calls one stage per call and gets the

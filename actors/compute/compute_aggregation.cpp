@@ -449,11 +449,24 @@ void check_exactly_once(self_ptr self, std::uint64_t i) {
   if (stranger.empty() && got == expected_digest(i, per_holder))
     return;
   ++st.metrics.exactly_once_violations;
+  std::string shares; // whose shares, with what: where to look
+  for (auto& [r, sh] : st.agg.shares[i]) {
+    if (sh.count == 0)
+      continue;
+    shares += (shares.empty() ? "" : ", ") + r + " " + std::to_string(sh.count) + " (";
+    std::string sep;
+    for (auto& [h, n] : sh.holders) {
+      shares += sep + h + " " + std::to_string(n);
+      sep = ", ";
+    }
+    shares += ")";
+  }
   report_failure(self, "exactly-once: stage " + std::to_string(st.ctx->stage) + " iteration " + std::to_string(i)
                          + ": the averaged shares do not hold each of their " + std::to_string(counted)
                          + " microbatches once"
                          + (stranger.empty() ? std::string{" (a microbatch added twice, or one missing)"}
-                                             : " (holder '" + stranger + "' is not in the roster)"));
+                                             : " (holder '" + stranger + "' is not in the roster)")
+                         + "; shares: " + shares);
 }
 
 boundary try_average(self_ptr self, std::uint64_t i) {

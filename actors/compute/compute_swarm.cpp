@@ -64,6 +64,7 @@ void send_call(self_ptr self, std::uint64_t key, std::uint32_t n) {
   a.path = {me(st)};
   a.attempt = n;
   a.call = wire::call_kind::request;
+  a.stage = static_cast<std::uint32_t>(c.stage);
   auto s = static_cast<std::size_t>(c.stage);
   a.tensor = dense_payload(st, c.backward ? o.trip.grads[s] : o.trip.inputs[s]);
   if (c.backward)
@@ -115,6 +116,13 @@ void swarm_request(self_ptr self, const std::string& from, wire::activation a) {
   }
   if (a.microbatch.holder >= holders.size() || holders[a.microbatch.holder] != from) {
     report_failure(self, what + ": only a microbatch's own data holder calls for it: dropped");
+    return;
+  }
+  if (a.stage != 0 && a.stage != static_cast<std::uint32_t>(st.ctx->stage)) {
+    // Sent to this host before it moved (SWARM's rebalancing) or to the wrong host: the
+    // holder calls another replica of that stage (it learnt of the move as of a leave).
+    report_note(self, what + " for stage " + std::to_string(a.stage) + ": this host serves stage "
+                        + std::to_string(st.ctx->stage) + ": dropped");
     return;
   }
   if (!acceptable_tensor(self, what, a.tensor) || (backward && !acceptable_tensor(self, what + " (its input)", a.input)))

@@ -387,6 +387,19 @@ TEST_CASE("codec: hostile sparse tensors: positions against values, order and sh
   CHECK(odd.detail == "activation.tensor.data: 3 bytes are not at most 4 whole values of 2 bytes");
 }
 
+TEST_CASE("codec: a SWARM call names its stage (a relay that moved refuses the calls of its old one)") {
+  activation call{microbatch_ref{12, 1, 3, 7}, direction::forward, {"dh-virginia"}, gwtf::test::sample_tensor({2, 4, 8}),
+                        1, "", call_kind::request, {}, 3};
+  auto bytes = encode(call);
+  auto back = decode(bytes.data(), bytes.size());
+  REQUIRE(std::holds_alternative<message>(back));
+  CHECK(std::get<activation>(std::get<message>(back)).stage == 3);
+  CHECK(std::get<message>(back) == message{call});
+  call.stage = 1024;
+  auto far = reject(encode(call));
+  CHECK(far.detail == "activation.stage: 0..1023, got 1024");
+}
+
 TEST_CASE("codec: numbers, ranges and consistency of protocol messages") {
   auto nan_cost = reject(craft([](auto env) {
     auto r = env.initBody().initFlowRequest();
