@@ -31,6 +31,7 @@
 #include "actors/core/iteration_barrier.hpp"
 #include "actors/core/replica_vote.hpp"
 #include "actors/core/share_assembly.hpp"
+#include "actors/core/stage_moves.hpp"
 #include "actors/core/state_download.hpp"
 #include "actors/compute/tensor_bridge.hpp"
 
@@ -183,15 +184,8 @@ struct holder_state {
   /// routing.router swarm: this trainer's router (routing/swarm.hpp) and its call numbers.
   std::optional<routing::swarm_router> swarm;
   std::uint32_t next_call = 0;
-  /// routing.swarm.rebalance_ms: when this holder looks next (steady ms; 0: not yet armed),
-  /// and the move it ordered last, until the mover serves its new stage.
-  std::int64_t next_rebalance_ms = 0;
-  struct ordered_move {
-    std::string peer;
-    int to = 0;
-    std::int64_t sent_ms = 0;
-  };
-  std::optional<ordered_move> move;
+  /// routing.swarm.rebalance_ms: when this holder looks next, its last move (actors/core/stage_moves).
+  rebalance_state rebalance;
 };
 
 /// Checkpoints (compute_checkpoint.cpp).

@@ -331,30 +331,25 @@ void swarm_forget(compute_state& st, std::uint64_t iteration) {
 
 void swarm_rebalance_due(self_ptr self) {
   auto& st = self->state;
-  auto& cfg = st.ctx->spec->routing.swarm;
-  auto& h = st.holder;
-  if (!is_holder(st) || !swarm_routed(st) || cfg.rebalance_ms <= 0)
-    return;
-  auto now = steady_ms();
-  if (h.next_rebalance_ms == 0) // measured for a period first
-    h.next_rebalance_ms = now + cfg.rebalance_ms;
-  if (now < h.next_rebalance_ms)
+  if (!is_holder(st) || !swarm_routed(st))
     return;
   // One holder decides: the live one with the lowest name. (SWARM's peers read one table of
   // throughputs in its DHT; here the deciding trainer's own measurements stand for it.)
+  bool lowest = true;
   for (auto& [id, stage] : st.peers)
-    if (stage == 0 && id < me(st))
-      return;
-  h.next_rebalance_ms = now + cfg.rebalance_ms;
+    lowest = lowest && !(stage == 0 && id < me(st));
+  auto& rb = st.holder.rebalance;
+  int mover_stage = -1;
+  if (rb.move)
+    if (auto p = st.peers.find(rb.move->peer); p != st.peers.end())
+      mover_stage = p->second;
+  auto now = steady_ms();
   // One move at a time: the last one is under way until its peer serves its new stage (or
-  // it never does within a few connection timeouts: it crashed, or refused the order).
-  if (h.move) {
-    auto p = st.peers.find(h.move->peer);
-    bool arrived = p != st.peers.end() && p->second == h.move->to;
-    if (!arrived && now - h.move->sent_ms < 10 * static_cast<std::int64_t>(st.ctx->spec->faults.connection_timeout_ms))
-      return;
-    h.move.reset();
-  }
+  // it never does within 10 connection timeouts: it crashed, or refused the order).
+  if (rebalance_due(rb, now, st.ctx->spec->routing.swarm.rebalance_ms,
+                    10 * static_cast<std::int64_t>(st.ctx->spec->faults.connection_timeout_ms), lowest, mover_stage)
+      != rebalance_turn::look)
+    return;
   auto& r = router(st, true);
   std::vector<routing::swarm_load> relays;
   for (auto& [id, stage] : st.peers)
@@ -375,30 +370,24 @@ void swarm_rebalance_due(self_ptr self) {
                 total(m->from), m->to, total(m->to), peer.id.c_str(), peer.throughput);
   st.ctx->send(self, peer.id, service::stage,
                wire::stage_move{static_cast<std::uint32_t>(m->to), static_cast<std::uint32_t>(m->from), st.current, me(st)});
-  h.move = holder_state::ordered_move{peer.id, m->to, now};
+  rb.move = rebalance_state::ordered_move{peer.id, m->to, now};
   report_note(self, "iteration " + std::to_string(st.current) + ": SWARM's rebalancing: " + what + " from stage "
                       + std::to_string(m->from) + " to " + std::to_string(m->to));
 }
 
 void on_stage_move(self_ptr self, const std::string& from, const wire::stage_move& m) {
   auto& st = self->state;
-  auto stage = st.ctx->stage;
-  std::string why;
   auto sender = st.peers.find(from);
-  if (!swarm_routed(st))
-    why = "this cluster routes with gwtf (routing.router), which moves no relay between stages";
-  else if (sender == st.peers.end() || sender->second != 0)
-    why = from + " is not a live data holder";
-  else if (is_holder(st) || stage != static_cast<int>(m.from_stage))
-    why = "this host is at stage " + std::to_string(stage) + ", not " + std::to_string(m.from_stage);
-  else if (static_cast<int>(m.stage) >= stages(st))
-    why = "the model has no relay stage " + std::to_string(m.stage);
-  else if (!st.ready || st.draining)
-    why = st.draining ? "it is leaving already" : "it has no weights yet";
-  else if (live_at(st, stage).empty())
-    why = "it is the last live replica of stage " + std::to_string(stage);
-  if (!why.empty()) {
-    report_failure(self, "STAGE_MOVE to stage " + std::to_string(m.stage) + " from " + from + " refused: " + why);
+  move_order_context c;
+  c.swarm = swarm_routed(st);
+  c.from_live_holder = sender != st.peers.end() && sender->second == 0;
+  c.stage = st.ctx->stage;
+  c.stages = stages(st);
+  c.ready = st.ready;
+  c.draining = st.draining;
+  c.stage_mates = live_at(st, st.ctx->stage).size();
+  if (auto why = stage_move_refusal(m, from, c)) {
+    report_failure(self, "STAGE_MOVE to stage " + std::to_string(m.stage) + " from " + from + " refused: " + *why);
     return;
   }
   self->send(st.supervisor, move_atom::value, static_cast<std::int32_t>(m.stage),

@@ -16,6 +16,7 @@
 #include "actors/core/state_download.hpp"
 #include "actors/net/link_emulator.hpp"
 #include "actors/core/membership_view.hpp"
+#include "actors/core/stage_moves.hpp"
 #include "actors/core/stage_restore.hpp"
 #include "actors/core/push_pacer.hpp"
 
@@ -807,4 +808,69 @@ TEST_CASE("key digest: order-free, a doubled or missing microbatch changes it, h
   CHECK(key_digest(a) + key_digest({key(2, 0), key(1, 1)}) != expected);
   CHECK(key_digest({}) == 0);
   CHECK(expected_digest(7, {}) == 0);
+}
+
+TEST_CASE("SWARM's rebalancing: the lowest live data holder looks once a period, one move at a time") {
+  rebalance_state s;
+  // Off: never.
+  CHECK(rebalance_due(s, 1000, 0, 20000, true, -1) == rebalance_turn::not_due);
+  // The first look arms the clock: a period of measuring first.
+  CHECK(rebalance_due(s, 1000, 10000, 20000, true, -1) == rebalance_turn::not_due);
+  CHECK(s.next_ms == 11000);
+  CHECK(rebalance_due(s, 10999, 10000, 20000, true, -1) == rebalance_turn::not_due);
+  // Another holder decides: this one never looks (and keeps its clock).
+  CHECK(rebalance_due(s, 11000, 10000, 20000, false, -1) == rebalance_turn::not_deciding);
+  CHECK(s.next_ms == 11000);
+  CHECK(rebalance_due(s, 11000, 10000, 20000, true, -1) == rebalance_turn::look);
+  CHECK(s.next_ms == 21000);
+  s.move = rebalance_state::ordered_move{"r3", 2, 11000};
+  // Its mover still downloads (not live at 2 yet): no new move for a period, until it
+  // serves stage 2 or the settle time passes.
+  CHECK(rebalance_due(s, 21000, 10000, 20000, true, -1) == rebalance_turn::move_under_way);
+  REQUIRE(s.move.has_value());
+  CHECK(rebalance_due(s, 31000, 10000, 20000, true, 2) == rebalance_turn::look);
+  CHECK_FALSE(s.move.has_value());
+  s.move = rebalance_state::ordered_move{"r1", 3, 31000};
+  CHECK(rebalance_due(s, 41000, 10000, 20000, true, 1) == rebalance_turn::move_under_way); // refused: still at 1
+  CHECK(rebalance_due(s, 51000, 10000, 20000, true, 1) == rebalance_turn::look);           // 20 s: given up
+  CHECK_FALSE(s.move.has_value());
+}
+
+TEST_CASE("SWARM's rebalancing: a relay follows a STAGE_MOVE only from a live data holder, for its stage, with a stage-mate left") {
+  move_order_context c;
+  c.swarm = true;
+  c.from_live_holder = true;
+  c.stage = 3;
+  c.stages = 4;
+  c.ready = true;
+  c.stage_mates = 1;
+  wire::stage_move m{2, 3, 40, "dh-a"};
+  CHECK_FALSE(stage_move_refusal(m, "dh-a", c).has_value());
+  auto refused = [&](move_order_context x, wire::stage_move order = wire::stage_move{2, 3, 40, "dh-a"}) {
+    auto why = stage_move_refusal(order, "dh-a", x);
+    REQUIRE(why.has_value());
+    return *why;
+  };
+  auto x = c;
+  x.swarm = false;
+  CHECK(refused(x) == "this cluster routes with gwtf (routing.router), which moves no relay between stages");
+  x = c;
+  x.from_live_holder = false;
+  CHECK(refused(x) == "dh-a is not a live data holder");
+  x = c;
+  x.stage = 1; // moved meanwhile, or a stale order
+  CHECK(refused(x) == "this host is at stage 1, not 3");
+  x = c;
+  x.stage = 0; // a data holder never moves
+  CHECK(refused(x, wire::stage_move{2, 1, 40, "dh-a"}) == "this host is at stage 0, not 1");
+  CHECK(refused(c, wire::stage_move{4, 3, 40, "dh-a"}) == "the model has no relay stage 4");
+  x = c;
+  x.draining = true;
+  CHECK(refused(x) == "it is leaving already");
+  x = c;
+  x.ready = false;
+  CHECK(refused(x) == "it has no weights yet");
+  x = c;
+  x.stage_mates = 0;
+  CHECK(refused(x) == "it is the last live replica of stage 3");
 }

@@ -251,14 +251,17 @@ TEST_CASE("launch: SIGKILL in a forward and in a backward pass loses no microbat
 // SWARM across processes (routing.router: swarm): the data holders call each stage over TCP;
 // r1b is SIGKILLed in a forward call and r2 in a backward call. The holders learn of it as
 // SWARM's code does, by the call's timeout (shortened from its 30 s / 75 s), and call another
-// replica; the backwards the dead replicas had counted are counted again elsewhere.
+// replica; the backwards the dead replicas had counted are counted again elsewhere. The
+// peer-list refresh every second (its code's: 30 s) lets the holders call a relay that came
+// up after their first look: with 30 s, r2 once got no call in the whole run, and its armed
+// crash never fired.
 TEST_CASE("launch: SWARM routing loses no microbatch to a SIGKILL in a forward and in a backward call") {
   auto dir = workdir("swarm-kill");
   auto l = launch_and_reference(dir, replicated, 12,
                                 "{at_iteration: 3, action: crash, host: r1b, phase: forward},"
                                 "{at_iteration: 5, action: crash, host: r2, phase: backward}", "",
                                 "routing: {router: swarm, swarm: {detection: timeout, forward_timeout_ms: 2000, "
-                                "backward_timeout_ms: 4000}}\n");
+                                "backward_timeout_ms: 4000, refresh_ms: 1000}}\n");
   check_two_kills(l);
   fs::remove_all(dir);
 }
