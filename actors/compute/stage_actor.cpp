@@ -187,7 +187,21 @@ std::string inspect_json(self_ptr self) {
     std::size_t calls = 0;
     for (auto& [key, o] : st.holder.origins)
       calls += o.trip.calls.size();
-    out["swarm"] = {{"queue", queue}, {"banned", st.holder.swarm->banned_peers()}, {"calls_under_way", calls}};
+    // SWARM's rebalancing as this holder runs it (actors/core/stage_moves): its period, when it
+    // looks next (null: not armed yet), and the move it ordered last, until the mover serves
+    // its new stage.
+    auto& rb = st.holder.rebalance;
+    auto now = steady_ms();
+    nlohmann::ordered_json last = nullptr;
+    if (rb.move)
+      last = {{"peer", rb.move->peer}, {"to_stage", rb.move->to}, {"ordered_ms_ago", now - rb.move->sent_ms}};
+    out["swarm"] = {{"queue", queue},
+                    {"banned", st.holder.swarm->banned_peers()},
+                    {"calls_under_way", calls},
+                    {"rebalance",
+                     {{"every_ms", st.ctx->spec->routing.swarm.rebalance_ms},
+                      {"next_in_ms", rb.next_ms > 0 ? nlohmann::ordered_json(std::max<std::int64_t>(0, rb.next_ms - now)) : nullptr},
+                      {"last_move", last}}}};
   }
   if (st.ckpt.last_checkpoint)
     out["checkpoint_iteration"] = *st.ckpt.last_checkpoint;

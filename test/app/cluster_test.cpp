@@ -799,8 +799,11 @@ TEST_CASE("cluster: SWARM's rebalancing moves a relay of a fast stage to the slo
   cfg.routing.swarm.detection = routing::swarm_detection::oracle;
   cfg.routing.swarm.rebalance_ms = 2000;
   cfg.routing.swarm.refresh_ms = 1000;
+  auto csv = std::filesystem::temp_directory_path() / ("gwtf-swarm-move-" + std::to_string(::getpid()) + ".csv");
+  cfg.training.loss_out = csv.string(); // the driver then asks every host's `flows` at the end
   std::ostringstream log;
   auto r = app::run_embedded(cfg, log, 120);
+  std::filesystem::remove(csv);
   INFO(log.str());
   REQUIRE(r.completed);
   CHECK(r.crashes == 0);
@@ -817,6 +820,13 @@ TEST_CASE("cluster: SWARM's rebalancing moves a relay of a fast stage to the slo
   CHECK_MESSAGE(orders[0].size() > 5, orders[0]);
   CHECK_MESSAGE(orders[0].substr(orders[0].size() - 5) == " to 2", orders[0]);
   CHECK(text.find("placed itself at stage 2 (moved from stage ") != std::string::npos);
+  // The shell's `flows` at a data holder: the rebalancing's period and its next look.
+  REQUIRE(r.final_flows.count("dh-frankfurt") == 1);
+  auto flows = nlohmann::json::parse(r.final_flows.at("dh-frankfurt"));
+  REQUIRE(flows.contains("swarm"));
+  CHECK(flows["swarm"]["rebalance"]["every_ms"] == 2000);
+  CHECK(flows["swarm"]["rebalance"]["next_in_ms"].is_number());
+  CHECK(flows["swarm"]["rebalance"]["next_in_ms"].get<std::int64_t>() <= 2000);
   // Stage 2 ends with its slow replica and the one that moved there, in agreement.
   REQUIRE(r.final_hashes.count(2) == 1);
   CHECK(r.final_hashes.at(2).size() >= 2);
