@@ -350,7 +350,7 @@ void swarm_rebalance_due(self_ptr self) {
                     10 * static_cast<std::int64_t>(st.ctx->spec->faults.connection_timeout_ms), lowest, mover_stage)
       != rebalance_turn::look)
     return;
-  auto& r = router(st, true);
+  auto& r = router(st); // its own refresh period, as SWARM's balancer: looking refreshes nothing
   std::vector<routing::swarm_load> relays;
   for (auto& [id, stage] : st.peers)
     if (stage >= 1)
