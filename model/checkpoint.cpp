@@ -140,7 +140,11 @@ checked<state_blob_info> describe_state_blob(const std::vector<std::uint8_t>& bl
   auto steps = get<std::int64_t>(blob.data() + 16);
   if (steps < 0)
     return std::string{"stage state: negative step count"};
-  return state_blob_info{get<std::uint32_t>(blob.data() + 12), static_cast<std::uint64_t>(steps)};
+  // Version 3 ends in a pending-step flag before the hash (training.averaging overlap): such a
+  // state resumes at the iteration after its pending step.
+  auto version = get<std::uint32_t>(blob.data() + 8);
+  std::uint64_t pending = version >= 3 && blob[blob.size() - 9] == 1 ? 1 : 0;
+  return state_blob_info{get<std::uint32_t>(blob.data() + 12), static_cast<std::uint64_t>(steps) + pending};
 }
 
 std::string checkpoint_path(const std::string& root, std::uint32_t stage, std::uint64_t iteration) {

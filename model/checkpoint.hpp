@@ -44,11 +44,12 @@ std::vector<std::uint8_t> encode_checkpoint(const checkpoint_meta& meta, const s
 checked<checkpoint> decode_checkpoint(const std::uint8_t* data, std::size_t size);
 
 /// What a stage state blob (model::stage::export_state, docs/model.md) says about itself,
-/// checked without LibTorch: magic, content hash, stage and optimizer steps (= iterations
-/// applied). For blobs that arrive from peers (checkpoint replicas).
+/// checked without LibTorch: magic, content hash, stage and the iteration it resumes at (its
+/// optimizer steps, + 1 when it carries a pending step: training.averaging overlap). For
+/// blobs that arrive from peers (checkpoint replicas).
 struct state_blob_info {
   std::uint32_t stage = 0;
-  std::uint64_t steps = 0;
+  std::uint64_t steps = 0; ///< the iteration it resumes at (a checkpoint's iteration)
 };
 checked<state_blob_info> describe_state_blob(const std::vector<std::uint8_t>& blob);
 

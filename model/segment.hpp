@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -37,11 +38,11 @@ public:
     if (rematerialize_) {
       torch::NoGradGuard no_grad;
       auto out = fn_(in);
-      stash_[mb] = entry{in, torch::Tensor{}};
+      stash_[mb] = entry{in, torch::Tensor{}, generation_};
       return out;
     }
     auto out = fn_(in);
-    stash_[mb] = entry{in, out};
+    stash_[mb] = entry{in, out, generation_};
     return out.detach();
   }
 
@@ -62,7 +63,8 @@ public:
     auto inputs = tensors();
     if (input_needs_grad)
       inputs.push_back(it->second.input);
-    auto output = it->second.output.defined() ? it->second.output : fn_(it->second.input);
+    auto output = it->second.output.defined() && it->second.generation == generation_ ? it->second.output
+                                                                                      : fn_(it->second.input);
     auto grads = torch::autograd::grad({output}, inputs, {grad_output});
     stash_.erase(it);
     torch::Tensor input_grad;
@@ -105,7 +107,7 @@ public:
   /// Keeps only the input of `mb`, as a rematerialising forward does without computing it:
   /// the backward computes the forward once, with autograd (SWARM's backward calls).
   void keep_input(std::uint64_t mb, const torch::Tensor& input, bool input_needs_grad) {
-    stash_[mb] = entry{input_needs_grad ? input.detach().requires_grad_(true) : input, torch::Tensor{}};
+    stash_[mb] = entry{input_needs_grad ? input.detach().requires_grad_(true) : input, torch::Tensor{}, generation_};
   }
 
   std::size_t stashed() const { return stash_.size(); }
@@ -120,28 +122,49 @@ public:
   /// Fault injection for the exactly-once check (faults.script action double_count): the
   /// next microbatch counted is added twice.
   void add_next_twice() { add_twice_ = true; }
+  /// Microbatches counted (of every iteration still held).
   std::size_t count() const { return counted_.size(); }
+  /// Microbatches of `iteration` counted.
+  std::size_t count(std::uint64_t iteration) const {
+    std::size_t n = 0;
+    for (auto mb : counted_)
+      n += iteration_of(mb) == iteration ? 1 : 0;
+    return n;
+  }
   std::int64_t duplicates() const { return duplicates_; }
 
   /// The data holder of a microbatch key (`microbatch_id::key`).
   static std::uint32_t holder_of(std::uint64_t mb) { return static_cast<std::uint32_t>(mb >> 12) & 0xfffu; }
+  /// The iteration of a microbatch key (`microbatch_id::key`).
+  static std::uint64_t iteration_of(std::uint64_t mb) { return mb >> 24; }
 
-  /// Microbatches counted per data holder (holder index order).
-  std::map<std::uint32_t, std::int64_t> holder_counts() const {
-    std::map<std::uint32_t, std::int64_t> out;
+  /// Microbatches counted per iteration.
+  std::map<std::uint64_t, std::int64_t> iteration_counts() const {
+    std::map<std::uint64_t, std::int64_t> out;
     for (auto mb : counted_)
-      ++out[holder_of(mb)];
+      ++out[iteration_of(mb)];
     return out;
   }
 
-  /// Gradient sums over the microbatches of the holders `keep` accepts; empty when none
-  /// counted. The additions follow the microbatch keys, never their arrival: per holder its
-  /// microbatches in key order, then the holders in index order. The same microbatches give
-  /// the same bits however the network ordered them (docs/model.md, "Reproducible sums").
+  /// Microbatches of `iteration` counted per data holder (holder index order).
+  std::map<std::uint32_t, std::int64_t> holder_counts(std::uint64_t iteration) const {
+    std::map<std::uint32_t, std::int64_t> out;
+    for (auto mb : counted_)
+      if (iteration_of(mb) == iteration)
+        ++out[holder_of(mb)];
+    return out;
+  }
+
+  /// Gradient sums of `iteration` over the microbatches of the holders `keep` accepts;
+  /// empty when none counted. The additions follow the microbatch keys, never their arrival:
+  /// per holder its microbatches in key order, then the holders in index order. The same
+  /// microbatches give the same bits however the network ordered them (docs/model.md,
+  /// "Reproducible sums"). Iterations add apart: with training.averaging overlap the next
+  /// iteration accumulates while this one is averaged.
   template <class Keep>
-  std::vector<torch::Tensor> sums(Keep&& keep) const {
+  std::vector<torch::Tensor> sums(std::uint64_t iteration, Keep&& keep) const {
     if (order_ != sum_order::key_order)
-      return arrival_sums(keep);
+      return arrival_sums(iteration, keep);
     std::vector<torch::Tensor> out, part;
     std::uint32_t holder = 0;
     auto close_part = [&] {
@@ -154,7 +177,9 @@ public:
           out[i].add_(part[i]);
       part.clear();
     };
-    for (auto& [mb, c] : contributions_) { // key order: holder-major
+    for (auto it = contributions_.lower_bound(iteration << 24);
+         it != contributions_.end() && iteration_of(it->first) == iteration; ++it) { // key order: holder-major
+      auto& [mb, c] = *it;
       if (!keep(holder_of(mb)))
         continue;
       if (!part.empty() && holder_of(mb) != holder)
@@ -173,17 +198,35 @@ public:
     close_part();
     return out;
   }
-  std::vector<torch::Tensor> sums() const {
-    return sums([](std::uint32_t) { return true; });
+  std::vector<torch::Tensor> sums(std::uint64_t iteration) const {
+    return sums(iteration, [](std::uint32_t) { return true; });
   }
-  /// Without key order: the running sums of the holders `keep` accepts, added in holder
-  /// order; one holder's sums are returned as they are. Exact: int64, whatever the order.
+  /// The sums of every iteration held, added iteration by iteration (one iteration: its sums).
+  std::vector<torch::Tensor> sums() const {
+    std::set<std::uint64_t> held;
+    for (auto mb : counted_)
+      held.insert(iteration_of(mb));
+    std::vector<torch::Tensor> out;
+    for (auto i : held) {
+      auto one = sums(i);
+      if (out.empty())
+        out = std::move(one);
+      else
+        for (std::size_t k = 0; k < out.size() && k < one.size(); ++k)
+          out[k].add_(one[k]);
+    }
+    return out;
+  }
+  /// Without key order: the running sums of `iteration` of the holders `keep` accepts, added
+  /// in holder order; one holder's sums are returned as they are. Exact: int64, whatever the
+  /// order.
   template <class Keep>
-  std::vector<torch::Tensor> arrival_sums(Keep&& keep) const {
+  std::vector<torch::Tensor> arrival_sums(std::uint64_t iteration, Keep&& keep) const {
     std::vector<torch::Tensor> out;
     bool owned = false;
-    for (auto& [holder, part] : running_) {
-      if (!keep(holder))
+    for (auto it = running_.lower_bound({iteration, 0}); it != running_.end() && it->first.first == iteration; ++it) {
+      auto& part = it->second;
+      if (!keep(it->first.second))
         continue;
       if (out.empty()) {
         out = part;
@@ -201,13 +244,28 @@ public:
   }
   const std::vector<named_parameter>& parameters() const { return params_; }
 
-  /// Starts the next iteration: forgets counted microbatches and gradient sums.
+  /// Forgets every counted microbatch and gradient sum.
   void reset() {
     counted_.clear();
     additions_.clear();
     contributions_.clear();
     running_.clear();
   }
+  /// Forgets the counted microbatches and gradient sums of `iteration` and older (their step
+  /// was taken); a later iteration's stay.
+  void reset_through(std::uint64_t iteration) {
+    auto old = [&](std::uint64_t mb) { return iteration_of(mb) <= iteration; };
+    for (auto it = counted_.begin(); it != counted_.end();)
+      it = old(*it) ? counted_.erase(it) : std::next(it);
+    for (auto it = additions_.begin(); it != additions_.end();)
+      it = old(it->first) ? additions_.erase(it) : std::next(it);
+    contributions_.erase(contributions_.begin(), contributions_.lower_bound((iteration + 1) << 24));
+    running_.erase(running_.begin(), running_.lower_bound({iteration + 1, 0}));
+  }
+  /// The weights changed (a step or a loaded state): a stashed forward computed with the old
+  /// ones is computed again from its input at its backward, never differentiated through
+  /// weights that are no longer the ones it ran with.
+  void new_weights() { ++generation_; }
 
   /// Forgets everything computed with the weights before an imported state: gradient sums,
   /// counted microbatches and the stashed forwards.
@@ -220,6 +278,7 @@ private:
   struct entry {
     torch::Tensor input;
     torch::Tensor output;
+    std::uint64_t generation = 0; // of the weights its output was computed with
   };
 
   std::vector<torch::Tensor> tensors() const {
@@ -251,7 +310,7 @@ private:
       contributions_[mb] = contribution{std::move(grads), times};
       return;
     }
-    auto& sums = running_[holder_of(mb)];
+    auto& sums = running_[{iteration_of(mb), holder_of(mb)}];
     for (std::uint32_t t = 0; t < times; ++t) {
       if (sums.empty()) {
         for (auto& g : grads)
@@ -274,10 +333,11 @@ private:
     std::uint32_t times = 1;          // additions (2: the double_count seam)
   };
   std::map<std::uint64_t, contribution> contributions_; // by microbatch key (key order)
-  std::map<std::uint32_t, std::vector<torch::Tensor>> running_; // per data holder (arrival order; exact: int64)
+  std::map<std::pair<std::uint64_t, std::uint32_t>, std::vector<torch::Tensor>> running_; // per (iteration, data holder) (arrival order; exact: int64)
   sum_order order_ = sum_order::off;
   std::int64_t duplicates_ = 0;
   bool rematerialize_ = false;
+  std::uint64_t generation_ = 0; // +1 per change of the weights (new_weights)
 };
 
 } // namespace gwtf::model::detail

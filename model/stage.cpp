@@ -1,6 +1,7 @@
 #include "model/stage.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <optional>
 
@@ -13,7 +14,9 @@ namespace gwtf::model {
 namespace {
 
 constexpr char state_magic[8] = {'G', 'W', 'T', 'F', 'S', 'T', 'G', 'E'};
-constexpr std::uint32_t state_version = 2; // 2: the 4-lane fast_hash instead of byte-wise FNV-1a
+// 2: the 4-lane fast_hash instead of byte-wise FNV-1a; 3: a pending step after the
+// parameters (training.averaging overlap). Version 2 blobs still load (no pending step).
+constexpr std::uint32_t state_version = 3;
 
 std::vector<named_parameter> concat(const std::vector<const std::vector<named_parameter>*>& lists) {
   std::vector<named_parameter> out;
@@ -244,46 +247,62 @@ std::int64_t stage::duplicates() const {
   return n;
 }
 
-outcome<gradient_sum> stage::gradients() const {
-  auto& segs = impl_->segments;
+namespace {
+
+// The sums of one iteration (or of every one held: nullopt) over the holders `keep` accepts.
+template <class Keep>
+outcome<gradient_sum> gradients_of(const std::vector<detail::segment>& segs, int stage_index,
+                                   std::optional<std::uint64_t> iteration, Keep&& keep) {
+  auto count = [&](const detail::segment& s) { return iteration ? s.count(*iteration) : s.count(); };
   for (auto& s : segs)
-    if (s.count() != segs[0].count())
-      return "stage " + std::to_string(impl_->span.stage) + ": " + std::to_string(segs[1].count())
-             + " microbatch(es) passed the head but " + std::to_string(segs[0].count())
+    if (count(s) != count(segs[0]))
+      return "stage " + std::to_string(stage_index) + ": " + std::to_string(count(segs.back()))
+             + " microbatch(es) passed the head but " + std::to_string(count(segs[0]))
              + " the embedding backward";
   gradient_sum out;
-  out.holders = segs[0].holder_counts();
-  for (auto& [h, n] : out.holders)
-    out.count += n;
-  if (out.count > 0)
-    for (auto& s : segs)
-      for (auto& t : s.sums())
-        out.sums.push_back(t);
+  std::set<std::uint64_t> held;
+  if (iteration)
+    held.insert(*iteration);
+  else
+    for (auto& [i, n] : segs[0].iteration_counts())
+      held.insert(i);
+  for (auto i : held)
+    for (auto& [h, n] : segs[0].holder_counts(i))
+      if (keep(h)) {
+        out.holders[h] += n;
+        out.count += n;
+      }
+  if (out.count == 0)
+    return out;
+  for (auto& s : segs) {
+    std::vector<torch::Tensor> sums;
+    for (auto i : held) {
+      auto one = s.sums(i, keep);
+      if (sums.empty())
+        sums = std::move(one);
+      else
+        for (std::size_t k = 0; k < sums.size() && k < one.size(); ++k)
+          sums[k] = sums[k].add(one[k]);
+    }
+    for (auto& t : sums)
+      out.sums.push_back(t);
+  }
   return out;
 }
 
-outcome<gradient_sum> stage::gradients(const std::set<std::uint32_t>& holders) const {
-  auto all = gradients();
-  if (auto* e = std::get_if<std::string>(&all))
-    return *e;
-  auto keep = [&](std::uint32_t h) { return holders.count(h) > 0; };
-  auto& whole = std::get<gradient_sum>(all);
-  bool every = true;
-  for (auto& [h, n] : whole.holders)
-    every = every && keep(h);
-  if (every)
-    return whole;
-  gradient_sum out;
-  for (auto& [h, n] : whole.holders)
-    if (keep(h)) {
-      out.holders[h] = n;
-      out.count += n;
-    }
-  if (out.count > 0)
-    for (auto& s : impl_->segments)
-      for (auto& t : s.sums(keep))
-        out.sums.push_back(t);
-  return out;
+} // namespace
+
+outcome<gradient_sum> stage::gradients(std::uint64_t iteration) const {
+  return gradients_of(impl_->segments, impl_->span.stage, iteration, [](std::uint32_t) { return true; });
+}
+
+outcome<gradient_sum> stage::gradients(std::uint64_t iteration, const std::set<std::uint32_t>& holders) const {
+  return gradients_of(impl_->segments, impl_->span.stage, iteration,
+                      [&](std::uint32_t h) { return holders.count(h) > 0; });
+}
+
+outcome<gradient_sum> stage::gradients() const {
+  return gradients_of(impl_->segments, impl_->span.stage, std::nullopt, [](std::uint32_t) { return true; });
 }
 
 double stage::squared_norm(const std::vector<torch::Tensor>& averaged) {
@@ -301,12 +320,14 @@ outcome<bool> stage::apply(const std::vector<torch::Tensor>& averaged, std::int6
       return "apply: gradient of " + params[i].name + " has the wrong shape";
   impl_->optimizer->step(averaged, learning_rate(impl_->training, iteration),
                          clip_coefficient(global_norm, impl_->training.grad_clip));
-  for (auto& s : impl_->segments)
-    s.reset();
+  for (auto& s : impl_->segments) {
+    s.reset_through(static_cast<std::uint64_t>(iteration));
+    s.new_weights();
+  }
   return true;
 }
 
-std::vector<std::uint8_t> stage::export_state() const {
+std::vector<std::uint8_t> stage::export_state(const pending_update* pending) const {
   writer w;
   w.bytes(state_magic, sizeof state_magic);
   w.put<std::uint32_t>(state_version);
@@ -325,11 +346,21 @@ std::vector<std::uint8_t> stage::export_state() const {
     w.tensor(impl_->optimizer->first_moments()[i]);
     w.tensor(impl_->optimizer->second_moments()[i]);
   }
+  // Version 3's tail: the pending step's tensors, iteration and norm, then a flag byte (1),
+  // or the flag alone (0); the flag lies just before the hash, so model/checkpoint reads it.
+  bool with = pending != nullptr && pending->averaged.size() == params.size();
+  if (with) {
+    for (auto& t : pending->averaged)
+      w.tensor(t.to(torch::kFloat));
+    w.put<std::int64_t>(pending->iteration);
+    w.put<double>(pending->global_norm);
+  }
+  w.put<std::uint8_t>(with ? 1 : 0);
   w.put<std::uint64_t>(fast_hash(w.out.data(), w.out.size()));
   return std::move(w.out);
 }
 
-outcome<bool> stage::import_state(const std::uint8_t* data, std::size_t size) {
+outcome<bool> stage::import_state(const std::uint8_t* data, std::size_t size, std::optional<pending_update>* pending) {
   constexpr std::size_t header = sizeof state_magic + 4 + 4 + 8 + 4;
   if (data == nullptr || size < header + 8)
     return "state blob: " + std::to_string(size) + " bytes is shorter than its header";
@@ -348,8 +379,8 @@ outcome<bool> stage::import_state(const std::uint8_t* data, std::size_t size) {
   r.get(index);
   r.get(steps);
   r.get(count);
-  if (version != state_version)
-    return "state blob: version " + std::to_string(version) + ", this build reads "
+  if (version != state_version && version != 2)
+    return "state blob: version " + std::to_string(version) + ", this build reads 2 and "
            + std::to_string(state_version);
   if (index != static_cast<std::uint32_t>(impl_->span.stage))
     return "state blob: holds stage " + std::to_string(index) + ", this is stage "
@@ -385,6 +416,31 @@ outcome<bool> stage::import_state(const std::uint8_t* data, std::size_t size) {
       sources.push_back(src);
     }
   }
+  bool has_pending = false;
+  std::int64_t pending_iteration = 0;
+  double pending_norm = 0;
+  std::vector<const std::uint8_t*> pending_sources;
+  if (version >= 3) {
+    has_pending = r.left > 1;
+    if (has_pending) {
+      for (auto& p : params) {
+        auto* src = r.skip(static_cast<std::size_t>(p.tensor.numel()) * sizeof(float));
+        if (src == nullptr)
+          return "state blob: truncated inside the pending step of " + p.name;
+        pending_sources.push_back(src);
+      }
+      if (!r.get(pending_iteration) || !r.get(pending_norm))
+        return std::string{"state blob: truncated inside its pending step"};
+      if (pending_iteration != steps)
+        return "state blob: its pending step is of iteration " + std::to_string(pending_iteration) + ", not "
+               + std::to_string(steps) + " (its next step)";
+      if (!std::isfinite(pending_norm) || pending_norm < 0)
+        return std::string{"state blob: its pending step's norm is not a finite non-negative number"};
+    }
+    std::uint8_t flag = 0;
+    if (!r.get(flag) || flag != (has_pending ? 1 : 0))
+      return std::string{"state blob: bad pending-step flag"};
+  }
   if (r.left != 0)
     return "state blob: " + std::to_string(r.left) + " unexpected trailing bytes";
   torch::NoGradGuard no_grad;
@@ -399,8 +455,25 @@ outcome<bool> stage::import_state(const std::uint8_t* data, std::size_t size) {
   impl_->optimizer->set_steps(steps);
   // Gradients and stashes computed with the replaced weights belong to another iteration
   // or to weights the peers do not have: none may reach a share of the imported state.
-  for (auto& s : impl_->segments)
+  for (auto& s : impl_->segments) {
     s.discard();
+    s.new_weights();
+  }
+  if (pending) {
+    pending->reset();
+    if (has_pending) {
+      pending_update p;
+      p.iteration = pending_iteration;
+      p.global_norm = pending_norm;
+      for (std::size_t i = 0; i < params.size(); ++i) {
+        auto t = torch::empty_like(params[i].tensor);
+        std::memcpy(t.data_ptr<float>(), pending_sources[i],
+                    static_cast<std::size_t>(params[i].tensor.numel()) * sizeof(float));
+        p.averaged.push_back(std::move(t));
+      }
+      *pending = std::move(p);
+    }
+  }
   return true;
 }
 

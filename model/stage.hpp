@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <variant>
@@ -34,6 +35,15 @@ struct gradient_sum {
 /// Averages replicas, weighted by microbatch count: sum of sums / sum of counts. Exact sums
 /// (int64, training.reproducible_sums: exact) add as integers and come out float32.
 std::vector<torch::Tensor> average(const std::vector<gradient_sum>& replicas);
+
+/// An optimizer step whose averaged gradient is in but whose step has not come yet
+/// (training.averaging overlap: a step is taken one iteration late). It travels with the
+/// state, so that a joiner or a resumed replica takes the same step as the others.
+struct pending_update {
+  std::int64_t iteration = 0;          ///< the iteration the gradient is of (= the stage's steps: the next step)
+  double global_norm = 0;              ///< its global norm over all stages (clipping)
+  std::vector<torch::Tensor> averaged; ///< aligned with the stage's parameters
+};
 
 /// Result of the exit part: the microbatch's loss and the gradient for the last relay.
 struct head_result {
@@ -111,27 +121,33 @@ public:
   /// Gradient computations discarded because their microbatch was already counted.
   std::int64_t duplicates() const;
 
-  /// This replica's gradient sums. Stage 0 reports an error while some microbatch has
-  /// passed the head but not yet the entry backward.
-  outcome<gradient_sum> gradients() const;
+  /// This replica's gradient sums of `iteration`. Stage 0 reports an error while some
+  /// microbatch of it has passed the head but not yet the entry backward.
+  outcome<gradient_sum> gradients(std::uint64_t iteration) const;
   /// The same over the microbatches of the data holders (indices) in `holders` only.
-  outcome<gradient_sum> gradients(const std::set<std::uint32_t>& holders) const;
+  outcome<gradient_sum> gradients(std::uint64_t iteration, const std::set<std::uint32_t>& holders) const;
+  /// The sums of every iteration not yet stepped (one, unless averaging overlaps).
+  outcome<gradient_sum> gradients() const;
 
   /// Sum of squared entries of `averaged`: this stage's part of the global norm.
   static double squared_norm(const std::vector<torch::Tensor>& averaged);
 
-  /// Optimizer step with the replicas' averaged gradients, clipped by the global norm
-  /// over all stages; then starts the next iteration.
+  /// Optimizer step with the replicas' averaged gradients of `iteration`, clipped by the
+  /// global norm over all stages; forgets the gradient sums of `iteration` and older (a later
+  /// iteration's, accumulating while this one was averaged, stay).
   outcome<bool> apply(const std::vector<torch::Tensor>& averaged, std::int64_t iteration,
                       double global_norm);
 
-  /// Weights and optimizer state as bytes: magic, version, content hash (model::fast_hash).
-  std::vector<std::uint8_t> export_state() const;
+  /// Weights and optimizer state as bytes: magic, version, content hash (model::fast_hash);
+  /// with `pending`, the step not taken yet (its iteration must be steps()).
+  std::vector<std::uint8_t> export_state(const pending_update* pending = nullptr) const;
 
   /// Loads export_state() bytes of the same stage and shapes. Validates everything before
   /// changing anything: a rejected blob leaves the stage as it was. An accepted one also
-  /// discards this iteration's gradient sums, counted microbatches and stashed forwards.
-  outcome<bool> import_state(const std::uint8_t* data, std::size_t size);
+  /// discards every gradient sum, counted microbatch and stashed forward; the pending step it
+  /// carries, if any, goes to `pending` (reset when it carries none).
+  outcome<bool> import_state(const std::uint8_t* data, std::size_t size,
+                             std::optional<pending_update>* pending = nullptr);
 
   /// Optimizer steps taken (= iterations applied; travels in the state blob).
   std::int64_t steps() const;

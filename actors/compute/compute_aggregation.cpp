@@ -128,7 +128,7 @@ void send_share(self_ptr self, std::uint64_t i) {
     for (std::uint32_t h = 0; h < st.ctx->spec->holders.size(); ++h)
       if (verdict->count(st.ctx->spec->holders[h]) > 0)
         kept.insert(h);
-  auto g = verdict ? st.model->gradients(kept) : st.model->gradients();
+  auto g = verdict ? st.model->gradients(i, kept) : st.model->gradients(i);
   auto* sum = value_or_report(self, g, "gradient sum of iteration " + std::to_string(i));
   if (!sum)
     return;
@@ -151,8 +151,12 @@ void send_share(self_ptr self, std::uint64_t i) {
       auto n = static_cast<std::size_t>(flat.numel());
       std::vector<float>* feedback = nullptr;
       if (how == model::share_compression::int8) {
+        // What the shares so far lost: the residual after the last step, or (overlap: the
+        // share before this one is not stepped yet) what that share left.
+        auto prev = i > 0 ? st.agg.next_residual.find(i - 1) : st.agg.next_residual.end();
+        auto& base = prev != st.agg.next_residual.end() ? prev->second : st.agg.residual;
         auto& next = st.agg.next_residual[i];
-        next = st.agg.residual.size() == n ? st.agg.residual : std::vector<float>(n, 0.0f);
+        next = base.size() == n ? base : std::vector<float>(n, 0.0f);
         feedback = &next;
       }
       encoded = model::encode_share(how, flat.data_ptr<float>(), n, feedback);
@@ -167,7 +171,7 @@ void send_share(self_ptr self, std::uint64_t i) {
   };
   if (is_holder(st)) {
     for (auto& [k, o] : st.holder.origins)
-      if (o.done)
+      if (o.done && k >> 24 == i) // overlap: the origins of the iteration before are kept too
         report(k);
   } else {
     for (auto& [k, r] : st.ledger->records())
@@ -252,7 +256,7 @@ void enter_whole(self_ptr self, std::uint64_t i, const std::string& why) {
   ++st.metrics.butterfly_fallbacks;
   tell(self, st.ctx->reporter, verdict_atom::value, me(st),
        "iteration " + std::to_string(i) + ": butterfly averaging falls back to whole shares (" + why + ")");
-  if (st.agg.shared.count(i) > 0 && i == st.current && st.ready)
+  if (st.agg.shared.count(i) > 0 && open_iteration(st, i) && st.ready)
     send_share(self, i);
 }
 
@@ -375,27 +379,37 @@ void maybe_drained(self_ptr self) {
   auto& st = self->state;
   if (!st.draining)
     return;
-  bool stake = false;
-  if (is_holder(st)) {
-    stake = st.holder.running;
-  } else {
-    for (auto& [k, r] : st.ledger->records())
-      stake = stake || r.mb.iteration == st.current;
-    for (auto& [k, mb] : st.stash.swarm_counted) // SWARM's backward calls it counted
-      stake = stake || mb.iteration == st.current;
-  }
-  if (stake && st.agg.shared.count(st.current) == 0)
-    return;
+  // The open iterations: `current`, and with overlap the one before it until its step.
+  std::vector<std::uint64_t> open{st.current};
+  if (oldest_open(st) < st.current)
+    open.insert(open.begin(), oldest_open(st));
+  auto stake = [&](std::uint64_t i) {
+    bool any = false;
+    if (is_holder(st)) {
+      any = i == st.current ? st.holder.running : true; // an earlier one: it shared it before it moved on
+    } else {
+      for (auto& [k, r] : st.ledger->records())
+        any = any || r.mb.iteration == i;
+      for (auto& [k, mb] : st.stash.swarm_counted) // SWARM's backward calls it counted
+        any = any || mb.iteration == i;
+    }
+    return any;
+  };
+  for (auto i : open)
+    if (stake(i) && st.agg.shared.count(i) == 0)
+      return;
   // Gone, it could not reduce its part: the stage falls back to whole shares, its own sent
   // whole before it leaves.
-  if (auto b = st.agg.bfly.find(st.current); b != st.agg.bfly.end() && b->second.round)
-    enter_whole(self, st.current, me(st) + " is leaving");
-  if (stake && !is_holder(st)) {
-    auto mine = st.agg.shares[st.current].find(me(st));
-    if (st.barrier->verdict(st.current) == nullptr || mine == st.agg.shares[st.current].end()
-        || !st.barrier->outside_verdict(st.current, mine->second.holders).empty())
-      return;
-  }
+  for (auto i : open)
+    if (auto b = st.agg.bfly.find(i); b != st.agg.bfly.end() && b->second.round)
+      enter_whole(self, i, me(st) + " is leaving");
+  for (auto i : open)
+    if (stake(i) && !is_holder(st)) {
+      auto mine = st.agg.shares[i].find(me(st));
+      if (st.barrier->verdict(i) == nullptr || mine == st.agg.shares[i].end()
+          || !st.barrier->outside_verdict(i, mine->second.holders).empty())
+        return;
+    }
   st.draining = false;
   self->send(st.supervisor, drained_atom::value, true);
 }
@@ -421,7 +435,24 @@ boundary try_share(self_ptr self, std::uint64_t i) {
   send_share(self, i);
   st.agg.shared_ms.emplace(i, steady_ms());
   maybe_drained(self);
-  return try_average(self, i);
+  auto b = try_average(self, i);
+  if (b != boundary::none || !overlapped(st))
+    return b;
+  return try_advance(self);
+}
+
+// training.averaging overlap: `current` is shared, so the step before it comes now (its
+// averaging ran while `current` computed) and the next iteration starts, on weights without
+// `current`'s step; that step comes at the next boundary.
+boundary try_advance(self_ptr self) {
+  auto& st = self->state;
+  if (!overlapped(st) || !st.ready || st.agg.shared.count(st.current) == 0)
+    return boundary::none;
+  if (next_step(st) < st.current)
+    return try_apply(self, next_step(st)); // advances after the step
+  st.current += 1; // nothing to step (the first iteration, or one resumed without a pending step)
+  st.agg.fresh = false;
+  return boundary::stepped;
 }
 
 // Exactly once in node mode (actors/core/key_digest.hpp): the shares just averaged hold each
@@ -471,7 +502,7 @@ void check_exactly_once(self_ptr self, std::uint64_t i) {
 
 boundary try_average(self_ptr self, std::uint64_t i) {
   auto& st = self->state;
-  if (!st.ready || i != st.current || st.agg.averaged.count(i) > 0 || st.agg.shared.count(i) == 0)
+  if (!st.ready || !open_iteration(st, i) || st.agg.averaged.count(i) > 0 || st.agg.shared.count(i) == 0)
     return boundary::none;
   // Every microbatch the data holders finished must be in the shares. A replica that died
   // before its share arrived had its microbatches re-sent to the others (hop_ledger), which
@@ -603,7 +634,7 @@ boundary on_verdict(self_ptr self, std::uint64_t i, const std::vector<wire::hold
   st.barrier->verdict(i, holders);
   // This replica's share counted a holder that stage 0 did not: it goes again without it
   // (receivers keep the latest share of each replica).
-  if (i == st.current && st.ready && st.agg.shared.count(i) > 0) {
+  if (open_iteration(st, i) && st.ready && st.agg.shared.count(i) > 0) {
     auto mine = st.agg.shares[i].find(me(st));
     if (mine != st.agg.shares[i].end()) {
       auto out = st.barrier->outside_verdict(i, mine->second.holders);
@@ -625,13 +656,49 @@ boundary on_verdict(self_ptr self, std::uint64_t i, const std::vector<wire::hold
   return try_average(self, i);
 }
 
+// The global norm of iteration i: from every stage's norm, or the one a loaded state carried.
+std::optional<double> norm_of(const compute_state& st, std::uint64_t i) {
+  if (auto n = st.barrier->global_norm(i))
+    return n;
+  if (auto l = st.agg.loaded_norm.find(i); l != st.agg.loaded_norm.end())
+    return l->second;
+  return std::nullopt;
+}
+
+std::optional<model::pending_update> pending_step(const compute_state& st) {
+  auto i = next_step(st);
+  if (!st.ready || !overlapped(st) || i >= st.current || st.agg.averaged.count(i) == 0)
+    return std::nullopt;
+  auto norm = norm_of(st, i);
+  if (!norm)
+    return std::nullopt;
+  return model::pending_update{static_cast<std::int64_t>(i), *norm, st.agg.averaged.at(i)};
+}
+
+void install_pending(compute_state& st, std::optional<model::pending_update>&& p) {
+  st.agg.loaded_norm.clear();
+  if (!p)
+    return;
+  auto i = static_cast<std::uint64_t>(p->iteration);
+  st.agg.averaged[i] = std::move(p->averaged);
+  st.agg.loaded_norm[i] = p->global_norm;
+  st.agg.shared.insert(i); // it counts as averaged here: nothing of it is shared again
+  st.current = i + 1;
+}
+
 boundary try_apply(self_ptr self, std::uint64_t i) {
   auto& st = self->state;
-  if (!st.ready || i != st.current || st.agg.averaged.count(i) == 0)
+  if (!st.ready || !open_iteration(st, i) || i != next_step(st) || st.agg.averaged.count(i) == 0)
     return boundary::none;
-  auto norm = st.barrier->global_norm(i);
+  auto norm = norm_of(st, i);
   if (!norm)
     return boundary::none;
+  // With overlap the step waits for the next iteration's boundary (the weights stay as they
+  // are while it computes), but for the last iteration: no compute follows it.
+  if (overlapped(st) && st.agg.shared.count(i + 1) == 0 && i + 1 < st.ctx->spec->end_iteration()) {
+    pending_complete(self);
+    return boundary::none;
+  }
   auto r = st.model->apply(st.agg.averaged[i], static_cast<std::int64_t>(i), *norm);
   if (!value_or_report(self, r, "optimizer step " + std::to_string(i)))
     return boundary::none;
@@ -672,15 +739,19 @@ boundary try_apply(self_ptr self, std::uint64_t i) {
       st.agg.last_share->reports.push_back(d);
   }
   st.agg.shares.erase(i);
+  st.agg.shared.erase(st.agg.shared.begin(), st.agg.shared.upper_bound(i));
+  st.agg.loaded_norm.erase(st.agg.loaded_norm.begin(), st.agg.loaded_norm.upper_bound(i));
   if (st.agg.incoming)
     st.agg.incoming->forget_before(i + 1);
   // The norm of i stays until i + 1 is applied: a peer that learns of this host only now
   // (catch_up) may still be in i and wait for it (a launch run once stalled for good so).
   st.agg.my_norm.erase(st.agg.my_norm.begin(), st.agg.my_norm.lower_bound(i));
   st.barrier->finish(i);
-  st.current = i + 1;
+  // Sync: the next iteration starts. Overlap: i + 1 was shared (its boundary), the next starts.
+  st.current = overlapped(st) ? std::max(st.current, st.agg.shared.count(i + 1) > 0 ? i + 2 : i + 1) : i + 1;
   st.agg.fresh = false;
-  st.holder.last_done.reset();
+  if (st.holder.last_done && st.holder.last_done->iteration <= i)
+    st.holder.last_done.reset();
   auto h = st.model->weights_hash();
   st.agg.vote.mine(i, h);
   tell(self, st.ctx->reporter, applied_atom::value, me(st), static_cast<std::uint32_t>(st.ctx->stage), i, h);
@@ -689,7 +760,51 @@ boundary try_apply(self_ptr self, std::uint64_t i) {
     st.ctx->send(self, r, service::stage, *st.agg.last_hash);
   maybe_checkpoint(self, i);
   check_vote(self, i); // diverged: not ready until the download, so the next steps wait
+  if (overlapped(st) && next_step(st) < st.current)
+    try_apply(self, next_step(st)); // the last iteration's step at once; else complete, due at the next boundary
   return boundary::stepped;
+}
+
+void serve_state(self_ptr self, const std::string& from, const wire::state_request& r) {
+  auto& st = self->state;
+  if (!st.ready) {
+    st.ctx->send(self, from, service::stage, wire::state_chunk{r.transfer_id, r.stage, 0, 0, {}});
+    return;
+  }
+  std::optional<model::pending_update> p;
+  if (overlapped(st) && next_step(st) < st.current) {
+    p = pending_step(st);
+    if (!p) { // its averaging is under way: served once it is complete (a request per peer, the newest)
+      auto& d = st.agg.deferred_requests;
+      d.erase(std::remove_if(d.begin(), d.end(), [&](auto& q) { return q.first == from; }), d.end());
+      if (d.size() < 256) // bounded: a flood of requests is served to none beyond
+        d.emplace_back(from, r);
+      return;
+    }
+  }
+  auto blob = st.model->export_state(p ? &*p : nullptr);
+  // Chunks of node.chunk_bytes, at most half the peers' frame limit.
+  auto chunk = wire_chunk_bytes(*st.ctx->spec);
+  for (std::size_t off = 0; off < blob.size(); off += chunk) {
+    auto n = std::min(chunk, blob.size() - off);
+    wire::state_chunk c{r.transfer_id, r.stage, off, blob.size(),
+                        std::vector<std::uint8_t>(blob.begin() + static_cast<std::ptrdiff_t>(off),
+                                                  blob.begin() + static_cast<std::ptrdiff_t>(off + n))};
+    st.ctx->send(self, from, service::stage, c);
+  }
+}
+
+void pending_complete(self_ptr self) {
+  auto& st = self->state;
+  auto p = pending_step(st);
+  if (!p)
+    return;
+  write_due_checkpoint(self, *p);
+  auto waiting = std::move(st.agg.deferred_requests);
+  st.agg.deferred_requests.clear();
+  for (auto& [from, r] : waiting)
+    if (st.peers.count(from) > 0)
+      serve_state(self, from, r);
 }
 
 // --- state download (joiners and repairs) ----------------------------------------
@@ -789,13 +904,19 @@ boundary on_state_chunk(self_ptr self, const std::string& from, const wire::stat
   auto what = copy ? "the checkpoint of iteration " + std::to_string(*st.fetch.copy_iteration) + " that " + from + " keeps"
                    : "state from " + from;
   auto blob = st.fetch.download.take();
-  auto r = st.model->import_state(blob.data(), blob.size());
+  std::optional<model::pending_update> pending;
+  auto r = st.model->import_state(blob.data(), blob.size(), &pending);
   if (!value_or_report(self, r, what)) {
     request_state(self);
     return boundary::none;
   }
-  if (copy && static_cast<std::uint64_t>(st.model->steps()) != *st.fetch.copy_iteration) {
+  if (copy && static_cast<std::uint64_t>(st.model->steps()) + (pending ? 1 : 0) != *st.fetch.copy_iteration) {
     report_failure(self, what + ": its state holds " + std::to_string(st.model->steps()) + " steps; asking elsewhere");
+    request_state(self);
+    return boundary::none;
+  }
+  if (pending && !overlapped(st)) {
+    report_failure(self, what + ": it carries a pending step (training.averaging overlap); this run averages sync");
     request_state(self);
     return boundary::none;
   }
@@ -819,6 +940,7 @@ boundary on_state_chunk(self_ptr self, const std::string& from, const wire::stat
   st.agg.last_share.reset();
   st.agg.residual.clear();
   st.agg.next_residual.clear();
+  install_pending(st, std::move(pending)); // overlap: `current` is the iteration after it
   st.agg.bfly.erase(st.agg.bfly.begin(), st.agg.bfly.lower_bound(st.current));
   for (auto& [i, b] : st.agg.bfly) // a round it was in before the load: whole shares from here on
     if (b.round) {
@@ -926,15 +1048,16 @@ void stall_watch(self_ptr self, std::uint64_t seen) {
   // A butterfly round that heard nothing for a whole period since it shared falls back to
   // whole shares (what it waits for may never come: an owner that counts otherwise). A round
   // that still receives chunks is slow, not stuck: large shares on slow uplinks take long.
-  if (auto b = st.agg.bfly.find(st.current);
-      st.ready && b != st.agg.bfly.end() && b->second.round && st.agg.averaged.count(st.current) == 0) {
-    auto shared = st.agg.shared_ms.find(st.current);
-    if (shared != st.agg.shared_ms.end()
-        && steady_ms() - std::max(shared->second, b->second.heard_ms) >= period.count()) {
-      enter_whole(self, st.current, "nothing of its round for " + std::to_string(period.count()) + " ms");
-      resume(self, try_average(self, st.current));
+  for (auto i = oldest_open(st); i <= st.current; ++i) // overlap: the round of the iteration before too
+    if (auto b = st.agg.bfly.find(i);
+        st.ready && b != st.agg.bfly.end() && b->second.round && st.agg.averaged.count(i) == 0) {
+      auto shared = st.agg.shared_ms.find(i);
+      if (shared != st.agg.shared_ms.end()
+          && steady_ms() - std::max(shared->second, b->second.heard_ms) >= period.count()) {
+        enter_whole(self, i, "nothing of its round for " + std::to_string(period.count()) + " ms");
+        resume(self, try_average(self, i));
+      }
     }
-  }
   if (!st.ready) {
     report_failure(self, "iteration " + std::to_string(st.current) + " in progress for over "
                            + std::to_string(period.count()) + " ms: no weights"

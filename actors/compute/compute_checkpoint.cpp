@@ -323,6 +323,7 @@ void resume_from_checkpoint(self_ptr self) {
   // (the embedded cluster and launch share one) and the replicas peers pushed here.
   std::string why = st.ctx->spec->data_dir.empty() ? "node.data_dir is not set" : "";
   std::optional<model::checkpoint> found;
+  std::optional<model::pending_update> found_pending; // overlap: the step its state carries
   std::string path;
   for (auto& root : checkpoint_roots(*st.ctx->spec, me(st))) {
     std::vector<std::string> skipped;
@@ -330,14 +331,21 @@ void resume_from_checkpoint(self_ptr self) {
     for (auto& s : skipped)
       report_failure(self, "checkpoint " + s);
     if (auto* cp = std::get_if<model::checkpoint>(&c)) {
-      auto r = st.model->import_state(cp->state.data(), cp->state.size());
+      std::optional<model::pending_update> pending;
+      auto r = st.model->import_state(cp->state.data(), cp->state.size(), &pending);
       path = model::checkpoint_path(root, stage, cp->meta.iteration);
       if (auto* e = std::get_if<std::string>(&r)) {
         report_failure(self, "checkpoint " + path + ": " + *e);
-      } else if (static_cast<std::uint64_t>(st.model->steps()) != cp->meta.iteration) {
+      } else if (static_cast<std::uint64_t>(st.model->steps()) + (pending ? 1 : 0) != cp->meta.iteration) {
         report_failure(self, "checkpoint " + path + ": its state holds " + std::to_string(st.model->steps()) + " steps");
+      } else if (pending && !overlapped(st)) {
+        // (Without a pending step an overlapped run starts its one-iteration delay again: a
+        // checkpoint written at the end of a run, --until's too, or by a sync run.)
+        report_failure(self, "checkpoint " + path + ": it carries a pending step (written with training.averaging "
+                             "overlap); this run averages sync");
       } else {
         found = std::move(*cp);
+        found_pending = std::move(pending);
         break;
       }
     } else if (root == checkpoint_root(*st.ctx->spec, me(st))) {
@@ -363,6 +371,7 @@ void resume_from_checkpoint(self_ptr self) {
     return;
   }
   st.current = found->meta.iteration;
+  install_pending(st, std::move(found_pending)); // overlap: the iteration after its pending step (the same)
   st.first_iteration = st.current;
   st.ckpt.last_checkpoint = found->meta.iteration;
   tell(self, st.ctx->reporter, loaded_atom::value, me(st), stage, found->meta.iteration, st.model->weights_hash(),
@@ -377,8 +386,27 @@ void maybe_checkpoint(self_ptr self, std::uint64_t i) {
     return;
   if (steps % static_cast<std::uint64_t>(training.checkpoint_every) != 0 && steps != st.ctx->spec->end_iteration())
     return;
+  if (overlapped(st) && steps < st.ctx->spec->end_iteration()) {
+    // A state with overlap is its weights and the pending step, which is averaged still:
+    // written once that is complete (write_due_checkpoint), so that a resume takes it.
+    st.ckpt.due = i;
+    pending_complete(self);
+    return;
+  }
   tell(self, writer_of(self), write_atom::value, static_cast<std::uint32_t>(st.ctx->stage), steps,
        st.model->export_state(), replica_targets(st, training.checkpoint_replicas));
+}
+
+void write_due_checkpoint(self_ptr self, const model::pending_update& p) {
+  auto& st = self->state;
+  if (!st.ckpt.due || static_cast<std::int64_t>(*st.ckpt.due) + 1 != p.iteration)
+    return;
+  // Named by the iteration it resumes at: after its pending step (the state at the start of
+  // that iteration, as a sync checkpoint's name says too).
+  auto resumes_at = *st.ckpt.due + 2;
+  st.ckpt.due.reset();
+  tell(self, writer_of(self), write_atom::value, static_cast<std::uint32_t>(st.ctx->stage), resumes_at,
+       st.model->export_state(&p), replica_targets(st, st.ctx->spec->training.checkpoint_replicas));
 }
 
 void serve_checkpoint(self_ptr self, const std::string& from, const wire::state_request& r) {

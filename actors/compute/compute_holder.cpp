@@ -125,10 +125,16 @@ void start_iteration(self_ptr self) {
     return;
   }
   st.holder.running = true;
-  for (auto& [k, o] : st.holder.origins)
-    if (o.carrier)
-      self->send(o.carrier, done_atom::value);
-  st.holder.origins.clear();
+  // The microbatches of an iteration not stepped yet (overlap: the one averaged meanwhile)
+  // stay: a replica that counted one may die before its stage averaged it, and the
+  // microbatch is computed again from here (on_peer_down).
+  for (auto it = st.holder.origins.begin(); it != st.holder.origins.end();) {
+    if (it->second.carrier)
+      self->send(it->second.carrier, done_atom::value);
+    auto iteration = it->first >> 24;
+    bool keep = iteration >= next_step(st) && iteration < st.current;
+    it = keep ? std::next(it) : st.holder.origins.erase(it);
+  }
   st.holder.losses.clear();
   st.holder.done_count = 0;
   auto& spec = *st.ctx->spec;

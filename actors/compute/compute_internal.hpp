@@ -158,6 +158,12 @@ struct aggregation_state {
     std::int64_t took_ms = 0;    // from sending its share to the optimizer step
   };
   std::optional<aggregation> last_aggregation;
+  /// training.averaging overlap: the global norm of a pending step that came with a loaded
+  /// state (its stages' norms were exchanged before this replica was one).
+  std::map<std::uint64_t, double> loaded_norm;
+  /// training.averaging overlap: state requests of stage-mates that wait until this replica's
+  /// pending step is complete (a state is its weights and that step), served then.
+  std::vector<std::pair<std::string, wire::state_request>> deferred_requests;
 };
 
 /// A state download (joiners, repairs; compute_aggregation.cpp).
@@ -192,6 +198,9 @@ struct holder_state {
 struct checkpoint_state {
   caf::actor checkpoint_writer; // detached: files are written off the compute thread
   std::optional<std::uint64_t> last_checkpoint; // the newest iteration its writer wrote
+  /// training.averaging overlap: the step after which a checkpoint is due, written once the
+  /// next iteration's averaged gradient (the pending step it must carry) is complete.
+  std::optional<std::uint64_t> due;
 };
 
 /// Metrics since this actor started.
@@ -256,6 +265,25 @@ struct compute_state {
 using self_ptr = metered_ptr<compute_actor, compute_state>;
 
 inline bool is_holder(const compute_state& st) { return st.ctx->stage == 0; }
+/// training.averaging overlap (docs/runtime.md, "Overlapped averaging"): iteration i + 1
+/// computes while i is averaged; i's step comes at i + 1's boundary.
+inline bool overlapped(const compute_state& st) {
+  return st.ctx->spec->training.averaging == model::averaging_mode::overlap;
+}
+/// The iteration whose optimizer step comes next (the stage's steps): `current` in sync; with
+/// overlap `current - 1` from `current`'s start until its boundary.
+inline std::uint64_t next_step(const compute_state& st) {
+  return st.model ? static_cast<std::uint64_t>(st.model->steps()) : st.current;
+}
+/// Whether iteration i is still open at this replica (its microbatches computed, its share
+/// sent again, its average taken): `current`, and with overlap the one before it until its step.
+inline bool open_iteration(const compute_state& st, std::uint64_t i) {
+  return i == st.current || (i + 1 == st.current && next_step(st) <= i);
+}
+/// The oldest open iteration.
+inline std::uint64_t oldest_open(const compute_state& st) {
+  return st.current > 0 && open_iteration(st, st.current - 1) ? st.current - 1 : st.current;
+}
 inline int stages(const compute_state& st) { return st.ctx->spec->model.stages; }
 inline const std::string& me(const compute_state& st) { return st.ctx->host.name; }
 
@@ -310,8 +338,21 @@ void resume_from_checkpoint(self_ptr self);
 /// After the step of iteration i: writes a checkpoint when training.checkpoint_every says so
 /// or i was the last iteration (in the background).
 void maybe_checkpoint(self_ptr self, std::uint64_t i);
+/// With overlap: the checkpoint due after a step (ckpt.due) goes out once `p`, the pending
+/// step it must carry, is complete.
+void write_due_checkpoint(self_ptr self, const model::pending_update& p);
 /// A STATE_CHUNK of another stage than this host's: a piece of a peer's checkpoint replica.
 void on_replica_chunk(self_ptr self, const std::string& from, wire::state_chunk& chunk);
+/// With training.averaging overlap: the pending step (next_step's averaged gradient and its
+/// global norm) once complete, which a state carries; nullopt while it is averaged still.
+std::optional<model::pending_update> pending_step(const compute_state& st);
+/// A loaded state's pending step becomes this replica's: `current` moves past it.
+void install_pending(compute_state& st, std::optional<model::pending_update>&& p);
+/// Sends this replica's stage state to a stage-mate that asked (a joiner, a repair); with
+/// overlap once its pending step is complete (deferred until then).
+void serve_state(self_ptr self, const std::string& from, const wire::state_request& r);
+/// Deferred state requests and a due checkpoint go out once the pending step is complete.
+void pending_complete(self_ptr self);
 /// A peer asks for the checkpoint of a stage at an iteration: the writer reads it (this
 /// host's own or a copy it keeps) and sends it as STATE_CHUNKs, or one empty chunk: none.
 void serve_checkpoint(self_ptr self, const std::string& from, const wire::state_request& r);
@@ -356,6 +397,8 @@ void whole_share_came(self_ptr self, std::uint64_t i, const std::string& from);
 void butterfly_peer_down(self_ptr self, const std::string& id);
 boundary try_average(self_ptr self, std::uint64_t i);
 boundary try_apply(self_ptr self, std::uint64_t i);
+/// training.averaging overlap: after `current` was shared, the step before and the next iteration.
+boundary try_advance(self_ptr self);
 /// Stage 0's norm of iteration i named the holders it counted (relay stages follow it).
 boundary on_verdict(self_ptr self, std::uint64_t i, const std::vector<wire::holder_count>& holders);
 /// Asks the next source for the stage state (`fresh_round`: from the first one again).

@@ -178,8 +178,9 @@ void handle_forward(self_ptr self, const std::string& from, wire::activation a) 
     queue_early(self, "activation from " + from, from, std::move(a));
     return;
   }
-  if (a.microbatch.iteration < st.current)
-    return; // an iteration already applied: late duplicate
+  if (a.microbatch.iteration < st.current
+      && !(open_iteration(st, a.microbatch.iteration) && st.agg.averaged.count(a.microbatch.iteration) == 0))
+    return; // an iteration already applied (or averaged, with overlap): a late duplicate
   if (a.microbatch.holder >= st.ctx->spec->holders.size()) {
     report_failure(self, "activation from " + from + " names data holder "
                            + std::to_string(a.microbatch.holder) + ", which does not exist");
@@ -239,7 +240,8 @@ void handle_forward(self_ptr self, const std::string& from, wire::activation a) 
       return;
     if (crash_now(self, "backward"))
       return;
-    st.holder.losses.emplace(key, h->loss);
+    if (a.microbatch.iteration == st.current) // not a repair of the iteration before (overlap)
+      st.holder.losses.emplace(key, h->loss);
     st.stash.head_grad[key] = sent_positions_only(st, key, h->grad_input);
     progress_upstream(self, *r);
     send_activation(self, r->prev, *r, wire::direction::backward, st.stash.head_grad[key]);
@@ -278,7 +280,7 @@ void resume_stalled(self_ptr self) {
     auto key = *it;
     auto* r = st.ledger->find(key);
     auto out = st.stash.fwd_out.find(key);
-    if (!r || out == st.stash.fwd_out.end() || r->mb.iteration != st.current) {
+    if (!r || out == st.stash.fwd_out.end() || !open_iteration(st, r->mb.iteration)) {
       it = st.stash.stalled.erase(it);
       continue;
     }
@@ -300,7 +302,7 @@ void handle_backward(self_ptr self, const std::string& from, const wire::activat
   if (!acceptable(self, from, a))
     return;
   auto& st = self->state;
-  if (!st.ready || a.microbatch.iteration != st.current)
+  if (!st.ready || !open_iteration(st, a.microbatch.iteration))
     return;
   auto key = key_of(a.microbatch);
   auto t0 = clock::now();

@@ -291,11 +291,13 @@ void on_peer_down(self_ptr self, const std::string& id) {
   // replica that drained and left (it shared everything it counted before its LEAVE), nor
   // for a data holder (its own microbatches, counted at stage 0 by it alone, never come back).
   if (it_stage == st.ctx->stage && st.departed.count(id) == 0 && !is_holder(st))
-    for (auto i = st.current; i <= st.current + 1; ++i)
+    for (auto i = oldest_open(st); i <= st.current + 1; ++i)
       if (st.agg.averaged.count(i) == 0)
         st.agg.shares[i].erase(id);
   // A dead holder or replica may be what an iteration boundary was waiting for.
   resume(self, try_share(self, st.current));
+  if (auto i = oldest_open(st); i < st.current) // overlap: the iteration averaged meanwhile
+    resume(self, try_average(self, i));
   resume(self, try_average(self, st.current));
   // The last replica of a relay stage is gone: no ring can close. In node mode with
   // checkpoints the hosts restore it themselves if it stays so (docs/checkpoints.md).
@@ -342,6 +344,11 @@ void catch_up(self_ptr self, const std::string& id, std::int32_t stage) {
     else
       st.ctx->send(self, id, service::stage, m);
   }
+  // Overlap: the iteration averaged while `current` computes; the peer may wait for its share.
+  if (auto i = oldest_open(st); c.same_stage && i < st.current && st.agg.averaged.count(i) == 0)
+    if (auto s = st.agg.shares.find(i); s != st.agg.shares.end())
+      if (auto mine = s->second.find(me(st)); mine != s->second.end())
+        send_share_chunks(self, {id}, share_chunk(st, i, mine->second));
 }
 
 // --- the behaviour ---------------------------------------------------------------
@@ -358,7 +365,9 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
   std::uint64_t share_elements = 0; // a share holds one value per parameter of this stage
   for (auto& p : st.model->parameters())
     share_elements += static_cast<std::uint64_t>(p.tensor.numel());
-  st.agg.incoming.emplace(share_elements, 2, 256, ctx->spec->training.reproducible_sums == model::sum_order::exact);
+  // A stage-mate has at most two iterations' shares under way (three with overlap: the one
+  // averaged while the next computes).
+  st.agg.incoming.emplace(share_elements, overlapped(st) ? 3 : 2, 256, ctx->spec->training.reproducible_sums == model::sum_order::exact);
   st.agg.share_elements = share_elements;
   st.ready = !ctx->joining;
   st.run_origin = ctx->incarnation;
@@ -425,11 +434,12 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
             // A stage-mate is at most one iteration ahead (a share of the next iteration shows
             // this replica behind): what is further is kept nowhere (actors/core/share_assembly).
             if (m.stage != static_cast<std::uint32_t>(st.ctx->stage) || st.gone.count(from) > 0
-                || admit_share(m.iteration, st.current, st.agg.averaged.count(m.iteration) > 0) != share_admission::take)
+                || admit_share(m.iteration, oldest_open(st), st.current, st.agg.averaged.count(m.iteration) > 0)
+                     != share_admission::take)
               return;
             share_span span{0, st.agg.share_elements};
             if (!m.group.empty()) { // butterfly: a part for this replica, or the sum of the sender's part
-              if (m.iteration == st.current) // the round progresses (its stall timer: stall_watch)
+              if (open_iteration(st, m.iteration)) // the round progresses (its stall timer: stall_watch)
                 st.agg.bfly[m.iteration].heard_ms = steady_ms();
               auto& owner = m.reduced ? from : me(st);
               auto at = std::lower_bound(m.group.begin(), m.group.end(), owner);
@@ -478,7 +488,7 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
             }
             resume(self, try_average(self, m.iteration));
           } else if constexpr (std::is_same_v<T, wire::norm_share>) {
-            if (m.iteration < st.current || stranded(self, from, m.iteration))
+            if (m.iteration < oldest_open(st) || stranded(self, from, m.iteration))
               return; // applied here already (a catch-up for a peer that was behind), or stranded
             st.barrier->norm(m.iteration, m.stage, m.sum_squares);
             // Stage 0's verdict counts from a data holder of the roster only (a peer that
@@ -502,16 +512,7 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
               st.ctx->send(self, from, service::stage, wire::state_chunk{m.transfer_id, m.stage, 0, 0, {}});
               return;
             }
-            auto blob = st.model->export_state();
-            // Chunks of node.chunk_bytes, at most half the peers' frame limit.
-            auto chunk = wire_chunk_bytes(*st.ctx->spec);
-            for (std::size_t off = 0; off < blob.size(); off += chunk) {
-              auto n = std::min(chunk, blob.size() - off);
-              wire::state_chunk c{m.transfer_id, m.stage, off, blob.size(),
-                                  std::vector<std::uint8_t>(blob.begin() + static_cast<std::ptrdiff_t>(off),
-                                                            blob.begin() + static_cast<std::ptrdiff_t>(off + n))};
-              st.ctx->send(self, from, service::stage, c);
-            }
+            serve_state(self, from, m);
           } else if constexpr (std::is_same_v<T, wire::state_chunk>) {
             if (m.stage != static_cast<std::uint32_t>(st.ctx->stage))
               on_replica_chunk(self, from, m); // a peer's checkpoint, to keep

@@ -38,7 +38,11 @@ bool plain(const wire::gradient_chunk& c) {
 } // namespace
 
 share_admission admit_share(std::uint64_t iteration, std::uint64_t current, bool averaged) {
-  if (iteration < current || averaged)
+  return admit_share(iteration, current, current, averaged);
+}
+
+share_admission admit_share(std::uint64_t iteration, std::uint64_t oldest, std::uint64_t current, bool averaged) {
+  if (iteration < std::min(oldest, current) || averaged)
     return share_admission::stale;
   return iteration > current + 1 ? share_admission::too_far : share_admission::take;
 }

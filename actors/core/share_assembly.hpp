@@ -37,6 +37,9 @@ enum class share_admission {
            ///< make a replica hold whole shares of many iterations
 };
 share_admission admit_share(std::uint64_t iteration, std::uint64_t current, bool averaged);
+/// The same with an open window [oldest, current]: training.averaging overlap keeps the
+/// iteration before `current` open (averaged while `current` computes).
+share_admission admit_share(std::uint64_t iteration, std::uint64_t oldest, std::uint64_t current, bool averaged);
 
 class share_assembler {
 public:

@@ -46,7 +46,8 @@ app::cluster_config local(int iterations, std::vector<actors::fault_event> scrip
 std::vector<double> reference_losses(const app::cluster_config& cfg) {
   std::vector<double> out;
   auto r = model::run_reference(cfg.model, cfg.training, cfg.data, 2,
-                                [&](const model::reference_report& rep) { out.push_back(rep.loss); });
+                                [&](const model::reference_report& rep) { out.push_back(rep.loss); },
+                                cfg.training.averaging);
   REQUIRE(std::holds_alternative<bool>(r));
   return out;
 }
@@ -152,6 +153,61 @@ static app::embedded_result run_two_crashes(routing::gwtf_backward backward) {
   // move every flow off r2-ireland before iteration 7 (it did once), and then nothing strikes.
   cfg.routing.gwtf.reroute_gain = 0;
   return run_two_crashes_checked(cfg, 90);
+}
+
+// training.averaging overlap (docs/runtime.md, "Overlapped averaging"): iteration t + 1
+// computes on the weights before t's step, which comes at t + 1's boundary. Without churn the
+// curve is the reference trainer's overlap within 1e-4, and not its sync curve.
+TEST_CASE("cluster: with overlapped averaging the loss equals the reference trainer's overlap within 1e-4, every step one iteration late") {
+  auto cfg = local(16, {});
+  cfg.training.averaging = model::averaging_mode::overlap;
+  std::ostringstream log;
+  auto r = app::run_embedded(cfg, log, 90);
+  INFO(log.str());
+  REQUIRE(r.completed);
+  auto ref = reference_losses(cfg);
+  auto sync_cfg = cfg;
+  sync_cfg.training.averaging = model::averaging_mode::sync;
+  auto sync = reference_losses(sync_cfg);
+  REQUIRE(r.rows.size() == ref.size());
+  double from_sync = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    INFO("iteration " << i << ": cluster " << r.rows[i].loss << ", reference overlap " << ref[i] << ", sync " << sync[i]);
+    CHECK(std::abs(r.rows[i].loss - ref[i]) <= 1e-4 * std::abs(ref[i]));
+    from_sync = std::max(from_sync, std::abs(r.rows[i].loss - sync[i]) / std::abs(sync[i]));
+  }
+  CHECK(from_sync > 1e-3); // the steps came late: not sync's curve
+  CHECK(r.exactly_once_violations.empty());
+  check_no_stage_violation(r);
+  CHECK(r.failures.empty());
+  CHECK(r.last_applied.at("dh-frankfurt") == 15); // the last iteration's step too
+  check_replicas_agree(r);
+}
+
+TEST_CASE("cluster: with overlapped averaging crashes in a forward and a backward lose no microbatch") {
+  auto cfg = local(12, {fault(3, actors::fault_action::crash, "r1-london", actors::fault_phase::forward),
+                        fault(7, actors::fault_action::crash, "r2-ireland", actors::fault_phase::backward)});
+  cfg.training.averaging = model::averaging_mode::overlap;
+  cfg.routing.gwtf.reroute_gain = 0;
+  run_two_crashes_checked(cfg, 90);
+}
+
+TEST_CASE("cluster: with overlapped averaging a host that joins mid-run downloads the pending step and ends identical to its replicas") {
+  auto cfg = local(10, {fault(4, actors::fault_action::join, "r2-tokyo")});
+  cfg.training.averaging = model::averaging_mode::overlap;
+  std::ostringstream log;
+  auto r = app::run_embedded(cfg, log, 90);
+  INFO(log.str());
+  REQUIRE(r.completed);
+  REQUIRE(std::count(r.joined.begin(), r.joined.end(), "r2-tokyo") >= 1);
+  auto& stage2 = r.final_hashes.at(2);
+  REQUIRE(stage2.count("r2-tokyo") == 1);
+  REQUIRE(r.last_applied.at("r2-tokyo") == 9);
+  for (auto& [host, h] : stage2) {
+    INFO(host);
+    CHECK(h == stage2.at("r2-tokyo"));
+  }
+  check_churn_run(cfg, r);
 }
 
 TEST_CASE("cluster: crashes during a forward and a backward lose no microbatch") {
@@ -276,7 +332,7 @@ TEST_CASE("cluster: random crashes at a per-iteration rate lose no microbatch an
   }
 }
 
-TEST_CASE("cluster: what the runtime does not run (SWARM's stash, adaptive top-k under SWARM, overlapped averaging) is refused up front, naming the key") {
+TEST_CASE("cluster: what the runtime does not run (SWARM's stash, adaptive top-k under SWARM, SWARM with overlapped averaging) is refused up front, naming the key") {
   for (std::string key : {"routing.swarm.backward", "compression.mode", "training.averaging"}) {
     INFO(key);
     auto cfg = local(5, {});
@@ -287,6 +343,7 @@ TEST_CASE("cluster: what the runtime does not run (SWARM's stash, adaptive top-k
       cfg.routing.router = routing::router_kind::swarm;
       cfg.compression.mode = app::compression_mode::adaptive;
     } else {
+      cfg.routing.router = routing::router_kind::swarm;
       cfg.training.averaging = model::averaging_mode::overlap;
     }
     std::ostringstream log;

@@ -263,7 +263,7 @@ TEST_CASE("per-holder sums: a relay leaves a holder's microbatches out as if it 
   auto all = ok(relay.gradients());
   CHECK(all.count == 5);
   CHECK(all.holders == std::map<std::uint32_t, std::int64_t>{{0, 2}, {1, 3}});
-  auto a = ok(relay.gradients(std::set<std::uint32_t>{0}));
+  auto a = ok(relay.gradients(4, std::set<std::uint32_t>{0}));
   auto want = ok(only_a.gradients());
   CHECK(a.count == 2);
   CHECK(a.holders == std::map<std::uint32_t, std::int64_t>{{0, 2}});
@@ -271,15 +271,15 @@ TEST_CASE("per-holder sums: a relay leaves a holder's microbatches out as if it 
   for (std::size_t k = 0; k < a.sums.size(); ++k)
     CHECK(torch::equal(a.sums[k], want.sums[k])); // bit for bit: the same additions
   // Both holders: their sums added; every holder in the filter is the whole sum.
-  auto both = ok(relay.gradients(std::set<std::uint32_t>{0, 1, 7}));
+  auto both = ok(relay.gradients(4, std::set<std::uint32_t>{0, 1, 7}));
   CHECK(both.count == 5);
   for (std::size_t k = 0; k < both.sums.size(); ++k)
     CHECK(torch::equal(both.sums[k], all.sums[k]));
-  auto b = ok(relay.gradients(std::set<std::uint32_t>{1}));
+  auto b = ok(relay.gradients(4, std::set<std::uint32_t>{1}));
   CHECK(b.count == 3);
   for (std::size_t k = 0; k < all.sums.size(); ++k)
     CHECK(torch::allclose(a.sums[k] + b.sums[k], all.sums[k], 1e-5, 1e-6));
-  auto none = ok(relay.gradients(std::set<std::uint32_t>{}));
+  auto none = ok(relay.gradients(4, std::set<std::uint32_t>{}));
   CHECK(none.count == 0);
   CHECK(none.sums.empty());
 }
