@@ -144,9 +144,11 @@ void swarm_request(self_ptr self, const std::string& from, wire::activation a) {
     r.tensor = std::move(t);
     st.ctx->send(self, from, service::stage, r);
   };
-  if (a.microbatch.iteration < st.current) {
-    // An iteration this stage applied: a backward asked again after a replica died (a repair)
-    // came after the stage averaged without needing it. An empty answer says so.
+  if (a.microbatch.iteration < st.current
+      && !(open_iteration(st, a.microbatch.iteration) && st.agg.averaged.count(a.microbatch.iteration) == 0)) {
+    // An iteration this stage applied (or, with overlap, averaged): a backward asked again
+    // after a replica died (a repair) came after the stage averaged without needing it. An
+    // empty answer says so.
     if (backward)
       reply({});
     return;
@@ -191,8 +193,8 @@ void swarm_reply(self_ptr self, const std::string& from, const wire::activation&
     return;
   auto key = key_of(a.microbatch);
   auto it = st.holder.origins.find(key);
-  if (it == st.holder.origins.end() || a.microbatch.origin != st.run_origin || a.microbatch.iteration != st.current)
-    return; // not one of this run's microbatches of the iteration in progress: late
+  if (it == st.holder.origins.end() || a.microbatch.origin != st.run_origin || !open_iteration(st, a.microbatch.iteration))
+    return; // not one of this run's microbatches of an open iteration (overlap: a repair of the one before): late
   auto& o = it->second;
   auto ci = o.trip.calls.find(a.attempt);
   if (ci == o.trip.calls.end() || ci->second.peer != from || ci->second.backward != (a.dir == wire::direction::backward))

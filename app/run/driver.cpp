@@ -477,9 +477,13 @@ caf::behavior driver(driver_ptr self, const cluster_config* cfg, std::shared_ptr
       auto& last_applied = st.result.last_applied[host];
       last_applied = std::max(last_applied, i); // a replayed report (node reporter) is older
       // The averaging of i lasts until its last apply before the next iteration's row (a
-      // joiner that loads i's state later does not stretch it).
-      if (auto d = st.done_at.find(i); d != st.done_at.end() && st.printed == i && !st.result.rows.empty()
-                                         && st.result.rows.back().iteration == static_cast<std::int64_t>(i))
+      // joiner that loads i's state later does not stretch it). With overlap i's step comes at
+      // i + 1's boundary: what the averaging adds is the wait from i + 1's row to that step (the
+      // last iteration's, from its own row: nothing follows it).
+      bool late = st.spec->training.averaging == model::averaging_mode::overlap && i + 1 < st.spec->end_iteration();
+      auto row = late ? i + 1 : i;
+      if (auto d = st.done_at.find(row); d != st.done_at.end() && st.printed == row && !st.result.rows.empty()
+                                           && st.result.rows.back().iteration == static_cast<std::int64_t>(row))
         st.result.rows.back().aggregation_s
           = std::max(st.result.rows.back().aggregation_s, std::chrono::duration<double>(clock::now() - d->second).count());
       st.result.final_hashes[static_cast<int>(stage)][host] = hash;

@@ -61,9 +61,6 @@ std::string runtime_refusal(const cluster_config& cfg) {
       return "compression.mode: adaptive sparsifies along GWTF's flows; with routing.router swarm use off, fp16 "
              "or bf16 (docs/runtime.md)";
   }
-  if (cfg.training.averaging != model::averaging_mode::sync && cfg.routing.router == routing::router_kind::swarm)
-    return "training.averaging: overlap with routing.router swarm is modelled by the simulator only; the runtime "
-           "overlaps GWTF's (and DT-FM's) averaging (docs/runtime.md)";
   return {};
 }
 

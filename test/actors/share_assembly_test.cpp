@@ -320,4 +320,10 @@ TEST_CASE("share admission: a stage-mate's chunk counts for the iteration in pro
   CHECK(admit_share(7, 7, true) == share_admission::stale);     // averaged already
   CHECK(admit_share(0, 0, false) == share_admission::take);
   CHECK(admit_share(~std::uint64_t{0}, ~std::uint64_t{0} - 1, false) == share_admission::take); // no wrap at the top
+  // training.averaging overlap: the iteration before `current` stays open until its step.
+  CHECK(admit_share(6, 6, 7, false) == share_admission::take);
+  CHECK(admit_share(6, 6, 7, true) == share_admission::stale);
+  CHECK(admit_share(5, 6, 7, false) == share_admission::stale);
+  CHECK(admit_share(8, 6, 7, false) == share_admission::take);
+  CHECK(admit_share(9, 6, 7, false) == share_admission::too_far);
 }

@@ -332,19 +332,16 @@ TEST_CASE("cluster: random crashes at a per-iteration rate lose no microbatch an
   }
 }
 
-TEST_CASE("cluster: what the runtime does not run (SWARM's stash, adaptive top-k under SWARM, SWARM with overlapped averaging) is refused up front, naming the key") {
-  for (std::string key : {"routing.swarm.backward", "compression.mode", "training.averaging"}) {
+TEST_CASE("cluster: what the runtime does not run (SWARM's stash, adaptive top-k under SWARM) is refused up front, naming the key") {
+  for (std::string key : {"routing.swarm.backward", "compression.mode"}) {
     INFO(key);
     auto cfg = local(5, {});
     if (key == "routing.swarm.backward") {
       cfg.routing.router = routing::router_kind::swarm;
       cfg.routing.swarm.backward = routing::swarm_backward::stash;
-    } else if (key == "compression.mode") {
-      cfg.routing.router = routing::router_kind::swarm;
-      cfg.compression.mode = app::compression_mode::adaptive;
     } else {
       cfg.routing.router = routing::router_kind::swarm;
-      cfg.training.averaging = model::averaging_mode::overlap;
+      cfg.compression.mode = app::compression_mode::adaptive;
     }
     std::ostringstream log;
     auto r = app::run_embedded(cfg, log, 10);
@@ -394,6 +391,19 @@ TEST_CASE("cluster: SWARM routing trains through a crash in a forward and one in
       CHECK(std::includes(queued.begin(), queued.end(), live.begin(), live.end()));
     std::filesystem::remove(csv);
   }
+}
+
+// SWARM's own stack averages in the background too (hivemind's delay_optimizer_step): with
+// overlap its replicas take each step one iteration late as GWTF's do, and the backwards a
+// crashed replica counted of the iteration being averaged are called again elsewhere.
+TEST_CASE("cluster: SWARM routing with overlapped averaging trains through crashes as the reference's overlap, exactly once") {
+  auto cfg = local(12, {fault(3, actors::fault_action::crash, "r1-london", actors::fault_phase::forward),
+                        fault(7, actors::fault_action::crash, "r2-ireland", actors::fault_phase::backward)});
+  cfg.routing.router = routing::router_kind::swarm;
+  cfg.routing.swarm.detection = routing::swarm_detection::oracle;
+  cfg.training.averaging = model::averaging_mode::overlap;
+  auto r = run_two_crashes_checked(cfg, 120);
+  CHECK(r.rows.back().hosts_alive == 6);
 }
 
 // One replica per stage: which host computes a microbatch is then fixed (with several, the
@@ -533,6 +543,40 @@ void check_resume_bit_for_bit(app::cluster_config cfg, const std::string& name) 
   fs::remove_all(dir);
 }
 
+// With overlap a periodic checkpoint is written once the next iteration's average (the step it
+// still owes) is in, carries that pending step, and is named by the iteration it resumes at.
+// Resumed from it (--resume-at), the run continues the uninterrupted one bit for bit.
+TEST_CASE("cluster: with overlapped averaging a checkpoint carries its pending step, and a run resumed from it is the uninterrupted run bit for bit") {
+  namespace fs = std::filesystem;
+  auto dir = fs::temp_directory_path() / ("gwtf-cluster-overlap-resume-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  auto cfg = one_per_stage(8);
+  cfg.training.averaging = model::averaging_mode::overlap;
+  cfg.training.checkpoint_every = 2;
+  cfg.training.checkpoint_keep = 8;
+  cfg.node.data_dir = (dir / "run").string();
+  INFO("seed " << cfg.training.seed);
+  std::ostringstream full_log, second_log;
+  auto full = app::run_embedded(cfg, full_log, 90);
+  INFO(full_log.str());
+  REQUIRE(full.completed);
+  REQUIRE(full.rows.size() == 8);
+  // After steps 2, 4 and 6 with the next step pending (resume at 3, 5, 7), and the last.
+  CHECK(model::checkpoint_iterations(cfg.node.data_dir + "/r2-oregon", 2) == std::vector<std::uint64_t>{3, 5, 7, 8});
+  auto second = app::run_embedded(cfg, second_log, 90, {true, std::uint64_t{5}, std::nullopt});
+  INFO(second_log.str());
+  REQUIRE(second.completed);
+  CHECK(second_log.str().find("# resuming at iteration 5") != std::string::npos);
+  REQUIRE(second.rows.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    INFO("iteration " << 5 + i);
+    CHECK(second.rows[i].loss == full.rows[5 + i].loss);
+  }
+  CHECK(second.final_hashes == full.final_hashes);
+  CHECK(second.exactly_once_violations.empty());
+  fs::remove_all(dir);
+}
+
 TEST_CASE("cluster: with one replica per stage a run stopped with --until and resumed is the uninterrupted run bit for bit") {
   check_resume_bit_for_bit(one_per_stage(8), "gwtf-cluster-exact-resume");
 }
@@ -608,6 +652,34 @@ TEST_CASE("cluster: a lost stage is restored from the checkpoints without an ope
   CHECK(r.final_hashes.at(3).count("r1-london") == 1);
   CHECK(r.last_applied.at("r1-london") == 9);
   CHECK(r.wasted_s > 0); // the rolled-back iterations
+  fs::remove_all(dir);
+}
+
+// The same loss with overlap: the checkpoints carry their pending steps (named by the
+// iteration they resume at: 3, 5, ...), so the rolled-back run continues the reference's overlap.
+TEST_CASE("cluster: with overlapped averaging a lost stage is restored from checkpoints that carry their pending steps") {
+  namespace fs = std::filesystem;
+  auto dir = fs::temp_directory_path() / ("gwtf-cluster-restore-overlap-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  auto cfg = local(10, {fault(5, actors::fault_action::crash, "r3-virginia"),
+                        fault(5, actors::fault_action::crash, "r3-frankfurt")});
+  cfg.training.averaging = model::averaging_mode::overlap;
+  cfg.node.data_dir = dir.string();
+  cfg.training.checkpoint_every = 2;
+  cfg.training.checkpoint_replicas = 1;
+  std::ostringstream log;
+  auto r = app::run_embedded(cfg, log, 120);
+  INFO(log.str());
+  REQUIRE(r.completed);
+  CHECK(r.recoveries == 1);
+  // Written after steps 2 and 4, each once the next average was in: the cut resumes at 3 or
+  // 5 (5 when stage 3 had averaged iteration 4 before it died).
+  bool at3 = log.str().find("# resuming at iteration 3 ") != std::string::npos;
+  bool at5 = log.str().find("# resuming at iteration 5 ") != std::string::npos;
+  CHECK((at3 || at5));
+  REQUIRE(r.rows.size() == 10);
+  check_churn_run(cfg, r);
+  check_replicas_agree(r);
   fs::remove_all(dir);
 }
 
@@ -765,24 +837,30 @@ app::cluster_config three_replicas(int iterations, std::vector<actors::fault_eve
 } // namespace
 
 TEST_CASE("cluster: stages of three replicas average by butterfly and train as the reference does") {
-  auto cfg = three_replicas(10, {});
-  cfg.node.max_message_bytes = 256 << 10; // parts and sums cross in chunks too
-  cfg.node.chunk_bytes = 64 << 10;
-  std::ostringstream log;
-  auto r = app::run_embedded(cfg, log, 90);
-  INFO(log.str());
-  REQUIRE(r.completed);
-  for (auto [host, stage] : {std::pair{"r1-tokyo", 1}, {"r1-ohio", 1}, {"r3-oregon", 3}})
-    CHECK(log.str().find(std::string{host} + ": iteration 0: stage " + std::to_string(stage)
-                         + " averages by butterfly among 3 replicas") != std::string::npos);
-  CHECK(log.str().find("r2-oregon: iteration 0: stage 2 averages by butterfly") == std::string::npos); // 2 replicas
-  CHECK(log.str().find("falls back to whole shares") == std::string::npos);
-  // The same additions in the same order as the all-to-all exchange: the reference's loss.
-  CHECK(worst_vs_reference(cfg, r) <= 1e-4);
-  CHECK(r.exactly_once_violations.empty());
-  CHECK(r.replica_disagreements.empty());
-  CHECK(r.failures.empty());
-  check_replicas_agree(r);
+  // Sync, and overlapped (a round of iteration t runs while t + 1 computes): each against the
+  // reference's same mode.
+  for (auto averaging : {model::averaging_mode::sync, model::averaging_mode::overlap}) {
+    INFO("averaging " << (averaging == model::averaging_mode::sync ? "sync" : "overlap"));
+    auto cfg = three_replicas(10, {});
+    cfg.training.averaging = averaging;
+    cfg.node.max_message_bytes = 256 << 10; // parts and sums cross in chunks too
+    cfg.node.chunk_bytes = 64 << 10;
+    std::ostringstream log;
+    auto r = app::run_embedded(cfg, log, 90);
+    INFO(log.str());
+    REQUIRE(r.completed);
+    for (auto [host, stage] : {std::pair{"r1-tokyo", 1}, {"r1-ohio", 1}, {"r3-oregon", 3}})
+      CHECK(log.str().find(std::string{host} + ": iteration 0: stage " + std::to_string(stage)
+                           + " averages by butterfly among 3 replicas") != std::string::npos);
+    CHECK(log.str().find("r2-oregon: iteration 0: stage 2 averages by butterfly") == std::string::npos); // 2 replicas
+    CHECK(log.str().find("falls back to whole shares") == std::string::npos);
+    // The same additions in the same order as the all-to-all exchange: the reference's loss.
+    CHECK(worst_vs_reference(cfg, r) <= 1e-4);
+    CHECK(r.exactly_once_violations.empty());
+    CHECK(r.replica_disagreements.empty());
+    CHECK(r.failures.empty());
+    check_replicas_agree(r);
+  }
 }
 
 TEST_CASE("cluster: with exact sums stages of three replicas average by butterfly in int64, and two runs are bit-identical") {

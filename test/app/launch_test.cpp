@@ -248,6 +248,29 @@ TEST_CASE("launch: SIGKILL in a forward and in a backward pass loses no microbat
   fs::remove_all(dir);
 }
 
+// training.averaging overlap across processes: each step one iteration late, the averaging
+// of iteration t running while t + 1 computes; the same two SIGKILLs, the loss within 1e-3 of
+// the reference trainer's overlap.
+TEST_CASE("launch: with overlapped averaging a SIGKILL in a forward and in a backward pass loses no microbatch") {
+  auto dir = workdir("kill-overlap");
+  const std::string hosts = "  - {name: dh-a, region: virginia, role: data_holder, capacity: 6}\n"
+                            "  - {name: dh-b, region: frankfurt, role: data_holder, capacity: 6}\n"
+                            "  - {name: r1, region: ohio, role: relay, stage: 1, capacity: 2}\n"
+                            "  - {name: r1b, region: london, role: relay, stage: 1, capacity: 2}\n"
+                            "  - {name: r2, region: oregon, role: relay, stage: 2, capacity: 3}\n"
+                            "  - {name: r2b, region: ireland, role: relay, stage: 2, capacity: 1}\n"
+                            "  - {name: r3, region: virginia, role: relay, stage: 3, capacity: 4}\n";
+  auto overlap = [](std::string text) { return text.replace(text.find("loss_out:"), 9, "averaging: overlap, loss_out:"); };
+  std::ofstream{dir / "cluster.yaml"} << overlap(config(dir, hosts, 12,
+                                                        "{at_iteration: 3, action: crash, host: r1b, phase: forward},"
+                                                        "{at_iteration: 3, action: crash, host: r2, phase: backward}",
+                                                        "launch-loss.csv", "",
+                                                        "routing: {gwtf: {tick_ms: 200, reroute_gain: 0}}\n"));
+  std::ofstream{dir / "reference.yaml"} << overlap(config(dir, hosts, 12, "", "reference-loss.csv"));
+  check_two_kills(launch_written(dir));
+  fs::remove_all(dir);
+}
+
 // SWARM across processes (routing.router: swarm): the data holders call each stage over TCP;
 // r1b is SIGKILLed in a forward call and r2 in a backward call. The holders learn of it as
 // SWARM's code does, by the call's timeout (shortened from its 30 s / 75 s), and call another

@@ -2,6 +2,7 @@
 // export/import, exactly-once accounting, and a real learning check.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <random>
@@ -665,4 +666,104 @@ TEST_CASE("reference trainer, overlap: each step lands one iteration late, and t
   double first = (curve[0] + curve[1] + curve[2]) / 3, last = (curve[37] + curve[38] + curve[39]) / 3;
   MESSAGE("overlap: loss " << first << " -> " << last);
   CHECK(last < 0.8 * first);
+}
+
+// training.averaging overlap in the runtime: a replica accumulates iteration t + 1 while t is
+// averaged. The sums of the two stay apart, t's step forgets t's only, and a forward of t + 1
+// stashed before that step is differentiated with the weights after it (computed again from
+// its input), never through weights that changed under it.
+TEST_CASE("stage, overlap: two iterations accumulate apart, a step forgets its own, a stash from before a step is computed again") {
+  configure_torch(1);
+  auto m = tiny(architecture::gpt);
+  auto t = short_run(5);
+  auto tensor = [&](std::uint64_t seed) {
+    torch::manual_seed(seed);
+    return torch::randn({t.microbatch_size, m.seq_len, m.hidden});
+  };
+  auto k0 = microbatch_id{0, 0, 0}.key(), k1 = microbatch_id{1, 1, 0}.key();
+  stage early{m, t, 1}, late{m, t, 1};
+  for (auto* s : {&early, &late}) {
+    ok(s->forward(k0, tensor(1)));
+    ok(s->backward(k0, tensor(2)));
+  }
+  ok(early.forward(k1, tensor(3))); // iteration 1's forward before iteration 0's step
+  auto g0 = ok(early.gradients(0));
+  CHECK(g0.count == 1);
+  CHECK(ok(early.gradients(1)).count == 0);
+  for (auto* s : {&early, &late})
+    CHECK(ok(s->apply(average({g0}), 0, 1.0)));
+  ok(late.forward(k1, tensor(3))); // the same forward after the step
+  auto in_early = ok(early.backward(k1, tensor(4)));
+  auto in_late = ok(late.backward(k1, tensor(4)));
+  CHECK(torch::equal(in_early, in_late));
+  auto g1 = ok(early.gradients(1)), want = ok(late.gradients(1));
+  REQUIRE(g1.count == 1);
+  for (std::size_t k = 0; k < g1.sums.size(); ++k)
+    CHECK(torch::equal(g1.sums[k], want.sums[k]));
+
+  // Iteration 2 accumulates while 1 is averaged: 1's step leaves 2's sums alone.
+  auto k2 = microbatch_id{2, 0, 1}.key();
+  ok(early.forward(k2, tensor(5)));
+  ok(early.backward(k2, tensor(6)));
+  CHECK(ok(early.gradients()).count == 2); // every iteration not stepped
+  CHECK(ok(early.apply(average({g1}), 1, 1.0)));
+  CHECK(ok(early.gradients(1)).count == 0);
+  CHECK_FALSE(early.counted(k1));
+  CHECK(early.counted(k2));
+  CHECK(ok(early.gradients(2)).count == 1);
+}
+
+TEST_CASE("state blob: a pending step (overlap) travels with the state and names the iteration it resumes at; a version-2 state still loads") {
+  configure_torch(1);
+  auto m = tiny(architecture::gpt);
+  auto t = short_run(5);
+  stage a{m, t, 1};
+  torch::manual_seed(9);
+  auto key = microbatch_id{0, 0, 0}.key();
+  ok(a.forward(key, torch::randn({t.microbatch_size, m.seq_len, m.hidden})));
+  ok(a.backward(key, torch::randn({t.microbatch_size, m.seq_len, m.hidden})));
+  CHECK(ok(a.apply(average({ok(a.gradients(0))}), 0, 1.0))); // one step: the next is iteration 1's
+  pending_update p{1, 0.75, {}};
+  for (auto& q : a.parameters())
+    p.averaged.push_back(torch::randn_like(q.tensor));
+  auto blob = a.export_state(&p);
+  stage b{m, t, 1};
+  std::optional<pending_update> got;
+  REQUIRE(ok(b.import_state(blob.data(), blob.size(), &got)));
+  REQUIRE(got.has_value());
+  CHECK(got->iteration == 1);
+  CHECK(got->global_norm == 0.75);
+  REQUIRE(got->averaged.size() == p.averaged.size());
+  for (std::size_t k = 0; k < p.averaged.size(); ++k)
+    CHECK(torch::equal(got->averaged[k], p.averaged[k]));
+  CHECK(b.export_state(&*got) == blob);
+  CHECK(b.weights_hash() == a.weights_hash());
+  // Checkpoints are named by the iteration their state resumes at: after a pending step.
+  CHECK(std::get<state_blob_info>(describe_state_blob(blob)).steps == 2);
+  auto plain = a.export_state();
+  CHECK(std::get<state_blob_info>(describe_state_blob(plain)).steps == 1);
+  REQUIRE(ok(b.import_state(plain.data(), plain.size(), &got)));
+  CHECK_FALSE(got.has_value());
+
+  // A pending step of another iteration than the state's next is refused, naming it.
+  auto wrong = p;
+  wrong.iteration = 3;
+  auto bad = a.export_state(&wrong);
+  auto r = b.import_state(bad.data(), bad.size(), &got);
+  REQUIRE(std::holds_alternative<std::string>(r));
+  CHECK(std::get<std::string>(r).find("pending step is of iteration 3") != std::string::npos);
+
+  // Version 2 (before pending steps): no flag byte before the hash.
+  std::vector<std::uint8_t> v2(plain.begin(), plain.end() - 9);
+  std::uint32_t two = 2;
+  std::memcpy(v2.data() + 8, &two, sizeof two);
+  auto h = fast_hash(v2.data(), v2.size());
+  auto* hb = reinterpret_cast<const std::uint8_t*>(&h);
+  v2.insert(v2.end(), hb, hb + sizeof h);
+  stage c{m, t, 1};
+  got = p;
+  REQUIRE(ok(c.import_state(v2.data(), v2.size(), &got)));
+  CHECK_FALSE(got.has_value());
+  CHECK(c.weights_hash() == a.weights_hash());
+  CHECK(c.steps() == 1);
 }
