@@ -1088,6 +1088,21 @@ void stall_watch(self_ptr self, std::uint64_t seen) {
   if (!missing.empty())
     report_failure(self, "iteration " + std::to_string(st.current) + " in progress for over "
                            + std::to_string(period.count()) + " ms, waiting for " + missing);
+  // Overlap: the iteration before, averaged while `current` computes, may be what holds the
+  // boundary (its step comes there).
+  if (auto p = oldest_open(st); p < st.current && st.agg.averaged.count(p) == 0 && st.agg.shared.count(p) > 0) {
+    std::int64_t in = 0;
+    if (auto sh = st.agg.shares.find(p); sh != st.agg.shares.end())
+      for (auto& [r, d] : sh->second)
+        in += d.count;
+    auto waits = st.barrier->waiting_for(p, me(st), live_holders(st), in, st.gone, !is_holder(st));
+    if (!waits.empty())
+      report_failure(self, "iteration " + std::to_string(p) + " (averaged while " + std::to_string(st.current)
+                             + " computes) waiting for " + waits);
+  } else if (p < st.current && st.agg.averaged.count(p) > 0 && !norm_of(st, p)) {
+    report_failure(self, "iteration " + std::to_string(p) + " (averaged while " + std::to_string(st.current)
+                           + " computes) waiting for the norms of every stage");
+  }
 }
 
 } // namespace gwtf::actors::compute

@@ -178,9 +178,9 @@ void handle_forward(self_ptr self, const std::string& from, wire::activation a) 
     queue_early(self, "activation from " + from, from, std::move(a));
     return;
   }
-  if (a.microbatch.iteration < st.current
-      && !(open_iteration(st, a.microbatch.iteration) && st.agg.averaged.count(a.microbatch.iteration) == 0))
-    return; // an iteration already applied (or averaged, with overlap): a late duplicate
+  if (a.microbatch.iteration < st.current && !open_iteration(st, a.microbatch.iteration))
+    return; // an iteration already applied: a late duplicate (with overlap the one before stays open until its step:
+            // a repair of it passes stages, and data holders' heads, that averaged it already)
   if (a.microbatch.holder >= st.ctx->spec->holders.size()) {
     report_failure(self, "activation from " + from + " names data holder "
                            + std::to_string(a.microbatch.holder) + ", which does not exist");

@@ -144,11 +144,10 @@ void swarm_request(self_ptr self, const std::string& from, wire::activation a) {
     r.tensor = std::move(t);
     st.ctx->send(self, from, service::stage, r);
   };
-  if (a.microbatch.iteration < st.current
-      && !(open_iteration(st, a.microbatch.iteration) && st.agg.averaged.count(a.microbatch.iteration) == 0)) {
-    // An iteration this stage applied (or, with overlap, averaged): a backward asked again
-    // after a replica died (a repair) came after the stage averaged without needing it. An
-    // empty answer says so.
+  if (a.microbatch.iteration < st.current && !open_iteration(st, a.microbatch.iteration)) {
+    // An iteration this stage applied: a backward asked again after a replica died (a repair)
+    // came after the stage averaged without needing it. An empty answer says so. (With
+    // overlap the iteration before `current` stays open until its step, as `current` in sync.)
     if (backward)
       reply({});
     return;

@@ -82,7 +82,11 @@ void check_no_stage_violation(const app::embedded_result& r) {
     CHECK_MESSAGE(f.find("exactly-once:") == std::string::npos, f);
 }
 
-void check_churn_run(const app::cluster_config& cfg, const app::embedded_result& r) {
+// With overlap a microbatch repaired while the next iteration runs is computed on weights one
+// step newer than its iteration's others (docs/runtime.md, "Overlapped averaging"): the band
+// there is `band` (measured: 1.02e-3 at worst when a third of a stage's microbatches of one
+// iteration were repaired).
+void check_churn_run(const app::cluster_config& cfg, const app::embedded_result& r, double band = 1e-3) {
   for (auto& v : r.exactly_once_violations)
     FAIL_CHECK(v);
   check_no_stage_violation(r);
@@ -90,7 +94,7 @@ void check_churn_run(const app::cluster_config& cfg, const app::embedded_result&
   REQUIRE(r.rows.size() == ref.size());
   for (std::size_t i = 0; i < ref.size(); ++i) {
     INFO("iteration " << i << ": cluster " << r.rows[i].loss << ", reference " << ref[i]);
-    CHECK(std::abs(r.rows[i].loss - ref[i]) <= 1e-3 * std::abs(ref[i]));
+    CHECK(std::abs(r.rows[i].loss - ref[i]) <= band * std::abs(ref[i]));
   }
 }
 
@@ -899,6 +903,25 @@ TEST_CASE("cluster: a replica killed mid-butterfly falls back to whole shares an
   CHECK(r.replica_disagreements.empty());
   // stage 3 kept its three replicas and its butterfly
   CHECK(log.str().find("r3-oregon: iteration 0: stage 3 averages by butterfly among 3 replicas") != std::string::npos);
+}
+
+// With overlap the round of iteration t runs while t + 1 computes: a last-stage replica
+// killed mid-round has its microbatches of t computed again (their forwards re-sent by stage 2,
+// their heads at the data holders, which already averaged t at stage 0) while the holders are
+// in t + 1; the stage averages t without it, and t's step comes at t + 1's boundary.
+TEST_CASE("cluster: with overlapped averaging a last-stage replica killed mid-butterfly has its microbatches of that iteration computed again") {
+  auto cfg = three_replicas(8, {fault(3, actors::fault_action::crash, "r3-oregon", actors::fault_phase::averaging)});
+  cfg.training.averaging = model::averaging_mode::overlap;
+  cfg.routing.gwtf.reroute_gain = 0;
+  std::ostringstream log;
+  auto r = app::run_embedded(cfg, log, 90);
+  INFO(log.str());
+  REQUIRE(r.completed);
+  CHECK(r.crashes == 1);
+  CHECK(log.str().find("butterfly averaging falls back to whole shares (r3-oregon of its group is gone)")
+        != std::string::npos);
+  check_churn_run(cfg, r, 5e-3);
+  check_replicas_agree(r);
 }
 
 TEST_CASE("cluster: with SWARM routing a replica killed mid-butterfly has the backwards it counted called again elsewhere") {
