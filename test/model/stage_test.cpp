@@ -713,7 +713,7 @@ TEST_CASE("stage, overlap: two iterations accumulate apart, a step forgets its o
   CHECK(ok(early.gradients(2)).count == 1);
 }
 
-TEST_CASE("state blob: a pending step (overlap) travels with the state and names the iteration it resumes at; a version-2 state still loads") {
+TEST_CASE("state blob: a pending step (overlap) travels with the state and names the iteration it resumes at, and a version-2 state still loads") {
   configure_torch(1);
   auto m = tiny(architecture::gpt);
   auto t = short_run(5);
