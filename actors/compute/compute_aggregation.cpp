@@ -695,9 +695,15 @@ boundary try_apply(self_ptr self, std::uint64_t i) {
     return boundary::none;
   // With overlap the step waits for the next iteration's boundary (the weights stay as they
   // are while it computes), but for the last iteration: no compute follows it.
-  if (overlapped(st) && st.agg.shared.count(i + 1) == 0 && i + 1 < st.ctx->spec->end_iteration()) {
-    pending_complete(self);
-    return boundary::none;
+  if (overlapped(st)) {
+    if (st.agg.shared.count(i + 1) == 0 && i + 1 < st.ctx->spec->end_iteration()) {
+      pending_complete(self); // complete: a due checkpoint and waiting joiners get it
+      return boundary::none;
+    }
+    // Taken at once (its averaging outlasted the next iteration's compute): the checkpoint due
+    // still gets it first (joiners wait for the next pending step: this replica moves on now).
+    if (auto p = pending_step(st))
+      write_due_checkpoint(self, *p);
   }
   auto r = st.model->apply(st.agg.averaged[i], static_cast<std::int64_t>(i), *norm);
   if (!value_or_report(self, r, "optimizer step " + std::to_string(i)))

@@ -405,6 +405,8 @@ void write_due_checkpoint(self_ptr self, const model::pending_update& p) {
   // that iteration, as a sync checkpoint's name says too).
   auto resumes_at = *st.ckpt.due + 2;
   st.ckpt.due.reset();
+  if (resumes_at >= st.ctx->spec->end_iteration())
+    return; // the run's last checkpoint (after its last step, nothing pending) has that name
   tell(self, writer_of(self), write_atom::value, static_cast<std::uint32_t>(st.ctx->stage), resumes_at,
        st.model->export_state(&p), replica_targets(st, st.ctx->spec->training.checkpoint_replicas));
 }

@@ -581,6 +581,41 @@ TEST_CASE("cluster: with overlapped averaging a checkpoint carries its pending s
   fs::remove_all(dir);
 }
 
+// Overlap on slow cards: shares of t and activations of t + 1 cross every host's card at
+// once. Every due checkpoint is written with its pending step (also when a step is taken at
+// once because its average landed after the next boundary), replicas agree, and the loss is
+// the reference's overlap.
+TEST_CASE("cluster: with overlapped averaging on slow cards every due checkpoint is written, each with its pending step") {
+  namespace fs = std::filesystem;
+  auto dir = fs::temp_directory_path() / ("gwtf-cluster-overlap-slow-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  auto cfg = local(6, {});
+  cfg.training.averaging = model::averaging_mode::overlap;
+  cfg.training.checkpoint_every = 1;
+  cfg.training.checkpoint_keep = 10;
+  cfg.training.microbatches_per_holder = 1; // little compute per iteration
+  cfg.node.data_dir = dir.string();
+  for (auto& h : cfg.hosts)
+    h.uplink_mbit = 0.2; // 10 Mbit/s at time_scale 0.02: a relay's 1.6 MB share takes ~1.3 s
+  // Heartbeats wait behind shares on the emulated card: the detection must outlast its queue.
+  cfg.faults.connection_timeout_ms = 20000;
+  cfg.faults.hop_timeout_ms = 40000;
+  std::ostringstream log;
+  auto r = app::run_embedded(cfg, log, 120);
+  INFO(log.str());
+  REQUIRE(r.completed);
+  // After steps 1..4 with the next step pending (resume at 2..5), and the last (6, no pending).
+  for (auto [host, stage] : {std::pair{"r1-ohio", 1}, {"dh-virginia", 0}, {"r3-virginia", 3}}) {
+    INFO(host);
+    CHECK(model::checkpoint_iterations(cfg.node.data_dir + "/" + host, stage)
+          == std::vector<std::uint64_t>{2, 3, 4, 5, 6});
+  }
+  CHECK(worst_vs_reference(cfg, r) <= 1e-4);
+  CHECK(r.replica_disagreements.empty());
+  check_replicas_agree(r);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("cluster: with one replica per stage a run stopped with --until and resumed is the uninterrupted run bit for bit") {
   check_resume_bit_for_bit(one_per_stage(8), "gwtf-cluster-exact-resume");
 }
