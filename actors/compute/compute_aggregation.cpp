@@ -700,10 +700,11 @@ boundary try_apply(self_ptr self, std::uint64_t i) {
       pending_complete(self); // complete: a due checkpoint and waiting joiners get it
       return boundary::none;
     }
-    // Taken at once (its averaging outlasted the next iteration's compute): the checkpoint due
-    // still gets it first (joiners wait for the next pending step: this replica moves on now).
-    if (auto p = pending_step(st))
-      write_due_checkpoint(self, *p);
+    // Taken at once (its average came after the next boundary): the checkpoint due and the
+    // joiners waiting get the state with it first. (Served only when a step waits, joiners
+    // starved while every average came late; a joiner served now may be one step behind and
+    // load again, as in sync.)
+    pending_complete(self);
   }
   auto r = st.model->apply(st.agg.averaged[i], static_cast<std::int64_t>(i), *norm);
   if (!value_or_report(self, r, "optimizer step " + std::to_string(i)))
