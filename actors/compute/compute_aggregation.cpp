@@ -809,8 +809,8 @@ void pending_complete(self_ptr self) {
   write_due_checkpoint(self, *p);
   auto waiting = std::move(st.agg.deferred_requests);
   st.agg.deferred_requests.clear();
-  for (auto& [from, r] : waiting)
-    if (st.peers.count(from) > 0)
+  for (auto& [from, r] : waiting) // a joiner has no stage yet: not among `peers`, only not gone
+    if (st.gone.count(from) == 0)
       serve_state(self, from, r);
 }
 
