@@ -202,6 +202,7 @@ public:
     return sums(iteration, [](std::uint32_t) { return true; });
   }
   /// The sums of every iteration held, added iteration by iteration (one iteration: its sums).
+  /// Out of place: a single holder's sums are the running sums themselves (arrival_sums).
   std::vector<torch::Tensor> sums() const {
     std::set<std::uint64_t> held;
     for (auto mb : counted_)
@@ -213,7 +214,7 @@ public:
         out = std::move(one);
       else
         for (std::size_t k = 0; k < out.size() && k < one.size(); ++k)
-          out[k].add_(one[k]);
+          out[k] = out[k].add(one[k]);
     }
     return out;
   }

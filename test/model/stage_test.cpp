@@ -713,6 +713,29 @@ TEST_CASE("stage, overlap: two iterations accumulate apart, a step forgets its o
   CHECK(ok(early.gradients(2)).count == 1);
 }
 
+// The sums of every held iteration are added out of place: one holder's sums of an iteration
+// are its running sums themselves, which an in-place addition would change for good.
+TEST_CASE("reference model: the sums of two held iterations are the same each time they are asked for") {
+  configure_torch(1);
+  auto m = tiny(architecture::gpt);
+  auto t = short_run(5);
+  auto text = open_corpus(test_corpus, m);
+  reference_model ref{m, t};
+  for (std::uint64_t it = 0; it < 2; ++it) { // one holder's microbatch in each of two iterations
+    microbatch_id id{it, 0, 0};
+    ref.accumulate(id.key(), sample(text, t.seed, id, t.microbatch_size, m.seq_len));
+  }
+  auto first = ref.gradients();
+  std::vector<torch::Tensor> kept;
+  for (auto& g : first.sums)
+    kept.push_back(g.clone());
+  auto again = ref.gradients();
+  REQUIRE(again.count == 2);
+  REQUIRE(again.sums.size() == kept.size());
+  for (std::size_t k = 0; k < kept.size(); ++k)
+    CHECK(torch::equal(again.sums[k], kept[k]));
+}
+
 TEST_CASE("state blob: a pending step (overlap) travels with the state and names the iteration it resumes at, and a version-2 state still loads") {
   configure_torch(1);
   auto m = tiny(architecture::gpt);
