@@ -89,7 +89,7 @@ void training_config::validate(const issue_sink& report) const {
     report("reproducible_sums", std::string{"key_order or off with share_compression "}
                                   + (share_compression == share_compression::bf16 ? "bf16" : "int8")
                                   + " (exact sums travel as int64 integers: a compressed share would round them "
-                                    "again), got exact");
+                                    "again; set training.share_compression: fp32, the default is bf16), got exact");
 }
 
 } // namespace gwtf::model

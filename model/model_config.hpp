@@ -92,14 +92,16 @@ struct training_config {
   /// behind a whole stage's state (docs/checkpoints.md).
   double checkpoint_push_mb_s = 0;
   /// How the replicas of a stage send each other their gradient shares: fp32 (exact), bf16
-  /// or int8 with per-block scales and error feedback (model/share_codec.hpp).
-  model::share_compression share_compression = model::share_compression::fp32;
+  /// or int8 with per-block scales and error feedback (model/share_codec.hpp). bf16 by
+  /// default: half the bytes at no loss cost measured on the demo (docs/benchmarks.md,
+  /// "Compressed gradient shares"); fp32 for runs that must equal the reference trainer.
+  model::share_compression share_compression = model::share_compression::bf16;
   /// How they exchange them: butterfly (reduce-scatter + all-gather, from 3 replicas on) or
   /// all_to_all (every replica's whole share to every other).
   model::share_exchange share_exchange = model::share_exchange::butterfly;
   /// When the averaged gradient is applied: sync, or overlap (one iteration stale, as
-  /// hivemind's delayed optimizer step); overlap runs in the reference trainer and the
-  /// simulator, the runtime refuses it for now (app/run/spec.hpp).
+  /// hivemind's delayed optimizer step), in the runtime, the reference trainer and the
+  /// simulator alike (docs/runtime.md, "Overlapped averaging").
   model::averaging_mode averaging = model::averaging_mode::sync;
   /// How a replica adds its microbatches' gradients: off (one float32 running sum per data
   /// holder, as they arrive: the least memory and compute), key_order (each kept apart until

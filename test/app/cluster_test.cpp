@@ -31,6 +31,9 @@ app::cluster_config local(int iterations, std::vector<actors::fault_event> scrip
   auto cfg = *r.config;
   cfg.training.iterations = iterations;
   cfg.training.loss_out.clear();
+  // Exact shares: these tests hold the runtime to the reference trainer within 1e-4, which a
+  // rounded share (the default, bf16) would not; `gradient shares in bf16 or int8` tests those.
+  cfg.training.share_compression = model::share_compression::fp32;
   cfg.emulation->time_scale = 0.02;
   cfg.faults.script = std::move(script);
   bool tokyo_joins = false;

@@ -49,6 +49,7 @@ std::string config(const fs::path& dir, const std::string& hosts, int iterations
     << "data: {format: text, path: " << src << "/test/app/good_configs/corpus.txt}\n"
     << "training: {seed: 42, iterations: " << iterations
     << ", microbatch_size: 4, microbatches_per_holder: 4, lr: 3.0e-3, min_lr: 3.0e-4, warmup_iterations: 5,"
+    << " share_compression: fp32," // exact shares: the runs are held to the reference trainer
     << " loss_out: " << (dir / loss_file).string() << "}\n"
     << (extra.find("routing:") == std::string::npos ? "routing: {gwtf: {tick_ms: 200}}\n" : "")
     << "faults: {heartbeat_interval_ms: 250, connection_timeout_ms: 2000, hop_timeout_ms: 5000"
@@ -354,7 +355,7 @@ TEST_CASE("launch: a replica SIGKILLed mid-butterfly loses no microbatch, and th
 TEST_CASE("launch: hosts busy in long passes are never declared dead, but a SIGKILL is, and shares above the frame limit cross") {
   // Each relay stage holds 2 blocks of 256: a gradient share of 2 x (12 x 256^2 + 13 x 256)
   // x 4 bytes = 6.3 MB, above the 4 MiB frame limit (an activation, 2 x 1024 x 256 x 4 bytes,
-  // fits): the shares cross in chunks.
+  // fits): the shares cross in chunks (fp32: in bf16 they would fit one frame).
   auto dir = workdir("busy");
   auto text = [&](const std::string& loss, const std::string& script) {
     std::ostringstream y;
@@ -362,8 +363,8 @@ TEST_CASE("launch: hosts busy in long passes are never declared dead, but a SIGK
       << "hosts:\n" << replicated
       << "model: {arch: gpt, layers: 6, hidden: 256, heads: 4, seq_len: 1024, vocab: 256, stages: 4}\n"
       << "data: {format: text, path: /usr/share/games/fortunes/cookie}\n"
-      << "training: {seed: 42, iterations: 4, microbatch_size: 2, microbatches_per_holder: 2, loss_out: "
-      << (dir / loss).string() << "}\n"
+      << "training: {seed: 42, iterations: 4, microbatch_size: 2, microbatches_per_holder: 2, share_compression: fp32,"
+      << " loss_out: " << (dir / loss).string() << "}\n"
       << (script.empty() ? "" : "faults: {script: [" + script + "]}\n")
       << "emulation: {network: " << src << "/configs/networks/aws-8.yaml, time_scale: 0}\n";
     return y.str();
