@@ -529,6 +529,18 @@ void get(schema::StateRequest::Reader r, state_request& x, checker& c) {
   x.iteration = r.getIteration();
 }
 
+void get(schema::Fragment::Reader r, fragment& x, checker& c) {
+  x.id = r.getId();
+  x.offset = r.getOffset();
+  x.total_bytes = r.getTotalBytes();
+  auto d = r.getData();
+  if (c.ok() && (d.size() == 0 || x.offset >= x.total_bytes || d.size() > x.total_bytes - x.offset))
+    c.bad(wire_error::bad_field, "fragment: bytes [" + std::to_string(x.offset) + ", +" + std::to_string(d.size())
+                                   + ") are empty or exceed totalBytes " + std::to_string(x.total_bytes));
+  if (c.ok())
+    x.data.assign(d.begin(), d.end());
+}
+
 void get(schema::StateChunk::Reader r, state_chunk& x, checker& c) {
   x.transfer_id = r.getTransferId();
   c.in_range(r.getStage(), 0, max_stage, "stateChunk.stage", x.stage);
@@ -627,6 +639,7 @@ std::variant<message, wire_failure> read_body(body_reader body, const std::share
     case B::REPLICA_HASH: return finish<replica_hash>(body.getReplicaHash(), owner);
     case B::RESTORE: return finish<restore>(body.getRestore(), owner);
     case B::STAGE_MOVE: return finish<stage_move>(body.getStageMove(), owner);
+    case B::FRAGMENT: return finish<fragment>(body.getFragment(), owner);
   }
   return fail(wire_error::bad_enum, "envelope.body: unknown message kind "
                                       + std::to_string(static_cast<unsigned>(body.which())));

@@ -266,6 +266,13 @@ struct filler {
     b.setTotalBytes(x.total_bytes);
     b.setData(capnp::Data::Reader(x.data.data(), x.data.size()));
   }
+  void operator()(const fragment& x) {
+    auto b = body.initFragment();
+    b.setId(x.id);
+    b.setOffset(x.offset);
+    b.setTotalBytes(x.total_bytes);
+    b.setData(capnp::Data::Reader(x.data.data(), x.data.size()));
+  }
   void operator()(const hop_progress& x) {
     auto b = body.initHopProgress();
     put(b.initMicrobatch(), x.microbatch);

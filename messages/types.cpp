@@ -31,7 +31,7 @@ constexpr const char* kind_names[] = {
     "cost_advert", "flow_request", "flow_response", "flow_listing", "move_proposal",
     "move_response", "flow_sync", "ping", "pong", "bandwidth_sample", "gradient_chunk",
     "norm_share", "state_request", "state_chunk", "inspect_request", "inspect_reply",
-    "hop_progress", "iteration_done", "replica_hash", "restore", "stage_move"};
+    "hop_progress", "iteration_done", "replica_hash", "restore", "stage_move", "fragment"};
 static_assert(sizeof kind_names / sizeof kind_names[0] == std::variant_size_v<message>);
 } // namespace
 
@@ -86,6 +86,7 @@ GWTF_WIRE_EQ(holder_count, x.holder, x.microbatches)
 GWTF_WIRE_EQ(norm_share, x.iteration, x.stage, x.sum_squares, x.holders)
 GWTF_WIRE_EQ(state_request, x.transfer_id, x.stage, x.checkpoint, x.iteration)
 GWTF_WIRE_EQ(state_chunk, x.transfer_id, x.stage, x.offset, x.total_bytes, x.data)
+GWTF_WIRE_EQ(fragment, x.id, x.offset, x.total_bytes, x.data)
 GWTF_WIRE_EQ(inspect_request, x.request_id, x.query)
 GWTF_WIRE_EQ(inspect_reply, x.request_id, x.ok, x.body)
 GWTF_WIRE_EQ(hop_progress, x.microbatch, x.path)

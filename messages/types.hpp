@@ -359,13 +359,21 @@ struct stage_move {
   std::uint64_t iteration = 0;
   std::string decided_by;       ///< 1..64 bytes
 };
+/// A piece of a message above the frame limit: bytes [offset, offset + data.size()) of the
+/// sender's encoded message `id`, total_bytes long (actors/core/fragments.hpp).
+struct fragment {
+  std::uint64_t id = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t total_bytes = 0; ///< > 0
+  std::vector<std::uint8_t> data; ///< 1 .. total_bytes - offset bytes
+};
 /// Any wire message.
 using message = std::variant<hello, leave, gossip, join_request, join_reply, activation,
                              introduction, cost_advert, flow_request, flow_response,
                              flow_listing, move_proposal, move_response, flow_sync, ping, pong,
                              bandwidth_sample, gradient_chunk, norm_share, state_request,
                              state_chunk, inspect_request, inspect_reply, hop_progress,
-                             iteration_done, replica_hash, restore, stage_move>;
+                             iteration_done, replica_hash, restore, stage_move, fragment>;
 
 /// Name of the message kind held, e.g. "flow_request".
 const char* kind_name(const message& m);
@@ -386,7 +394,7 @@ GWTF_WIRE_EQ(bandwidth_sample) GWTF_WIRE_EQ(holder_count) GWTF_WIRE_EQ(gradient_
 GWTF_WIRE_EQ(state_request) GWTF_WIRE_EQ(state_chunk) GWTF_WIRE_EQ(inspect_request)
 GWTF_WIRE_EQ(inspect_reply) GWTF_WIRE_EQ(hop_progress) GWTF_WIRE_EQ(iteration_done)
 GWTF_WIRE_EQ(replica_hash) GWTF_WIRE_EQ(held_checkpoint) GWTF_WIRE_EQ(restore)
-GWTF_WIRE_EQ(stage_move)
+GWTF_WIRE_EQ(stage_move) GWTF_WIRE_EQ(fragment)
 #undef GWTF_WIRE_EQ
 
 } // namespace gwtf::wire

@@ -386,6 +386,18 @@ struct InspectReply {
   body @2 :Text;          # the answer, or the error when not ok
 }
 
+# A piece of a message too large for one frame (node.max_message_bytes): the bytes [offset,
+# offset + |data|) of the sender's encoded message `id`, which is totalBytes long. The pieces
+# of a message come in order, one after the other; the receiver puts them together in bounded
+# memory and decodes the whole (docs/runtime.md, "Messages in pieces"). A piece is never
+# itself a message in pieces.
+struct Fragment {
+  id @0 :UInt64;
+  offset @1 :UInt64;
+  totalBytes @2 :UInt64;
+  data @3 :Data;
+}
+
 # --- envelope -----------------------------------------------------------------------
 
 struct Envelope {
@@ -420,5 +432,6 @@ struct Envelope {
     replicaHash @27 :ReplicaHash;
     restore @28 :Restore;
     stageMove @29 :StageMove;
+    fragment @30 :Fragment;
   }
 }

@@ -896,7 +896,7 @@ boundary on_state_chunk(self_ptr self, const std::string& from, const wire::stat
   auto& st = self->state;
   if (st.ready)
     return boundary::none;
-  auto limit = static_cast<std::uint64_t>(st.ctx->spec->max_message_bytes) * 64;
+  auto limit = largest_state_bytes(*st.ctx->spec);
   auto got = st.fetch.download.chunk(from, c, static_cast<std::uint32_t>(st.ctx->stage), limit);
   if (got == state_download::outcome::refused)
     report_failure(self, "state from " + from + " announces " + std::to_string(c.total_bytes) + " bytes (limit "

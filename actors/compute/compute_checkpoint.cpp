@@ -149,7 +149,7 @@ void serve(writer_ptr self, const ctx_ptr& ctx, const std::string& to, std::uint
 void receive(writer_ptr self, const ctx_ptr& ctx, const std::string& from, wire::state_chunk& c) {
   auto& st = self->state;
   auto key = std::make_pair(from, c.transfer_id);
-  auto limit = static_cast<std::uint64_t>(ctx->spec->max_message_bytes) * 64;
+  auto limit = largest_state_bytes(*ctx->spec);
   auto it = st.incoming.find(key);
   if (it == st.incoming.end()) {
     if (c.offset != 0)

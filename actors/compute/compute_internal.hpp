@@ -18,6 +18,7 @@
 #include <set>
 
 #include "model/data.hpp"
+#include "model/sizing.hpp"
 #include "model/stage.hpp"
 #include "model/transformer.hpp"
 #include "routing/swarm.hpp"
@@ -39,11 +40,16 @@ namespace gwtf::actors::compute {
 
 using ctx_ptr = std::shared_ptr<const host_context>;
 using clock = std::chrono::steady_clock;
-/// The largest piece of a tensor on the wire: node.chunk_bytes (validation keeps it at most
-/// half a frame; so does this, for a spec built by hand).
-inline std::size_t wire_chunk_bytes(const cluster_spec& spec) {
-  return static_cast<std::size_t>(
-    std::clamp<std::int64_t>(spec.chunk_bytes, 1024, std::max<std::int64_t>(1024, spec.max_message_bytes / 2)));
+
+/// The largest stage state this model makes (weights, Adam's two moments and an overlapped
+/// run's pending step: 16 bytes a parameter of its largest stage, and 4 MiB for names and
+/// shapes): what a state download or a checkpoint copy may announce. Derived from the model,
+/// not the frame limit: states cross in chunks.
+inline std::uint64_t largest_state_bytes(const cluster_spec& spec) {
+  std::int64_t most = 0;
+  for (auto& span : model::partition(spec.model))
+    most = std::max(most, model::size_of(spec.model, span).parameters);
+  return 16 * static_cast<std::uint64_t>(most) + (4u << 20);
 }
 
 inline double since(clock::time_point t) {
@@ -260,6 +266,8 @@ struct compute_state {
   checkpoint_state ckpt;
   compute_metrics metrics;
   wire_encoder_state encoder;
+  /// Messages above the frame limit, put together piece by piece (actors/core/fragments.hpp).
+  std::optional<fragment_assembler> pieces;
 };
 
 using self_ptr = metered_ptr<compute_actor, compute_state>;

@@ -224,6 +224,33 @@ std::string inspect_json(self_ptr self) {
   return out.dump();
 }
 
+// --- messages in pieces ---------------------------------------------------------------
+
+// A piece of a message above the frame limit (actors/core/fragments.hpp): the whole message
+// once its last piece came, decoded as any frame but bounded by the largest this model makes.
+std::optional<wire::message> whole_message(self_ptr self, const std::string& from, wire::fragment&& piece) {
+  auto& st = self->state;
+  auto got = st.pieces->add(from, std::move(piece));
+  if (!got.error.empty()) {
+    report_failure(self, "bad frame from " + from + ": " + got.error);
+    return std::nullopt;
+  }
+  if (!got.whole)
+    return std::nullopt;
+  wire::decode_limits limits;
+  limits.max_bytes = static_cast<std::size_t>(st.pieces->limits().max_message);
+  auto msg = open_frame(wire_frame{std::move(*got.whole)}, limits);
+  if (!msg) {
+    report_failure(self, "bad frame from " + from + " (put together from pieces): " + self->system().render(msg.error()));
+    return std::nullopt;
+  }
+  if (std::holds_alternative<wire::fragment>(*msg)) {
+    report_failure(self, "bad frame from " + from + ": a message put together from pieces is itself a piece");
+    return std::nullopt;
+  }
+  return std::move(*msg);
+}
+
 // --- peers going down ----------------------------------------------------------------
 
 void on_peer_down(self_ptr self, const std::string& id) {
@@ -235,6 +262,7 @@ void on_peer_down(self_ptr self, const std::string& id) {
   st.peers.erase(it);
   st.gone.insert(id);
   st.agg.incoming->forget(id);   // its shares under way will not complete
+  st.pieces->forget(id);         // nor its messages in pieces
   st.encoder.links.erase(id);    // measured afresh if it comes back
   st.encoder.residual.erase(id); // what it was owed went with it
   if (st.departed.count(id) == 0)
@@ -369,6 +397,13 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
   // averaged while the next computes).
   st.agg.incoming.emplace(share_elements, overlapped(st) ? 3 : 2, 256, ctx->spec->training.reproducible_sums == model::sum_order::exact);
   st.agg.share_elements = share_elements;
+  { // Messages in pieces: bounded by the largest this model makes (a SWARM backward call, two
+    // activations), 4 under way per peer and 4 of the largest for all peers together.
+    auto& m = ctx->spec->model;
+    auto values = static_cast<std::uint64_t>(ctx->spec->training.microbatch_size) * m.seq_len * m.hidden;
+    auto largest = largest_message_bytes(values, static_cast<std::uint64_t>(ctx->spec->max_message_bytes));
+    st.pieces.emplace(fragment_limits{largest, 4, 4 * largest});
+  }
   st.ready = !ctx->joining;
   st.run_origin = ctx->incarnation;
   if (ctx->awaits_cut()) {
@@ -399,6 +434,8 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
     [self](deliver_atom, const std::string& from, wire_frame& frame) {
       auto& st = self->state;
       auto msg = st.ctx->open(self, from, std::move(frame));
+      if (msg && std::holds_alternative<wire::fragment>(*msg))
+        msg = whole_message(self, from, std::move(std::get<wire::fragment>(*msg)));
       if (!msg)
         return;
       std::visit(

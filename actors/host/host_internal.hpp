@@ -1,6 +1,9 @@
 // Shared by the actors of one host (not part of the public interface).
 #pragma once
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -9,6 +12,7 @@
 #include <caf/send.hpp>
 
 #include "actors/inspect/actor_meter.hpp"
+#include "actors/core/fragments.hpp"
 #include "actors/core/freeze_watch.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/net/wire_frame.hpp"
@@ -26,6 +30,22 @@ void tell(Self* self, const Dest& dest, Ts&&... xs) {
     caf::anon_send(dest, std::forward<Ts>(xs)...);
   else
     self->send(dest, std::forward<Ts>(xs)...);
+}
+
+/// The largest piece of a tensor, or of a message in pieces, on the wire: node.chunk_bytes
+/// (validation keeps it at most half a frame; so does this, for a spec built by hand).
+inline std::size_t wire_chunk_bytes(const cluster_spec& spec) {
+  return static_cast<std::size_t>(
+    std::clamp<std::int64_t>(spec.chunk_bytes, 1024, std::max<std::int64_t>(1024, spec.max_message_bytes / 2)));
+}
+
+/// A number for a message sent in pieces, never the same twice in this process, and counted
+/// from the clock's nanoseconds at its start: a process started again does not reuse the
+/// numbers of its previous run (whose pieces a peer may still hold).
+inline std::uint64_t next_message_id() {
+  static std::atomic<std::uint64_t> next{
+    static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count())};
+  return next.fetch_add(1, std::memory_order_relaxed);
 }
 
 struct host_context {
@@ -57,14 +77,22 @@ struct host_context {
   /// Frozen, or silenced for a restore (the process starts again in a moment).
   bool mute() const { return watch && (watch->silenced() || watch->frozen(steady_ms())); }
 
-  /// Encodes `msg` and hands it to the link layer for `to`'s `svc` (nothing when frozen).
+  /// Encodes `msg` and hands it to the link layer for `to`'s `svc` (nothing when frozen). A
+  /// message above the frame limit goes as FRAGMENTs of node.chunk_bytes, one after the other
+  /// (docs/runtime.md, "Messages in pieces").
   template <class Self>
   void send(Self* self, const std::string& to, service svc,
             const wire::message& msg) const {
     if (mute())
       return;
-    tell(self, link, send_atom::value, host.name, to, static_cast<std::int32_t>(svc),
-               make_frame(msg));
+    auto frame = make_frame(msg);
+    if (frame.bytes.size() <= static_cast<std::size_t>(spec->max_message_bytes)) {
+      tell(self, link, send_atom::value, host.name, to, static_cast<std::int32_t>(svc), std::move(frame));
+      return;
+    }
+    for (auto& piece : cut_message(frame.bytes, next_message_id(), wire_chunk_bytes(*spec)))
+      tell(self, link, send_atom::value, host.name, to, static_cast<std::int32_t>(svc),
+           make_frame(wire::message{std::move(piece)}));
   }
   /// Decodes a frame from a peer; a bad one is reported, never thrown.
   template <class Self>

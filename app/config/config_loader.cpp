@@ -363,21 +363,6 @@ void validate_cluster(cluster_config& cfg, reader& r, const fs::path& base_dir,
     cfg.node.data_dir = p.string();
   }
 
-  // Gradient shares, states and checkpoint copies cross the wire in chunks (node.chunk_bytes);
-  // an activation still travels in one frame, and one above the frame limit would be refused
-  // by every peer: no microbatch could finish.
-  if (cfg.model.hidden > 0 && cfg.model.seq_len > 0 && cfg.training.microbatch_size > 0
-      && cfg.node.max_message_bytes >= 4096) {
-    auto act = model::activation_bytes(cfg.model, cfg.training.microbatch_size);
-    // The frame's header: ids, shape, and the path (a host name of up to 64 bytes per stage).
-    std::int64_t header_room = 4096 + 80 * static_cast<std::int64_t>(std::max(0, cfg.model.stages));
-    if (act > cfg.node.max_message_bytes - header_room)
-      r.error_for("node.max_message_bytes",
-                  "expected room for one activation of this model in a frame: "
-                    + std::to_string(act) + " bytes (training.microbatch_size x model.seq_len x model.hidden x 4) + "
-                    + std::to_string(header_room) + " of header, got " + std::to_string(cfg.node.max_message_bytes));
-  }
-
   for (std::size_t i = 0; i < cfg.faults.script.size(); ++i) {
     auto& ev = cfg.faults.script[i];
     std::string at = "faults.script[" + std::to_string(i) + "]";

@@ -422,7 +422,7 @@ TEST_CASE("configs stay within what a microbatch key holds: 4096 data holders an
   // Exact sums hold 65536 microbatches per iteration (data holders x microbatches_per_holder).
   auto exact = [&](int holders) {
     auto t = text(holders, 4096);
-    return t.replace(t.find("training: {"), 11, "training: {reproducible_sums: exact, ");
+    return t.replace(t.find("training: {"), 11, "training: {reproducible_sums: exact, share_compression: fp32, ");
   };
   auto exact_limit = parse_cluster_config(exact(16), "exact.yaml", test_dir / "good_configs");
   INFO(all_errors(exact_limit.errors));

@@ -518,6 +518,20 @@ TEST_CASE("codec: numbers, ranges and consistency of protocol messages") {
   }));
   CHECK(state.detail.rfind("stateChunk: bytes [", 0) == 0);
 
+  // A piece that is empty, starts at or past its message's end, or runs past it.
+  auto piece = [&](std::uint64_t offset, std::uint64_t total, unsigned n) {
+    return reject(craft([&](auto env) {
+      auto f = env.initBody().initFragment();
+      f.setOffset(offset);
+      f.setTotalBytes(total);
+      f.initData(n);
+    })).detail;
+  };
+  CHECK(piece(0, 8, 0) == "fragment: bytes [0, +0) are empty or exceed totalBytes 8");
+  CHECK(piece(8, 8, 1) == "fragment: bytes [8, +1) are empty or exceed totalBytes 8");
+  CHECK(piece(4, 8, 5) == "fragment: bytes [4, +5) are empty or exceed totalBytes 8");
+  CHECK(piece(std::numeric_limits<std::uint64_t>::max(), 8, 8).rfind("fragment: bytes [", 0) == 0);
+
   auto many = reject(craft([](auto env) {
     auto l = env.initBody().initFlowListing();
     l.setPeerId("p");

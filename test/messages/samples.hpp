@@ -69,6 +69,7 @@ inline std::vector<wire::message> all_samples() {
     replica_hash{12, 2, 0x0123456789abcdefULL},
     restore{3, 40, "r1-ohio", 1, "dh-virginia"},
     stage_move{3, 1, 40, "dh-virginia"},
+    fragment{7, 1 << 20, 3 << 20, std::vector<std::uint8_t>(48, 0xa5)},
   };
   return out;
 }
