@@ -406,7 +406,7 @@ void maybe_drained(self_ptr self) {
   for (auto i : open)
     if (stake(i) && !is_holder(st)) {
       auto mine = st.agg.shares[i].find(me(st));
-      if (st.barrier->verdict(i) == nullptr || mine == st.agg.shares[i].end()
+      if (!st.barrier->verdict_settled(i, st.gone) || mine == st.agg.shares[i].end()
           || !st.barrier->outside_verdict(i, mine->second.holders).empty())
         return;
     }
@@ -516,10 +516,11 @@ boundary try_average(self_ptr self, std::uint64_t i) {
     for (auto& [holder, rep] : st.barrier->reports(i))
       if (st.gone.count(holder) > 0 && st.agg.shares[i].count(holder) == 0)
         counted += static_cast<std::int64_t>(rep.microbatches);
-  // At a relay stage only the holders of stage 0's verdict count: wait for it, and for every
-  // share that counts another holder to come again without it (on_verdict).
+  // At a relay stage only the holders of stage 0's verdict count: wait for it to be settled
+  // (every holder it names sent its own, or went down), and for every share that counts
+  // another holder to come again without it (on_verdict).
   if (!is_holder(st)) {
-    if (st.barrier->verdict(i) == nullptr)
+    if (!st.barrier->verdict_settled(i, st.gone))
       return boundary::none;
     for (auto& [r, sh] : st.agg.shares[i])
       if (!st.barrier->outside_verdict(i, sh.holders).empty())
@@ -627,11 +628,12 @@ boundary try_average(self_ptr self, std::uint64_t i) {
   return try_apply(self, i);
 }
 
-boundary on_verdict(self_ptr self, std::uint64_t i, const std::vector<wire::holder_count>& holders) {
+boundary on_verdict(self_ptr self, std::uint64_t i, const std::string& from,
+                    const std::vector<wire::holder_count>& holders) {
   auto& st = self->state;
   if (is_holder(st))
     return boundary::none;
-  st.barrier->verdict(i, holders);
+  st.barrier->verdict(i, from, holders);
   // This replica's share counted a holder that stage 0 did not: it goes again without it
   // (receivers keep the latest share of each replica).
   if (open_iteration(st, i) && st.ready && st.agg.shared.count(i) > 0) {

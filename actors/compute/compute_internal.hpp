@@ -408,7 +408,8 @@ boundary try_apply(self_ptr self, std::uint64_t i);
 /// training.averaging overlap: after `current` was shared, the step before and the next iteration.
 boundary try_advance(self_ptr self);
 /// Stage 0's norm of iteration i named the holders it counted (relay stages follow it).
-boundary on_verdict(self_ptr self, std::uint64_t i, const std::vector<wire::holder_count>& holders);
+boundary on_verdict(self_ptr self, std::uint64_t i, const std::string& from,
+                    const std::vector<wire::holder_count>& holders);
 /// Asks the next source for the stage state (`fresh_round`: from the first one again).
 void request_state(self_ptr self, bool fresh_round = false);
 void on_transfer_timeout(self_ptr self, std::uint64_t transfer, std::uint64_t had);

@@ -327,6 +327,7 @@ void on_peer_down(self_ptr self, const std::string& id) {
   if (auto i = oldest_open(st); i < st.current) // overlap: the iteration averaged meanwhile
     resume(self, try_average(self, i));
   resume(self, try_average(self, st.current));
+  maybe_drained(self); // a leaving relay may have waited for this holder's verdict
   // The last replica of a relay stage is gone: no ring can close. In node mode with
   // checkpoints the hosts restore it themselves if it stays so (docs/checkpoints.md).
   if (is_holder(st) && st.ctx->spec->self_restore && it_stage >= 1 && live_at(st, it_stage).empty())
@@ -532,7 +533,7 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
             // claims stage 0 does not decide which microbatches the relays average).
             auto& roster = st.ctx->spec->holders;
             if (m.stage == 0 && std::find(roster.begin(), roster.end(), from) != roster.end())
-              resume(self, on_verdict(self, m.iteration, m.holders)); // may average and apply
+              resume(self, on_verdict(self, m.iteration, from, m.holders)); // may average and apply
             resume(self, try_apply(self, m.iteration));
           } else if constexpr (std::is_same_v<T, wire::replica_hash>) {
             on_replica_hash(self, from, m);

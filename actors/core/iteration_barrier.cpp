@@ -74,7 +74,9 @@ std::int64_t iteration_barrier::expected(std::uint64_t iteration) const {
   return n;
 }
 
-void iteration_barrier::verdict(std::uint64_t iteration, const std::vector<wire::holder_count>& holders) {
+void iteration_barrier::verdict(std::uint64_t iteration, const std::string& from,
+                                const std::vector<wire::holder_count>& holders) {
+  verdict_from_[iteration].insert(from);
   std::map<std::string, std::uint32_t> named;
   for (auto& h : holders)
     named.emplace(h.holder, h.microbatches);
@@ -88,6 +90,23 @@ void iteration_barrier::verdict(std::uint64_t iteration, const std::vector<wire:
 const std::map<std::string, std::uint32_t>* iteration_barrier::verdict(std::uint64_t iteration) const {
   auto it = verdicts_.find(iteration);
   return it == verdicts_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> iteration_barrier::verdicts_awaited(std::uint64_t iteration,
+                                                             const std::set<std::string>& gone) const {
+  std::vector<std::string> out;
+  auto* v = verdict(iteration);
+  if (v == nullptr)
+    return out;
+  auto from = verdict_from_.find(iteration);
+  for (auto& [h, mbs] : *v)
+    if (gone.count(h) == 0 && (from == verdict_from_.end() || from->second.count(h) == 0))
+      out.push_back(h);
+  return out;
+}
+
+bool iteration_barrier::verdict_settled(std::uint64_t iteration, const std::set<std::string>& gone) const {
+  return verdict(iteration) != nullptr && verdicts_awaited(iteration, gone).empty();
 }
 
 std::vector<std::string> iteration_barrier::outside_verdict(std::uint64_t iteration,
@@ -131,8 +150,14 @@ std::string iteration_barrier::waiting_for(std::uint64_t iteration, const std::s
   auto s = shares_.find(iteration);
   if (s == shares_.end() || s->second.count(self) == 0)
     add("this replica's share");
-  if (relay && verdict(iteration) == nullptr)
+  if (relay && verdict(iteration) == nullptr) {
     add("stage 0's verdict (a norm of stage 0)");
+  } else if (relay && !verdict_settled(iteration, gone)) {
+    std::string from;
+    for (auto& h : verdicts_awaited(iteration, gone))
+      from += (from.empty() ? "" : ", ") + h;
+    add("stage 0's verdict from " + from + " (each holder a verdict names)");
+  }
   auto reported = expected(iteration);
   if (counted < reported) {
     std::string from;
@@ -158,6 +183,7 @@ void iteration_barrier::finish(std::uint64_t iteration) {
   drop(shares_);
   drop(norms_);
   drop(verdicts_);
+  drop(verdict_from_);
 }
 
 } // namespace gwtf::actors

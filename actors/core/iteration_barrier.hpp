@@ -11,7 +11,11 @@
 // 3. a norm from every stage is in -> clip by the global norm and step.
 // At relay stages step 2 also waits for stage 0's verdict (the holders its norm names): only
 // those holders' microbatches are averaged, so that a data holder that died before stage 0
-// counted its microbatches is left out at every stage, not only at stage 0.
+// counted its microbatches is left out at every stage, not only at stage 0. The verdict is
+// settled once every holder it names sent its own (or was seen to go down): stage 0's
+// replicas name different holders only when one died while they exchanged shares, and the
+// one that got the dead holder's share may be the first heard (its share left, the dead
+// holder's did not).
 #pragma once
 
 #include <cstdint>
@@ -48,12 +52,20 @@ public:
   /// microbatches in all) cover every reported microbatch; once stage 0's verdict is in,
   /// every microbatch of the holders it names.
   bool shares_complete(std::uint64_t iteration, const std::string& self, std::int64_t counted) const;
-  /// Stage 0's verdict of `iteration` (the holders its norm names, with their microbatches).
-  /// Another one narrows it to the holders both name: stage 0's replicas disagree only when
-  /// a holder died while they aggregated, and then no stage counts that holder.
-  void verdict(std::uint64_t iteration, const std::vector<wire::holder_count>& holders);
-  /// The verdict of `iteration` so far (holder -> microbatches); nullptr before any.
+  /// Stage 0's verdict of `iteration` from data holder `from` (the holders its norm names,
+  /// with their microbatches). Another one narrows it to the holders both name: stage 0's
+  /// replicas disagree only when a holder died while they aggregated, and then no stage
+  /// counts that holder.
+  void verdict(std::uint64_t iteration, const std::string& from, const std::vector<wire::holder_count>& holders);
+  /// The verdict of `iteration` so far (holder -> microbatches); nullptr before any. It can
+  /// only narrow: leaving out what it leaves out is safe before it is settled.
   const std::map<std::string, std::uint32_t>* verdict(std::uint64_t iteration) const;
+  /// A verdict of `iteration` is in, and every holder it names sent its own or is in `gone`
+  /// (holders this replica saw go down): no verdict to come can narrow it.
+  bool verdict_settled(std::uint64_t iteration, const std::set<std::string>& gone) const;
+  /// The holders named by the verdict of `iteration` whose own verdict is still to come,
+  /// less `gone`; empty before any verdict.
+  std::vector<std::string> verdicts_awaited(std::uint64_t iteration, const std::set<std::string>& gone) const;
   /// Holders of a share (holder -> microbatches) that the verdict of `iteration` leaves out;
   /// empty also while no verdict is in.
   std::vector<std::string> outside_verdict(std::uint64_t iteration,
@@ -80,6 +92,7 @@ private:
   std::map<std::uint64_t, std::set<std::string>> shares_;
   std::map<std::uint64_t, std::map<std::uint32_t, double>> norms_;
   std::map<std::uint64_t, std::map<std::string, std::uint32_t>> verdicts_;
+  std::map<std::uint64_t, std::set<std::string>> verdict_from_; // holders whose own verdict came
 };
 
 } // namespace gwtf::actors

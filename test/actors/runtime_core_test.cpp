@@ -313,8 +313,9 @@ TEST_CASE("iteration barrier: relay stages follow stage 0's verdict, narrowed by
   CHECK(b.waiting_for(5, "r1a", {"dh1"}, 8, {"dh2"}, true)
         == "stage 0's verdict (a norm of stage 0); norms of stage(s) 0, 1, 2");
   CHECK(b.waiting_for(5, "r1a", {"dh1"}, 8, {"dh2"}).find("verdict") == std::string::npos); // stage 0 itself
-  b.verdict(5, {{"dh1", 4}});
+  b.verdict(5, "dh1", {{"dh1", 4}});
   REQUIRE(b.verdict(5) != nullptr);
+  CHECK(b.verdict_settled(5, {"dh2"}));
   CHECK(*b.verdict(5) == std::map<std::string, std::uint32_t>{{"dh1", 4}});
   CHECK(b.outside_verdict(5, {{"dh1", 2}, {"dh2", 3}}) == std::vector<std::string>{"dh2"});
   CHECK(b.outside_verdict(5, {{"dh1", 2}, {"dh2", 0}}).empty()); // a holder with nothing counted
@@ -326,11 +327,45 @@ TEST_CASE("iteration barrier: relay stages follow stage 0's verdict, narrowed by
   // Another stage-0 replica counted a holder the first did not, and missed one it counted:
   // only the holders both name count, at every relay that heard both.
   iteration_barrier c{3};
-  c.verdict(6, {{"dh1", 4}, {"dh2", 4}, {"dh3", 4}});
-  c.verdict(6, {{"dh1", 4}, {"dh3", 4}, {"dh4", 4}});
+  c.verdict(6, "dh1", {{"dh1", 4}, {"dh2", 4}, {"dh3", 4}});
+  c.verdict(6, "dh3", {{"dh1", 4}, {"dh3", 4}, {"dh4", 4}});
   CHECK(*c.verdict(6) == std::map<std::string, std::uint32_t>{{"dh1", 4}, {"dh3", 4}});
+  CHECK(c.verdict_settled(6, {}));
   c.finish(6);
   CHECK(c.verdict(6) == nullptr);
+  CHECK_FALSE(c.verdict_settled(6, {}));
+}
+
+TEST_CASE("iteration barrier: a verdict is settled once every holder it names sent its own or went down") {
+  // dh2 averaged with dh1's share and told the relays before it was killed; its own share
+  // never reached dh1, which averages without it once it sees dh2 go down. Heard first,
+  // dh2's verdict names both: a relay that averaged on it would count dh2's microbatches
+  // that stage 0 left out (a launch test once broke exactly-once so).
+  iteration_barrier b{3};
+  b.holder_done(wire::iteration_done{3, "dh1", 4, 10.0, {"dh1", "dh2"}});
+  b.holder_done(wire::iteration_done{3, "dh2", 4, 11.0, {"dh1", "dh2"}});
+  b.share(3, "r1a");
+  CHECK(b.verdicts_awaited(3, {}).empty()); // none before any verdict
+  CHECK_FALSE(b.verdict_settled(3, {}));
+  b.verdict(3, "dh2", {{"dh1", 4}, {"dh2", 4}});
+  CHECK_FALSE(b.verdict_settled(3, {}));
+  CHECK(b.verdicts_awaited(3, {}) == std::vector<std::string>{"dh1"});
+  CHECK(b.waiting_for(3, "r1a", {"dh1", "dh2"}, 8, {}, true)
+        == "stage 0's verdict from dh1 (each holder a verdict names); norms of stage(s) 0, 1, 2");
+  // dh2 goes down: that changes nothing, dh1 is alive and has not said what it counted.
+  CHECK_FALSE(b.verdict_settled(3, {"dh2"}));
+  b.verdict(3, "dh1", {{"dh1", 4}});
+  CHECK(b.verdict_settled(3, {"dh2"}));
+  CHECK(*b.verdict(3) == std::map<std::string, std::uint32_t>{{"dh1", 4}});
+  CHECK_FALSE(b.shares_complete(3, "r1a", 3));
+  CHECK(b.shares_complete(3, "r1a", 4)); // the verdict's 4, not the reports' 8
+  // The other way round: the first verdict names both, and the other holder dies before
+  // sending its own. Its share was counted by the first, so both count at every stage.
+  iteration_barrier c{3};
+  c.verdict(4, "dh1", {{"dh1", 4}, {"dh2", 4}});
+  CHECK_FALSE(c.verdict_settled(4, {}));
+  CHECK(c.verdict_settled(4, {"dh2"}));
+  CHECK(*c.verdict(4) == std::map<std::string, std::uint32_t>{{"dh1", 4}, {"dh2", 4}});
 }
 
 TEST_CASE("replica vote: majority, ties to the lowest name, decided whichever hash comes last") {
