@@ -75,7 +75,8 @@ std::string usage_text() {
          "  sim             simulate training under churn in virtual time (configs/scenarios/):\n"
          "                  prints a comparison table, writes CSV, JSON and SVG plots to DIR\n"
          "                  (default sim-results/<scenario>-seed<N>); --router all (default)\n"
-         "                  runs gwtf, swarm, swarm-restart and centralized on one churn trace;\n"
+         "                  runs gwtf, swarm, swarm-restart, centralized and atom (whole-model\n"
+         "                  peers, docs/atom.md) on one churn trace;\n"
          "                  --from-config simulates a cluster config (its hosts, emulated\n"
          "                  network, compute_scale x this machine's measured compute, or\n"
          "                  --compute-ms HOLDER,RELAY per microbatch, faults)\n"
@@ -135,7 +136,7 @@ bool is_option(const std::string& a, const std::string& name) {
 }
 
 std::vector<std::string> all_routers() {
-  return {"gwtf", "swarm", "swarm-restart", "centralized"};
+  return {"gwtf", "swarm", "swarm-restart", "centralized", "atom"};
 }
 
 // export / eval: --config FILE --checkpoint DIR [--iteration N] (--out DIR | --batch-out FILE)
@@ -250,15 +251,15 @@ std::variant<cli_options, cli_error> parse_sim(const std::vector<std::string>& a
       err = take("--out", "a directory", out.out);
     } else if (is_option(a, "--router")) {
       std::string r;
-      err = take("--router", "gwtf, swarm, swarm-restart, centralized or all", r);
+      err = take("--router", "gwtf, swarm, swarm-restart, centralized, atom or all", r);
       has_router = true;
       if (!err) {
         if (r == "all")
           out.routers = all_routers();
-        else if (r == "gwtf" || r == "swarm" || r == "swarm-restart" || r == "centralized")
+        else if (r == "gwtf" || r == "swarm" || r == "swarm-restart" || r == "centralized" || r == "atom")
           out.routers = {r};
         else
-          err = cli_error{"--router: expected gwtf, swarm, swarm-restart, centralized or all, got '" + r + "'"};
+          err = cli_error{"--router: expected gwtf, swarm, swarm-restart, centralized, atom or all, got '" + r + "'"};
       }
     } else if (is_option(a, "--seed")) {
       if (out.seed)

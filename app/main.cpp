@@ -199,6 +199,7 @@ int run_sim(const cli_options& opts) {
     auto r = name == "gwtf"            ? sim_router::gwtf
              : name == "swarm"         ? sim_router::swarm
              : name == "swarm-restart" ? sim_router::swarm_restart
+             : name == "atom"          ? sim_router::atom
                                        : sim_router::centralized;
     auto t0 = std::chrono::steady_clock::now();
     try {

@@ -22,6 +22,21 @@
 
 namespace gwtf::sim {
 
+void degrade_links(network_matrix& net, const sim_event& e) {
+  auto scale = [&](std::size_t a, std::size_t b) {
+    if (a != b) {
+      net.bandwidth_mbps[a][b] *= e.factor;
+      return;
+    }
+    if (net.intra_by_region.empty()) // only this region's own links degrade
+      net.intra_by_region.assign(net.regions.size(), net.intra_region);
+    net.intra_by_region[a].bandwidth_mbps *= e.factor;
+  };
+  scale(e.region_a, e.region_b);
+  if (e.region_a != e.region_b)
+    scale(e.region_b, e.region_a);
+}
+
 std::vector<sim_event> churn_trace(const sim_scenario& s) {
   std::vector<sim_event> out;
   auto stages = static_cast<std::size_t>(std::max(s.stages, 1));

@@ -293,8 +293,9 @@ std::unique_ptr<engine::router> engine::make_router(sim_router r) {
     case sim_router::centralized: return make_centralized_router(*this);
     case sim_router::swarm: return make_swarm_router(*this, swarm_policy::stage_retry);
     case sim_router::swarm_restart: return make_swarm_router(*this, swarm_policy::restart);
+    case sim_router::atom: break; // no router of the pipeline: simulate() runs sim/atom.cpp
   }
-  return nullptr;
+  throw std::invalid_argument{std::string{"the engine has no router '"} + to_string(r) + "'"};
 }
 
 bool engine::routes_ready() const {

@@ -408,18 +408,7 @@ void engine::enter(std::size_t j) {
 
 void engine::degrade(const sim_event& e) {
   ++res_.degrades;
-  auto scale = [&](std::size_t a, std::size_t b) {
-    if (a != b) {
-      net_.bandwidth_mbps[a][b] *= e.factor;
-      return;
-    }
-    if (net_.intra_by_region.empty()) // only this region's own links degrade
-      net_.intra_by_region.assign(net_.regions.size(), net_.intra_region);
-    net_.intra_by_region[a].bandwidth_mbps *= e.factor;
-  };
-  scale(e.region_a, e.region_b);
-  if (e.region_a != e.region_b)
-    scale(e.region_b, e.region_a);
+  degrade_links(net_, e);
   // Routers see it through measurements: the centralized router's and GWTF's link probes
   // after the detection delay (their next measurement); SWARM in its calls' wall time.
   router_->links_degraded(e.region_a, e.region_b);

@@ -92,6 +92,14 @@ void sim_host_group::validate(const issue_sink& report) const {
   check_range(report, "capacity", capacity, 1, 100000, "microbatches held at once");
   check_real(report, "uplink_mbit", uplink_mbit, 0, bound::closed, 1e7, bound::closed, "Mbit/s, 0 = no limit");
   check_real(report, "downlink_mbit", downlink_mbit, 0, bound::closed, 1e7, bound::closed, "Mbit/s, 0 = no limit");
+  check_real(report, "memory_gb", memory_gb, 0, bound::closed, 1e6, bound::closed, "GB, 0 = unlimited");
+  check_real(report, "swap_gbyte_s", swap_gbyte_s, 0, bound::open, 1e4, bound::closed, "GB/s");
+}
+
+void sim_atom_config::validate(const issue_sink& report) const {
+  check_int(report, "sync_every", sync_every, 1, 1000000, "global batches between two averages");
+  check_int(report, "local_microbatches", local_microbatches, 0, 1000000,
+            "microbatches per local step (0: microbatches_per_holder)");
 }
 
 void sim_script_event::validate(const issue_sink& report) const {
@@ -112,6 +120,8 @@ void sim_script_event::validate(const issue_sink& report) const {
       check_int(report, "stage", stage, 0, 1023, "a relay stage, or 0 for the bottleneck stage");
       check_real(report, "uplink_mbit", uplink_mbit, 0, bound::closed, 1e7, bound::closed, "Mbit/s, 0 = no limit");
       check_real(report, "downlink_mbit", downlink_mbit, 0, bound::closed, 1e7, bound::closed, "Mbit/s, 0 = no limit");
+      check_real(report, "memory_gb", memory_gb, 0, bound::closed, 1e6, bound::closed, "GB, 0 = unlimited");
+      check_real(report, "swap_gbyte_s", swap_gbyte_s, 0, bound::open, 1e4, bound::closed, "GB/s");
       break;
     case sim_action::degrade:
       if (regions.size() != 2)
@@ -273,6 +283,28 @@ derived_scenario derive_scenario(const sim_scenario_config& cfg, network_matrix 
   // A training step's FLOPs (forward + backward, model/sizing.hpp) at the host's speed.
   auto relay_s = [&](double tflops) { return relay_size.training_flops_per_token() * tokens / (tflops * 1e12); };
   auto holder_s = [&](double tflops) { return holder_size.training_flops_per_token() * tokens / (tflops * 1e12); };
+  // Atom mode: the whole model's step on one host, its memory and swap bandwidth.
+  auto model_s = [&](double tflops) { return holder_s(tflops) + relay_stages * relay_s(tflops); };
+  auto atom_memory = [&](sim_host& host, double tflops, double memory_gb, double swap_gbyte_s) {
+    host.model_compute_s = model_s(tflops);
+    host.memory_bytes = memory_gb > 0 ? memory_gb * 1e9 : std::numeric_limits<double>::infinity();
+    host.swap_bytes_s = swap_gbyte_s * 1e9;
+  };
+  {
+    auto params = static_cast<double>(model::model_parameters(shape));
+    auto largest = static_cast<double>(std::max({model::block_parameters(shape), model::entry_parameters(shape),
+                                                 model::exit_parameters(shape)}));
+    s.atom.state_bytes = 16 * params; // fp32 weights, gradients, Adam's two moments
+    // The blocks' stash as a relay keeps it (above), plus the logits, their softmax and its
+    // gradient in fp32 (as model/sizing.hpp counts a data holder's).
+    s.atom.activation_bytes = 17.0 * m.layers * s.activation_bytes + 3 * tokens * m.vocab * 4;
+    s.atom.block_state_bytes = 16 * largest;
+    s.atom.average_bytes = model::share_wire_bytes(cfg.training.share_compression, params);
+    s.atom.download_bytes = params * m.download_bytes_per_param;
+    s.atom.sync_every = cfg.training.atom.sync_every;
+    s.atom.local_microbatches = cfg.training.atom.local_microbatches > 0 ? cfg.training.atom.local_microbatches
+                                                                       : cfg.microbatches_per_holder;
+  }
 
   std::map<std::string, int> per_region; // host names: <region>-dh<k> / <region>-r<k>
   std::map<std::string, std::size_t> names;
@@ -315,6 +347,7 @@ derived_scenario derive_scenario(const sim_scenario_config& cfg, network_matrix 
         host.capacity = draw(grp.capacity, seeded_unit(cfg.seed, 2, drawn));
         host.uplink_bytes_s = nic_bytes_s(grp.uplink_mbit);
         host.downlink_bytes_s = nic_bytes_s(grp.downlink_mbit);
+        atom_memory(host, tflops, grp.memory_gb, grp.swap_gbyte_s);
         ++drawn;
         if (holder) {
           host.stage = 0;
@@ -394,6 +427,7 @@ derived_scenario derive_scenario(const sim_scenario_config& cfg, network_matrix 
         e.joiner.compute_s = relay_s(ev.tflops);
         e.joiner.uplink_bytes_s = nic_bytes_s(ev.uplink_mbit);
         e.joiner.downlink_bytes_s = nic_bytes_s(ev.downlink_mbit);
+        atom_memory(e.joiner, ev.tflops, ev.memory_gb, ev.swap_gbyte_s);
         break;
       }
       case sim_action::degrade: {

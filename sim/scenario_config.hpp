@@ -59,6 +59,12 @@ struct sim_host_group {
   /// downloads, balancer messages; Mbit/s, 0 = no limit beyond its links'.
   double uplink_mbit = 0;
   double downlink_mbit = 0;
+  /// The fast memory a host trains in (its GPU's), GB; 0 = unlimited. Only the atom mode
+  /// uses it: a whole model above it is swapped through (docs/atom.md).
+  double memory_gb = 0;
+  /// Bytes/s between its fast memory and where swapped layers live (host RAM over PCIe, or
+  /// disk), GB/s.
+  double swap_gbyte_s = 16;
 
   void validate(const issue_sink& report) const;
 };
@@ -84,6 +90,8 @@ struct sim_script_event {
   int capacity = 4;                   ///< join: its capacity
   double uplink_mbit = 0;             ///< join: its network card's limits (0: none)
   double downlink_mbit = 0;
+  double memory_gb = 0;               ///< join: its fast memory (0: unlimited; atom mode)
+  double swap_gbyte_s = 16;           ///< join: its swap bandwidth (atom mode)
   std::vector<std::string> regions;   ///< degrade: the two regions (the same twice: inside one)
   double factor = 0.25;               ///< degrade: share of bandwidth left
 
@@ -147,12 +155,24 @@ struct sim_compression_config {
   void validate(const issue_sink& report) const;
 };
 
+/// ATOM's whole-model peers (router `atom`, docs/atom.md).
+struct sim_atom_config {
+  /// Global batches (data_holders x microbatches_per_holder microbatches, one pipeline
+  /// iteration's) the peers process together between two parameter averages.
+  int sync_every = 1;
+  /// Microbatches of one local optimizer step; 0 = microbatches_per_holder.
+  int local_microbatches = 0;
+
+  void validate(const issue_sink& report) const;
+};
+
 /// The stages' averaging, as the runtime's training section names it.
 struct sim_training_config {
   model::averaging_mode averaging = model::averaging_mode::sync;
   model::share_compression share_compression = model::share_compression::bf16;
   /// The averaging pays the runtime protocol's message latencies too (sim_scenario::protocol_latency)
   bool protocol_latency = false;
+  sim_atom_config atom;
 };
 
 /// The routers' constants.
@@ -205,6 +225,8 @@ void visit_fields(F& f, sim_host_group& x) {
   f("capacity", x.capacity);
   f("uplink_mbit", x.uplink_mbit);
   f("downlink_mbit", x.downlink_mbit);
+  f("memory_gb", x.memory_gb);
+  f("swap_gbyte_s", x.swap_gbyte_s);
 }
 
 template <class F>
@@ -219,6 +241,8 @@ void visit_fields(F& f, sim_script_event& x) {
   f("capacity", x.capacity);
   f("uplink_mbit", x.uplink_mbit);
   f("downlink_mbit", x.downlink_mbit);
+  f("memory_gb", x.memory_gb);
+  f("swap_gbyte_s", x.swap_gbyte_s);
   f("regions", x.regions);
   f("factor", x.factor);
 }
@@ -248,11 +272,19 @@ void visit_fields(F& f, sim_compression_config& x) {
 }
 
 template <class F>
+void visit_fields(F& f, sim_atom_config& x) {
+  f("sync_every", x.sync_every);
+  f("local_microbatches", x.local_microbatches);
+}
+
+template <class F>
 void visit_fields(F& f, sim_training_config& x) {
   f("averaging", x.averaging);
   f("share_compression", x.share_compression);
   f("protocol_latency", x.protocol_latency);
+  f("atom", x.atom);
 }
+
 
 template <class F>
 void visit_fields(F& f, sim_routing_config& x) {

@@ -10,6 +10,7 @@ const char* to_string(sim_router r) {
     case sim_router::swarm: return "swarm";
     case sim_router::swarm_restart: return "swarm-restart";
     case sim_router::centralized: return "centralized";
+    case sim_router::atom: return "atom";
   }
   return "?";
 }
@@ -25,6 +26,8 @@ const char* to_string(sim_event_kind k) {
 }
 
 sim_result simulate(const sim_scenario& s, sim_router router) {
+  if (router == sim_router::atom)
+    return simulate_atom(s);
   engine e{s, router};
   return e.run();
 }

@@ -40,6 +40,22 @@ struct sim_host {
   /// Its network card: everything it sends (receives) shares this many bytes/s (inf: no limit).
   double uplink_bytes_s = std::numeric_limits<double>::infinity();
   double downlink_bytes_s = std::numeric_limits<double>::infinity();
+  /// Atom mode (docs/atom.md): forward + backward of one microbatch through the whole model,
+  /// seconds; the fast memory it trains in and its bandwidth to the slow one (bytes, bytes/s).
+  double model_compute_s = 0;
+  double memory_bytes = std::numeric_limits<double>::infinity();
+  double swap_bytes_s = std::numeric_limits<double>::infinity();
+};
+
+/// The whole model as ATOM's peers hold it (router `atom`, docs/atom.md).
+struct sim_atom_model {
+  double state_bytes = 0;       ///< weights, gradients and Adam's moments (fp32: 16 bytes a parameter)
+  double activation_bytes = 0;  ///< one microbatch's activations through the whole model
+  double block_state_bytes = 0; ///< the largest swapped unit (a block, or the embedding or head)
+  double average_bytes = 0;     ///< one peer's parameters on the wire (training.share_compression)
+  double download_bytes = 0;    ///< a joiner's download (model.download_bytes_per_param)
+  int sync_every = 1;           ///< global batches between two averages
+  int local_microbatches = 1;   ///< microbatches of a local step (one pass over the blocks)
 };
 
 /// What happens to the cluster.
@@ -106,9 +122,12 @@ struct sim_scenario {
   /// unset: activations travel whole (activation_bytes).
   std::optional<compression_policy> compression;
   double compress_s_per_value = 0;   ///< compression: top-k + scatter back, per dense value
+  sim_atom_model atom;               ///< router atom: every host trains the whole model
 };
 
-enum class sim_router { gwtf, swarm, swarm_restart, centralized };
+/// The routers; `atom` is no router but ATOM's whole-model peers, on the same hosts, links
+/// and churn (sim/atom.cpp, docs/atom.md).
+enum class sim_router { gwtf, swarm, swarm_restart, centralized, atom };
 const char* to_string(sim_router r);
 
 
@@ -150,7 +169,19 @@ struct sim_result {
 /// its `host` is its index: the scenario's hosts, then the joiners in trace order.
 std::vector<sim_event> churn_trace(const sim_scenario& s);
 
+/// A degrade event on `net`: the links between its two regions (both ways), or inside one
+/// region only, keep `factor` of their bandwidth.
+void degrade_links(network_matrix& net, const sim_event& e);
+
 /// Runs the scenario with `router`.
 sim_result simulate(const sim_scenario& s, sim_router router);
+
+/// ATOM's whole-model peers (sim/atom.cpp, docs/atom.md): every host, data holder or relay,
+/// trains the whole model on its own data at its speed, swapping what its memory does not
+/// hold; the peers average their parameters by butterfly all-reduce once they processed
+/// `atom.sync_every` global batches (data holders x microbatches_per_holder) together, as
+/// hivemind's target batch size. An "iteration" of the result is such a round; its bound
+/// is the compute alone (every live peer at its compute speed, nothing else).
+sim_result simulate_atom(const sim_scenario& s);
 
 } // namespace gwtf::sim

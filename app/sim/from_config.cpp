@@ -156,6 +156,7 @@ scenario_result scenario_from_config(const cluster_config& cfg, const std::strin
   // (routing::rematerialises(backward, false) in the stage actor): rematerialisation gains no
   // slots there, so `automatic` stashes. The simulator does the same without a stash size.
   s.stash_bytes = 0;
+  double whole_model_s = compute.holder_s + (m.stages - 1) * compute.relay_s;
   // The config's names and measured compute for the hosts derive_scenario drew.
   std::map<std::string, std::size_t> index;
   std::size_t k = 0;
@@ -165,6 +166,7 @@ scenario_result scenario_from_config(const cluster_config& cfg, const std::strin
     auto& sh = s.hosts[k];
     sh.name = h.name;
     sh.compute_s = (h.role == host_role::data_holder ? compute.holder_s : compute.relay_s) * h.compute_scale;
+    sh.model_compute_s = whole_model_s * h.compute_scale; // router atom: the whole model on this host
     index[h.name] = k++;
   }
 
@@ -261,6 +263,7 @@ scenario_result scenario_from_config(const cluster_config& cfg, const std::strin
       e.joiner.stage = h.stage > 0 ? h.stage : -1;
       e.joiner.capacity = h.capacity;
       e.joiner.compute_s = compute.relay_s * h.compute_scale;
+      e.joiner.model_compute_s = whole_model_s * h.compute_scale;
       e.joiner.uplink_bytes_s = h.uplink_mbit > 0 ? h.uplink_mbit / time_scale * 1e6 / 8 : e.joiner.uplink_bytes_s;
       e.joiner.downlink_bytes_s = h.downlink_mbit > 0 ? h.downlink_mbit / time_scale * 1e6 / 8 : e.joiner.downlink_bytes_s;
       index[h.name] = next_joiner++;

@@ -41,6 +41,7 @@ scenario_result parse_scenario(const std::string& text, const std::string& file,
   cfg.model.validate(section("model"));
   cfg.churn.validate(section("churn"));
   cfg.compression.validate(section("compression"));
+  cfg.training.atom.validate(section("training.atom"));
   check_int(section("routing"), "gwtf_view", cfg.routing.gwtf_view, 0, 1000000, "peers per neighbouring stage (0: all)");
   cfg.routing.gwtf.validate(section("routing.gwtf"));
   cfg.routing.swarm.validate(section("routing.swarm"));

@@ -25,9 +25,9 @@ struct sim_summary {
   double iteration_p50_s = 0, iteration_p90_s = 0, iteration_max_s = 0;
   int flows_first = 0, flows_min = 0, flows_last = 0;
   double vs_centralized = 0;        ///< throughput / the centralized router's; 0 when it did not run
-  double bound_microbatches_per_s = 0;     ///< the scenario's proven bound: the highest of the runs' bounds
+  double bound_microbatches_per_s = 0;     ///< the scenario's proven bound: the highest of the pipeline runs' bounds
   double run_bound_microbatches_per_s = 0; ///< this run's bound (from the hosts it had in each iteration)
-  double vs_bound = 0;              ///< throughput / bound_microbatches_per_s (at most 1)
+  double vs_bound = 0;              ///< throughput / bound_microbatches_per_s (at most 1); atom: / its own run bound
   int crashes = 0, leaves = 0, joins = 0, degrades = 0, moves = 0;
 };
 

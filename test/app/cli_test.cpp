@@ -59,20 +59,20 @@ TEST_CASE("cli: sim takes a scenario, routers, a seed and an output directory") 
   auto a = ok({"sim", "--scenario", "s.yaml"});
   CHECK(a.action == cli_action::sim);
   CHECK(a.scenario == "s.yaml");
-  CHECK(a.routers == std::vector<std::string>{"gwtf", "swarm", "swarm-restart", "centralized"});
+  CHECK(a.routers == std::vector<std::string>{"gwtf", "swarm", "swarm-restart", "centralized", "atom"});
   CHECK_FALSE(a.seed.has_value());
   auto b = ok({"sim", "--scenario=s.yaml", "--router", "swarm", "--seed=18446744073709551615", "--out", "d"});
   CHECK(b.routers == std::vector<std::string>{"swarm"});
   REQUIRE(b.seed.has_value());
   CHECK(*b.seed == 18446744073709551615ULL);
   CHECK(b.out == "d");
-  CHECK(ok({"sim", "--router", "all", "--scenario", "x"}).routers.size() == 4);
+  CHECK(ok({"sim", "--router", "all", "--scenario", "x"}).routers.size() == 5);
   CHECK(ok({"sim", "--router", "swarm-restart", "--scenario", "x"}).routers == std::vector<std::string>{"swarm-restart"});
   CHECK(ok({"sim", "--help"}).action == cli_action::help);
   CHECK(fails({"sim"}) == "sim needs --scenario FILE (see configs/scenarios/) or --from-config FILE (a cluster config)");
   CHECK(fails({"sim", "--scenario"}) == "--scenario needs a file name");
   CHECK(fails({"sim", "--scenario", "a", "--scenario", "b"}) == "--scenario given twice");
-  CHECK(fails({"sim", "--scenario", "a", "--router", "ring"}) == "--router: expected gwtf, swarm, swarm-restart, centralized or all, got 'ring'");
+  CHECK(fails({"sim", "--scenario", "a", "--router", "ring"}) == "--router: expected gwtf, swarm, swarm-restart, centralized, atom or all, got 'ring'");
   CHECK(fails({"sim", "--scenario", "a", "--router", "gwtf", "--router", "swarm"}) == "--router given twice");
   CHECK(fails({"sim", "--scenario", "a", "--seed", "-1"}) == "--seed: expected a non-negative integer below 2^64, got '-1'");
   CHECK(fails({"sim", "--scenario", "a", "--seed", "18446744073709551616"})
@@ -89,7 +89,7 @@ TEST_CASE("cli: sim --from-config takes a cluster config and its overrides, not 
   CHECK(a.config == "c.yaml");
   CHECK(a.scenario.empty());
   CHECK(a.sets == std::vector<std::string>{"faults.crash_rate=0", "training.iterations=5"});
-  CHECK(a.routers.size() == 4);
+  CHECK(a.routers.size() == 5);
   CHECK(fails({"sim", "--from-config", "c.yaml", "--scenario", "s.yaml"}) == "sim takes --scenario FILE or --from-config FILE, not both");
   CHECK(fails({"sim", "--from-config", "a", "--from-config", "b"}) == "--from-config given twice");
   CHECK(fails({"sim", "--scenario", "s.yaml", "--set", "a=1"}) == "--set overrides a cluster config: sim takes it with --from-config FILE");

@@ -150,6 +150,39 @@ TEST_CASE("scenario: training.share_compression sizes the shares, hosts' cards c
   CHECK(error_of(base() + "training: {share_compression: int4}\n").find("training.share_compression") != std::string::npos);
 }
 
+TEST_CASE("scenario: the atom keys size the whole model, the hosts' memory and swap, bad values are named") {
+  auto text = base() + "training: {atom: {sync_every: 3, local_microbatches: 2}}\n";
+  text.replace(text.find("capacity: [1, 3]}"), 17, "capacity: [1, 3], memory_gb: 8, swap_gbyte_s: 25}");
+  auto r = parse(text);
+  REQUIRE(r.scenario.has_value());
+  auto& s = r.scenario->sim;
+  double d = 256, params = 6 * (12 * d * d + 13 * d) + 1000 * d + 128 * d + 2 * d + 1000 * d;
+  CHECK(s.atom.state_bytes == 16 * params);
+  CHECK(s.atom.average_bytes == 2 * params); // bf16, as the shares
+  CHECK(s.atom.download_bytes == 10 * params);
+  CHECK(s.atom.block_state_bytes == 16 * (12 * d * d + 13 * d)); // a block is the largest part
+  CHECK(s.atom.activation_bytes == 17.0 * 6 * s.activation_bytes + 3 * 256 * 1000 * 4.0);
+  CHECK(s.atom.sync_every == 3);
+  CHECK(s.atom.local_microbatches == 2);
+  // The whole model's step: the holders' stage and the 3 relay stages at the host's own speed
+  // (the one its stage's step was drawn at).
+  double relay = 3 * 2 * (24 * d * d + 4 * 128 * d) * 256, holder = 3 * 2 * d * 1000 * 256; // 2 blocks a stage
+  for (auto& h : s.hosts) {
+    CHECK(h.model_compute_s == doctest::Approx(h.compute_s * (holder + 3 * relay) / (h.stage == 0 ? holder : relay)));
+    if (h.stage == 0) {
+      CHECK(h.memory_bytes == std::numeric_limits<double>::infinity());
+    } else {
+      CHECK(h.memory_bytes == 8e9);
+      CHECK(h.swap_bytes_s == 25e9);
+    }
+  }
+  CHECK(parse(base()).scenario->sim.atom.local_microbatches == 4); // microbatches_per_holder
+  CHECK(error_of(base() + "training: {atom: {sync_every: 0}}\n").find("training.atom.sync_every: expected global batches") != std::string::npos);
+  auto bad = base();
+  bad.replace(bad.find("capacity: [1, 3]}"), 17, "capacity: [1, 3], swap_gbyte_s: 0}");
+  CHECK(error_of(bad).find("hosts[1].swap_gbyte_s: expected GB/s") != std::string::npos);
+}
+
 TEST_CASE("scenario: a LLaMA model is sized as the runtime builds it, a wrong arch is named") {
   auto text = base();
   auto at = text.find("model: {");
@@ -235,15 +268,17 @@ TEST_CASE("sim report: the table, CSV, JSON and SVG hold what the runs measured"
   auto r = parse(base("churn: {crash_rate: 0.1, join_rate: 0.1}\n"));
   REQUIRE(r.scenario.has_value());
   std::vector<gwtf::sim::sim_result> results;
-  for (auto router : {sim_router::gwtf, sim_router::swarm, sim_router::swarm_restart, sim_router::centralized})
+  for (auto router : {sim_router::gwtf, sim_router::swarm, sim_router::swarm_restart, sim_router::centralized, sim_router::atom})
     results.push_back(gwtf::sim::simulate(r.scenario->sim, router));
   auto rows = summarize(r.scenario->sim, results);
-  REQUIRE(rows.size() == 4);
-  for (std::size_t k = 0; k < 4; ++k) {
+  REQUIRE(rows.size() == 5);
+  for (std::size_t k = 0; k < 5; ++k) {
     auto& x = rows[k];
     INFO(x.router);
     REQUIRE(x.completed);
-    CHECK(x.microbatches_per_s == doctest::Approx(16.0 / results[k].total_s));
+    CHECK(x.microbatches_per_s == doctest::Approx(static_cast<double>(results[k].microbatches) / results[k].total_s));
+    if (k < 4)
+      CHECK(results[k].microbatches == 16);
     CHECK(x.tokens_per_s == doctest::Approx(x.microbatches_per_s * 256));
     CHECK(x.iteration_p50_s <= x.iteration_p90_s);
     CHECK(x.iteration_p90_s <= x.iteration_max_s);
@@ -251,16 +286,21 @@ TEST_CASE("sim report: the table, CSV, JSON and SVG hold what the runs measured"
   }
   CHECK(rows[3].vs_centralized == 1.0);
   CHECK(rows[0].vs_centralized == doctest::Approx(rows[0].microbatches_per_s / rows[3].microbatches_per_s));
-  // One bound for the scenario, the highest of the runs' bounds; every router below it.
+  // One bound for the scenario, the highest of the pipeline runs' bounds; every router below
+  // it. ATOM's whole-model peers are held to their own bound (the peers' compute alone).
   double bound = 0;
-  for (auto& res : results)
-    bound = std::max(bound, static_cast<double>(res.microbatches) / res.bound_s);
-  for (auto& x : rows) {
+  for (std::size_t k = 0; k < 4; ++k)
+    bound = std::max(bound, static_cast<double>(results[k].microbatches) / results[k].bound_s);
+  for (std::size_t k = 0; k < 4; ++k) {
+    auto& x = rows[k];
     CHECK(x.bound_microbatches_per_s == doctest::Approx(bound));
     CHECK(x.run_bound_microbatches_per_s <= x.bound_microbatches_per_s);
     CHECK(x.vs_bound == doctest::Approx(x.microbatches_per_s / bound));
     CHECK(x.vs_bound <= 1.0);
   }
+  CHECK(rows[4].router == "atom");
+  CHECK(rows[4].vs_bound == doctest::Approx(rows[4].microbatches_per_s / rows[4].run_bound_microbatches_per_s));
+  CHECK(rows[4].vs_bound <= 1.0);
   auto table = comparison_table(rows);
   CHECK(table.find("gwtf ") != std::string::npos);
   CHECK(table.find("swarm ") != std::string::npos);
@@ -269,11 +309,11 @@ TEST_CASE("sim report: the table, CSV, JSON and SVG hold what the runs measured"
   fs::remove_all(dir);
   REQUIRE(write_sim_outputs(dir, *r.scenario, results).empty());
   auto summary = slurp(dir / "summary.csv");
-  CHECK(std::count(summary.begin(), summary.end(), '\n') == 5); // header + 4 routers
+  CHECK(std::count(summary.begin(), summary.end(), '\n') == 6); // header + 5 routers
   CHECK(summary.find(",vs_centralized,bound_microbatches_per_s,run_bound_microbatches_per_s,vs_bound,") != std::string::npos);
   CHECK(summary.rfind("scenario,seed,router,completed,", 0) == 0);
   auto iters = slurp(dir / "iterations.csv");
-  CHECK(std::count(iters.begin(), iters.end(), '\n') == 1 + 4 * 4);
+  CHECK(std::count(iters.begin(), iters.end(), '\n') == 1 + 5 * 4); // atom: a round per iteration (sync_every 1)
   CHECK(iters.rfind("router,iteration,start_s,end_s,duration_s,aggregation_s,flows\n", 0) == 0);
   for (auto& res : results) {
     INFO(to_string(res.router));
@@ -298,7 +338,7 @@ TEST_CASE("sim report: the table, CSV, JSON and SVG hold what the runs measured"
     std::size_t lines = 0;
     for (auto p = text.find("<polyline"); p != std::string::npos; p = text.find("<polyline", p + 1))
       ++lines;
-    CHECK(lines == 4); // one per router
+    CHECK(lines == 5); // one per router
   }
   // Markers: one "x" per crash or leave and one "+" per join, per router.
   auto tp = slurp(dir / "throughput.svg");
