@@ -69,6 +69,16 @@ public:
         events.emplace_back(t0 + f * prev_len, &e);
       }
       std::stable_sort(events.begin(), events.end(), [](auto& a, auto& b) { return a.first < b.first; });
+      // Each peer's even share of the round bounds its local step (at least one microbatch).
+      std::size_t able = 0;
+      for (std::size_t h = 0; h < peers_.size(); ++h) {
+        step_share_ = inf;
+        set_rate(h);
+        able += peers_[h].alive && peers_[h].rate > 0;
+      }
+      step_share_ = able > 0 ? target / static_cast<double>(able) : inf;
+      for (std::size_t h = 0; h < peers_.size(); ++h)
+        set_rate(h);
       std::size_t k = 0;
       std::map<std::size_t, double> alive_at_all; // host -> its per-microbatch compute (the bound)
       auto note_alive = [&] {
@@ -159,12 +169,19 @@ private:
   // k + 1 while block k computes); a model whose activations and two blocks do not fit
   // cannot run there.
   void start_peer(std::size_t h, double ready) {
-    auto& host = hosts_[h];
     auto& p = peers_[h];
     p.alive = true;
     p.ready = ready;
-    p.per_mb_s = host.model_compute_s;
-    double L = std::max(1, s_.atom.local_microbatches);
+    p.per_mb_s = hosts_[h].model_compute_s;
+    set_rate(h);
+  }
+
+  // A local step is `local_microbatches`, or the peer's even share of the round when that is
+  // less (its swapping then passes the blocks once for fewer microbatches).
+  void set_rate(std::size_t h) {
+    auto& host = hosts_[h];
+    auto& p = peers_[h];
+    double L = std::max(1.0, std::min<double>(s_.atom.local_microbatches, step_share_));
     double need = s_.atom.state_bytes + s_.atom.activation_bytes;
     double step = L * host.model_compute_s;
     if (need > host.memory_bytes) {
@@ -305,6 +322,7 @@ private:
   std::vector<peer> peers_;
   std::vector<sim_event> trace_;
   int holders_ = 0;
+  double step_share_ = inf; ///< this round's microbatches per peer able to train
   double counted_ = 0;
   sim_result res_;
 };

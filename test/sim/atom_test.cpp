@@ -129,6 +129,13 @@ TEST_CASE("atom: a peer whose memory does not hold the model swaps at its bandwi
   CHECK(swapped.iteration_s.front() == doctest::Approx(12 / rate + 100e6 / (2000e6 / 8) + 0.0025));
   CHECK(swapped.total_s > whole.total_s);
   CHECK(swapped.bound_s == doctest::Approx(whole.bound_s)); // the bound is the compute alone
+  // A local step is no larger than the peer's share of the round (6 of its 12 microbatches
+  // here): more swapping per microbatch than local_microbatches would give.
+  s.atom.local_microbatches = 100;
+  auto shared = simulate(s, sim_router::atom);
+  double step6 = std::max(6 * 0.2, 2 * swapped_out / 1e9) + 0.1e9 / 1e9;
+  CHECK(shared.iteration_s.front() == doctest::Approx(12 / (1 / 0.1 + 6 / step6) + 100e6 / (2000e6 / 8) + 0.0025));
+  s.atom.local_microbatches = 4;
   // Fast swapping hides behind the compute (ATOM loads block k + 1 while k computes).
   s.hosts[1].swap_bytes_s = 1e12;
   auto hidden = simulate(s, sim_router::atom);
