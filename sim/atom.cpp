@@ -167,7 +167,7 @@ public:
 private:
   // The peer's step: its compute, or its swapping where that is slower (ATOM loads block
   // k + 1 while block k computes); a model whose activations and two blocks do not fit
-  // cannot run there.
+  // cannot run there (set_rate).
   void start_peer(std::size_t h, double ready) {
     auto& p = peers_[h];
     p.alive = true;
@@ -177,24 +177,27 @@ private:
   }
 
   // A local step is `local_microbatches`, or the peer's even share of the round when that is
-  // less (its swapping then passes the blocks once for fewer microbatches).
+  // less (its swapping then passes the blocks once for fewer microbatches). The peer keeps
+  // every activation, or rematerialises (a forward more, 4/3 of the compute, for far less
+  // activation memory), whichever steps faster in its memory.
   void set_rate(std::size_t h) {
     auto& host = hosts_[h];
     auto& p = peers_[h];
     double L = std::max(1.0, std::min<double>(s_.atom.local_microbatches, step_share_));
-    double need = s_.atom.state_bytes + s_.atom.activation_bytes;
-    double step = L * host.model_compute_s;
-    if (need > host.memory_bytes) {
-      if (host.memory_bytes < s_.atom.activation_bytes + 2 * s_.atom.block_state_bytes) {
-        p.rate = 0;
-        return;
-      }
+    auto step_with = [&](double activations, double compute_factor) {
+      double step = L * host.model_compute_s * compute_factor;
+      double need = s_.atom.state_bytes + activations;
+      if (need <= host.memory_bytes)
+        return step;
+      if (host.memory_bytes < activations + 2 * s_.atom.block_state_bytes)
+        return inf; // not even one microbatch's activations and two blocks (computing, loading)
       // What is not resident goes in and out once a local step (forward, then backward with
       // each block's optimizer step as it passes), plus the first block's load.
       double swapped = need - host.memory_bytes;
-      step = std::max(step, 2 * swapped / host.swap_bytes_s) + s_.atom.block_state_bytes / host.swap_bytes_s;
-    }
-    p.rate = step > 0 ? L / step : inf;
+      return std::max(step, 2 * swapped / host.swap_bytes_s) + s_.atom.block_state_bytes / host.swap_bytes_s;
+    };
+    double step = std::min(step_with(s_.atom.activation_bytes, 1.0), step_with(s_.atom.remat_activation_bytes, 4.0 / 3));
+    p.rate = !std::isfinite(step) ? 0 : step > 0 ? L / step : inf;
   }
 
   // When the live peers together reach `target` microbatches from t0 (inf: never).

@@ -297,7 +297,9 @@ derived_scenario derive_scenario(const sim_scenario_config& cfg, network_matrix 
     s.atom.state_bytes = 16 * params; // fp32 weights, gradients, Adam's two moments
     // The blocks' stash as a relay keeps it (above), plus the logits, their softmax and its
     // gradient in fp32 (as model/sizing.hpp counts a data holder's).
-    s.atom.activation_bytes = 17.0 * m.layers * s.activation_bytes + 3 * tokens * m.vocab * 4;
+    double logits = 3 * tokens * m.vocab * 4;
+    s.atom.activation_bytes = 17.0 * m.layers * s.activation_bytes + logits;
+    s.atom.remat_activation_bytes = (m.layers + 17.0) * s.activation_bytes + logits;
     s.atom.block_state_bytes = 16 * largest;
     s.atom.average_bytes = model::share_wire_bytes(cfg.training.share_compression, params);
     s.atom.download_bytes = params * m.download_bytes_per_param;

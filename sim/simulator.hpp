@@ -51,6 +51,9 @@ struct sim_host {
 struct sim_atom_model {
   double state_bytes = 0;       ///< weights, gradients and Adam's moments (fp32: 16 bytes a parameter)
   double activation_bytes = 0;  ///< one microbatch's activations through the whole model
+  /// The same, rematerialising: every block's input, one block's activations and the
+  /// logits (a forward more per microbatch: 4/3 of the compute)
+  double remat_activation_bytes = 0;
   double block_state_bytes = 0; ///< the largest swapped unit (a block, or the embedding or head)
   double average_bytes = 0;     ///< one peer's parameters on the wire (training.share_compression)
   double download_bytes = 0;    ///< a joiner's download (model.download_bytes_per_param)

@@ -162,6 +162,7 @@ TEST_CASE("scenario: the atom keys size the whole model, the hosts' memory and s
   CHECK(s.atom.download_bytes == 10 * params);
   CHECK(s.atom.block_state_bytes == 16 * (12 * d * d + 13 * d)); // a block is the largest part
   CHECK(s.atom.activation_bytes == 17.0 * 6 * s.activation_bytes + 3 * 256 * 1000 * 4.0);
+  CHECK(s.atom.remat_activation_bytes == (6 + 17.0) * s.activation_bytes + 3 * 256 * 1000 * 4.0);
   CHECK(s.atom.sync_every == 3);
   CHECK(s.atom.local_microbatches == 2);
   // The whole model's step: the holders' stage and the 3 relay stages at the host's own speed

@@ -11,12 +11,13 @@ using namespace gwtf::sim;
 
 namespace {
 
-// A 100M-parameter model: 1.6 GB of state, 0.2 GB of a microbatch's activations, blocks of
-// 0.1 GB; `average` bytes on the wire, a 1 GB download.
+// A 100M-parameter model: 1.6 GB of state, 0.2 GB of a microbatch's activations (0.05 GB
+// rematerialising), blocks of 0.1 GB; `average` bytes on the wire, a 1 GB download.
 sim_atom_model whole_model(double average, int local_microbatches) {
   sim_atom_model m;
   m.state_bytes = 1.6e9;
   m.activation_bytes = 0.2e9;
+  m.remat_activation_bytes = 0.05e9;
   m.block_state_bytes = 0.1e9;
   m.average_bytes = average;
   m.download_bytes = 1e9;
@@ -113,35 +114,48 @@ TEST_CASE("atom: a round is its global batch at the peers' summed speed plus the
   CHECK(slow.total_s == doctest::Approx(5 * (compute + 100e6 / (200e6 / 8) + 0.0025)));
 }
 
-TEST_CASE("atom: a peer whose memory does not hold the model swaps at its bandwidth; one that cannot hold two blocks sits out") {
+TEST_CASE("atom: a peer whose memory does not hold the model swaps at its bandwidth, rematerialising where that is faster; one that cannot hold two blocks sits out") {
   auto s = pair_of_peers(2);
+  double reduce = 100e6 / (2000e6 / 8) + 0.0025;
   auto whole = simulate(s, sim_router::atom);
-  // The relay holds a third of the state (1.8 GB needed, 0.2 GB of activations): the other
-  // 1.07 GB go in and out once a local step of 4 microbatches (0.8 s of compute) at 1 GB/s,
-  // plus the first block: 2.2 s a step instead of 0.8.
+  // The relay holds 0.73 GB. Keeping every activation (0.2 GB) it needs 1.8 GB: 1.07 GB go
+  // in and out once a local step of 4 microbatches (0.8 s of compute) at 1 GB/s, plus the
+  // first block, 2.23 s a step. Rematerialising (0.05 GB of activations, 4/3 of the compute)
+  // it needs 1.65 GB: 1.93 s a step, the faster.
   s.hosts[1].memory_bytes = 0.2e9 + 1.6e9 / 3;
   s.hosts[1].swap_bytes_s = 1e9;
   auto swapped = simulate(s, sim_router::atom);
   REQUIRE(swapped.completed);
-  double swapped_out = 1.8e9 - s.hosts[1].memory_bytes;
-  double step = std::max(4 * 0.2, 2 * swapped_out / 1e9) + 0.1e9 / 1e9;
-  double rate = 1 / 0.1 + 4 / step;
-  CHECK(swapped.iteration_s.front() == doctest::Approx(12 / rate + 100e6 / (2000e6 / 8) + 0.0025));
+  auto step_of = [&](int L) {
+    double keep = std::max(L * 0.2, 2 * (1.8e9 - s.hosts[1].memory_bytes) / 1e9) + 0.1;
+    double remat = std::max(L * 0.2 * 4 / 3, 2 * (1.65e9 - s.hosts[1].memory_bytes) / 1e9) + 0.1;
+    CHECK(remat < keep);
+    return std::min(keep, remat);
+  };
+  CHECK(swapped.iteration_s.front() == doctest::Approx(12 / (1 / 0.1 + 4 / step_of(4)) + reduce));
   CHECK(swapped.total_s > whole.total_s);
   CHECK(swapped.bound_s == doctest::Approx(whole.bound_s)); // the bound is the compute alone
   // A local step is no larger than the peer's share of the round (6 of its 12 microbatches
   // here): more swapping per microbatch than local_microbatches would give.
   s.atom.local_microbatches = 100;
   auto shared = simulate(s, sim_router::atom);
-  double step6 = std::max(6 * 0.2, 2 * swapped_out / 1e9) + 0.1e9 / 1e9;
-  CHECK(shared.iteration_s.front() == doctest::Approx(12 / (1 / 0.1 + 6 / step6) + 100e6 / (2000e6 / 8) + 0.0025));
+  CHECK(shared.iteration_s.front() == doctest::Approx(12 / (1 / 0.1 + 6 / step_of(6)) + reduce));
   s.atom.local_microbatches = 4;
-  // Fast swapping hides behind the compute (ATOM loads block k + 1 while k computes).
+  // Fast swapping hides behind the compute (ATOM loads block k + 1 while k computes), and
+  // then keeping the activations (no second forward) is the faster.
   s.hosts[1].swap_bytes_s = 1e12;
   auto hidden = simulate(s, sim_router::atom);
   CHECK(hidden.total_s == doctest::Approx(whole.total_s).epsilon(1e-3));
-  // Below its activations and two blocks the relay cannot train: the data holder alone.
-  s.hosts[1].memory_bytes = 0.2e9 + 0.1e9;
+  // 0.3 GB holds two blocks and a rematerialising microbatch's activations, not all of them.
+  s.hosts[1].swap_bytes_s = 1e9;
+  s.hosts[1].memory_bytes = 0.3e9;
+  auto remat_only = simulate(s, sim_router::atom);
+  REQUIRE(remat_only.completed);
+  CHECK(remat_only.flows.front() == 2);
+  double step = std::max(4 * 0.2 * 4 / 3, 2 * (1.65e9 - 0.3e9) / 1e9) + 0.1;
+  CHECK(remat_only.iteration_s.front() == doctest::Approx(12 / (1 / 0.1 + 4 / step) + reduce));
+  // Below that the relay cannot train: the data holder alone.
+  s.hosts[1].memory_bytes = 0.24e9;
   auto alone = simulate(s, sim_router::atom);
   REQUIRE(alone.completed);
   CHECK(alone.flows.front() == 1);
