@@ -234,11 +234,15 @@ private:
     auto n = members.size();
     if (n < 2)
       return 0;
+    // The pairs by region: O(members + regions^2), as the stages' averaging.
+    std::vector<std::size_t> per_region(net_.regions.size(), 0);
+    for (auto& [h, c] : members)
+      ++per_region[hosts_[h].region];
     double share = 2 * s_.atom.average_bytes / static_cast<double>(n), end = 0, least_latency = inf;
-    for (auto& [a, ca] : members)
-      for (auto& [b, cb] : members)
-        if (a != b) {
-          auto e = routing::to_estimate(net_.link(hosts_[a].region, hosts_[b].region));
+    for (std::size_t a = 0; a < per_region.size(); ++a)
+      for (std::size_t b = 0; b < per_region.size(); ++b)
+        if (per_region[a] > 0 && per_region[b] > (a == b ? 1u : 0u)) {
+          auto e = routing::to_estimate(net_.link(a, b));
           end = std::max(end, share / e.bandwidth_bytes_s + e.latency_s);
           least_latency = std::min(least_latency, e.latency_s);
         }

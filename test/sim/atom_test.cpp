@@ -74,7 +74,7 @@ sim_scenario mixed(std::uint64_t seed, double crash_rate, double join_rate) {
 
 } // namespace
 
-TEST_CASE("atom: a round is its global batch at the peers' summed speed plus the all-reduce; overlap hides the all-reduce") {
+TEST_CASE("atom: a round is its global batch at the peers' summed speed plus the all-reduce, which overlap hides") {
   auto s = pair_of_peers(5);
   // 12 microbatches at 1/0.1 + 1/0.2 = 15 a second: 0.8 s; the all-reduce of two peers sends
   // each its 100 MB over 2000 Mbit/s (0.4 s) plus 2.5 ms.
@@ -114,7 +114,7 @@ TEST_CASE("atom: a round is its global batch at the peers' summed speed plus the
   CHECK(slow.total_s == doctest::Approx(5 * (compute + 100e6 / (200e6 / 8) + 0.0025)));
 }
 
-TEST_CASE("atom: a peer whose memory does not hold the model swaps at its bandwidth, rematerialising where that is faster; one that cannot hold two blocks sits out") {
+TEST_CASE("atom: a peer whose memory does not hold the model swaps at its bandwidth, rematerialising where that is faster, and one that cannot hold two blocks sits out") {
   auto s = pair_of_peers(2);
   double reduce = 100e6 / (2000e6 / 8) + 0.0025;
   auto whole = simulate(s, sim_router::atom);
