@@ -71,8 +71,8 @@ public:
       std::stable_sort(events.begin(), events.end(), [](auto& a, auto& b) { return a.first < b.first; });
       // Each peer's even share of the round bounds its local step (at least one microbatch).
       std::size_t able = 0;
+      step_share_ = inf; // whether a peer can train at all does not depend on its step
       for (std::size_t h = 0; h < peers_.size(); ++h) {
-        step_share_ = inf;
         set_rate(h);
         able += peers_[h].alive && peers_[h].rate > 0;
       }
