@@ -82,6 +82,18 @@ void finish(reporter_ptr self, int code) {
   self->quit();
 }
 
+// The launcher could not be dialled again: the host leaves, after a linger. A process that
+// was frozen past the connection timeout (SIGSTOP) finds its dial failing at once when it
+// resumes, and its membership's next tick restarts it as a new replica (docs/runtime.md):
+// leaving at once raced that restart and won it (a CI run of the hang test).
+void launcher_lost(reporter_ptr self, const std::string& why) {
+  auto& st = self->state;
+  st.reconnecting = false;
+  st.buffered.clear();
+  line(self) << "launcher gone (" << why << "): leaving in " << st.linger_ms << " ms" << std::endl;
+  self->delayed_send(self, std::chrono::milliseconds(st.linger_ms), stop_atom::value);
+}
+
 // The node's reporter: logs what its host reports, forwards it to the launcher when there is
 // one, watches the host's supervisor, and ends the process with it.
 caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me, std::uint64_t last_iteration,
@@ -111,9 +123,7 @@ caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me
           [self](const caf::node_id&, caf::strong_actor_ptr& p, const std::set<std::string>&) {
             auto& st = self->state;
             if (!p) {
-              st.reconnecting = false;
-              st.buffered.clear();
-              self->send(self, stop_atom::value);
+              launcher_lost(self, "no launcher at its address");
               return;
             }
             st.upstream = caf::actor_cast<launcher_actor>(p);
@@ -130,12 +140,7 @@ caf::behavior node_reporter(reporter_ptr self, std::ostream* out, std::string me
               f(st.upstream);
             st.buffered.clear();
           },
-          [self](caf::error& e) {
-            self->state.reconnecting = false;
-            self->state.buffered.clear();
-            line(self) << "launcher gone (" << self->system().render(e) << "): leaving" << std::endl;
-            self->send(self, stop_atom::value);
-          });
+          [self](caf::error& e) { launcher_lost(self, self->system().render(e)); });
       return;
     }
     if (m.source != st.supervisor.address())
