@@ -27,7 +27,6 @@ struct peer {
 
 /// An averaging under way: its members and what each contributed to its round.
 struct averaging {
-  int round = 0;
   std::map<std::size_t, double> members; ///< host -> microbatches it brought
   double end = 0;
 };
@@ -104,7 +103,6 @@ public:
       }
       // What each peer brought, and its busy time (compute seconds).
       averaging avg;
-      avg.round = r;
       for (std::size_t h = 0; h < peers_.size(); ++h) {
         auto& p = peers_[h];
         if (!p.alive || p.rate <= 0 || p.ready >= T)
