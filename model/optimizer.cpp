@@ -32,23 +32,26 @@ double squared_norm(const std::vector<torch::Tensor>& tensors) {
   return sum;
 }
 
-adamw::adamw(std::vector<named_parameter> params, const training_config& cfg)
+adamw::adamw(std::vector<named_parameter> params, const training_config& cfg,
+             const std::function<torch::Tensor(const torch::Tensor&)>& zeros)
   : params_(std::move(params)),
     beta1_(cfg.beta1),
     beta2_(cfg.beta2),
     weight_decay_(cfg.weight_decay) {
-  for (auto& p : params_) {
-    m_.push_back(torch::zeros_like(p.tensor, torch::MemoryFormat::Contiguous).detach());
-    v_.push_back(torch::zeros_like(p.tensor, torch::MemoryFormat::Contiguous).detach());
-  }
+  for (auto& p : params_)
+    for (auto* moments : {&m_, &v_})
+      moments->push_back(zeros ? zeros(p.tensor) : torch::zeros_like(p.tensor, torch::MemoryFormat::Contiguous).detach());
 }
 
-void adamw::step(const std::vector<torch::Tensor>& grads, double lr, double grad_scale) {
+void adamw::step(const std::vector<torch::Tensor>& grads, double lr, double grad_scale,
+                 const std::function<void(std::size_t)>& before) {
   torch::NoGradGuard no_grad;
   ++steps_;
   double bias1 = 1.0 - std::pow(beta1_, static_cast<double>(steps_));
   double bias2 = 1.0 - std::pow(beta2_, static_cast<double>(steps_));
   for (std::size_t i = 0; i < params_.size(); ++i) {
+    if (before)
+      before(i);
     auto& p = params_[i].tensor;
     auto g = grad_scale == 1.0 ? grads[i] : grads[i] * grad_scale;
     if (p.dim() >= 2 && weight_decay_ > 0)

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include <torch/types.h>
@@ -28,10 +29,16 @@ double squared_norm(const std::vector<torch::Tensor>& tensors);
 /// (dim >= 2) only, not to biases and norm weights.
 class adamw {
 public:
-  adamw(std::vector<named_parameter> params, const training_config& cfg);
+  /// `zeros`, when set, makes each moment (a zero tensor shaped like its parameter): a
+  /// swapped stage keeps them in its file.
+  adamw(std::vector<named_parameter> params, const training_config& cfg,
+        const std::function<torch::Tensor(const torch::Tensor&)>& zeros = {});
 
-  /// One step with `grads` (aligned with the parameters) multiplied by `grad_scale`.
-  void step(const std::vector<torch::Tensor>& grads, double lr, double grad_scale);
+  /// One step with `grads` (aligned with the parameters) multiplied by `grad_scale`;
+  /// `before`, when set, is called with each parameter's index before it steps (a swapped
+  /// stage brings its block in).
+  void step(const std::vector<torch::Tensor>& grads, double lr, double grad_scale,
+            const std::function<void(std::size_t)>& before = {});
 
   /// Steps taken so far.
   std::int64_t steps() const { return steps_; }

@@ -48,6 +48,16 @@ public:
 
   /// Keep only inputs from forward to backward and recompute (true), or every activation.
   void set_rematerialize(bool on) { rematerialize_ = on; }
+  /// Where the running gradient sums live: `alloc` returns a copy of its argument there (a
+  /// swapped stage's file, model/block_store.hpp); unset, the first gradient itself.
+  void set_sum_allocator(std::function<torch::Tensor(const torch::Tensor&)> alloc) { alloc_ = std::move(alloc); }
+  /// Visits every running gradient sum held (a swapped stage releases their pages).
+  template <class F>
+  void each_sum(F&& f) const {
+    for (auto& [key, part] : running_)
+      for (auto& t : part)
+        f(t);
+  }
   /// How the microbatches' gradients add up (training.reproducible_sums): as they come (the
   /// default), in key order, or exactly on the grid of model/exact_sums.hpp (int64 sums). Set
   /// before the first microbatch.
@@ -315,7 +325,7 @@ private:
     for (std::uint32_t t = 0; t < times; ++t) {
       if (sums.empty()) {
         for (auto& g : grads)
-          sums.push_back(times > 1 ? g.clone() : g);
+          sums.push_back(alloc_ ? alloc_(g) : times > 1 ? g.clone() : g);
         continue;
       }
       for (std::size_t i = 0; i < sums.size(); ++i)
@@ -325,6 +335,7 @@ private:
 
   std::vector<named_parameter> params_;
   forward_fn fn_;
+  std::function<torch::Tensor(const torch::Tensor&)> alloc_; // set_sum_allocator
   std::unordered_map<std::uint64_t, entry> stash_;
   std::unordered_set<std::uint64_t> counted_;
   std::unordered_map<std::uint64_t, std::uint32_t> additions_; // per microbatch, at the addition

@@ -3,10 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <list>
 #include <optional>
+#include <stdexcept>
 
+#include "model/block_store.hpp"
 #include "model/exact_sums.hpp"
 #include "model/optimizer.hpp"
+#include "model/sizing.hpp"
 #include "model/segment.hpp"
 
 namespace gwtf::model {
@@ -91,6 +95,16 @@ std::vector<torch::Tensor> average(const std::vector<gradient_sum>& replicas) {
   return out;
 }
 
+// Layer swapping: the blocks' weights, moments and gradient sums live in a block_store; at
+// most `pool` blocks stay resident, the least recently used one released when another comes.
+struct swap_plan {
+  std::shared_ptr<block_store> store;
+  std::size_t pool = 1;
+  std::list<std::size_t> resident;                 // most recently used first
+  std::vector<std::vector<torch::Tensor>> tensors; // per block: weights, first and second moments
+  std::vector<std::size_t> block_of;               // parameter index -> block
+};
+
 struct stage::impl {
   model_config model;
   training_config training;
@@ -98,10 +112,11 @@ struct stage::impl {
   std::optional<entry_part> entry;
   std::vector<block_part> blocks;
   std::optional<exit_part> exit;
-  std::vector<detail::segment> segments; // relay: [blocks]; stage 0: [entry, exit]
+  std::vector<detail::segment> segments; // relay: [blocks] (swapped: one per block); stage 0: [entry, exit]
   std::optional<adamw> optimizer;
+  mutable std::optional<swap_plan> swap; // set when the stage swaps its blocks
 
-  impl(const model_config& m, const training_config& t, int index)
+  impl(const model_config& m, const training_config& t, int index, const swap_options& swap_opts)
     : model(m), training(t), span(partition(m).at(static_cast<std::size_t>(index))) {
     if (span.entry) {
       entry.emplace(model);
@@ -111,6 +126,11 @@ struct stage::impl {
       segments.emplace_back(entry->parameters(), [this](const torch::Tensor& x) { return entry->forward(x); });
       segments.emplace_back(exit->parameters(), [this](const torch::Tensor& x) { return exit->forward(x); });
     } else {
+      auto state = block_parameters(model) * (span.end_layer - span.first_layer) * state_bytes_per_parameter;
+      if (swap_opts.budget_bytes > 0 && state > swap_opts.budget_bytes && span.end_layer > span.first_layer) {
+        swap_in_file(swap_opts, state);
+        return;
+      }
       std::vector<named_parameter> params;
       for (int l = span.first_layer; l < span.end_layer; ++l) {
         blocks.emplace_back(model, l);
@@ -125,6 +145,116 @@ struct stage::impl {
       });
     }
     optimizer.emplace(all_parameters(), training);
+  }
+
+  // Builds the blocks one at a time straight into a swap file (weights, then the optimizer's
+  // moments there too) and makes the gradient sums grow there; one segment per block, each
+  // rematerialising: a backward recomputes one block's forward from its input, so only that
+  // block's activations and gradients are out. A pool of budget / (one block's state)
+  // blocks, at least one, stays resident.
+  void swap_in_file(const swap_options& opts, std::int64_t state) {
+    if (training.reproducible_sums == sum_order::key_order)
+      throw std::runtime_error("stage " + std::to_string(span.stage)
+                               + ": training.reproducible_sums key_order keeps a gradient copy per microbatch in "
+                                 "memory: a swapped stage needs off or exact");
+    auto& plan = swap.emplace();
+    plan.store = std::make_shared<block_store>(opts.dir);
+    auto n = static_cast<std::size_t>(span.end_layer - span.first_layer);
+    auto per_block = state / static_cast<std::int64_t>(n);
+    plan.pool = static_cast<std::size_t>(
+      std::clamp<std::int64_t>(opts.budget_bytes / std::max<std::int64_t>(per_block, 1), 1, static_cast<std::int64_t>(n)));
+    plan.tensors.resize(n);
+    blocks.reserve(n);
+    for (std::size_t k = 0; k < n; ++k) {
+      blocks.emplace_back(model, span.first_layer + static_cast<int>(k));
+      init_parameters(blocks.back().parameters(), training.seed, model.layers);
+      for (auto& p : blocks.back().parameters()) {
+        p.tensor.set_data(plan.store->adopt(p.tensor));
+        block_store::release(p.tensor);
+        plan.tensors[k].push_back(p.tensor);
+        plan.block_of.push_back(k);
+      }
+      segments.emplace_back(blocks[k].parameters(), [this, k](const torch::Tensor& x) { return blocks[k].forward(x); });
+      segments[k].set_rematerialize(true);
+      segments[k].set_sum_allocator([store = plan.store](const torch::Tensor& g) { return store->adopt(g); });
+    }
+    optimizer.emplace(all_parameters(), training, [store = plan.store](const torch::Tensor& p) {
+      return store->allocate(p.sizes(), p.scalar_type());
+    });
+    auto& m = optimizer->first_moments();
+    auto& v = optimizer->second_moments();
+    for (std::size_t i = 0; i < plan.block_of.size(); ++i)
+      plan.tensors[plan.block_of[i]].insert(plan.tensors[plan.block_of[i]].end(), {m[i], v[i]});
+    for (auto& block : plan.tensors)
+      for (auto& t : block)
+        block_store::release(t);
+  }
+
+  // Every stored tensor of block k: weights, moments and the gradient sums held.
+  template <class F>
+  void each_stored(std::size_t k, F&& f) const {
+    for (auto& t : swap->tensors[k])
+      f(t);
+    segments[k].each_sum(f);
+  }
+  void prefetch(std::size_t k) const {
+    if (swap && k < segments.size())
+      each_stored(k, [](const torch::Tensor& t) { block_store::prefetch(t); });
+  }
+  // Block k is in use: the most recent; the least recent beyond the pool is released.
+  void touch(std::size_t k) const {
+    if (!swap)
+      return;
+    auto& r = swap->resident;
+    r.remove(k);
+    r.push_front(k);
+    while (r.size() > swap->pool) {
+      each_stored(r.back(), [](const torch::Tensor& t) { block_store::release(t); });
+      r.pop_back();
+    }
+  }
+  // After a pass over every block (a state export or import, the weights' hash): the blocks
+  // outside the pool are released.
+  void trim() const {
+    if (!swap)
+      return;
+    for (std::size_t k = 0; k < segments.size(); ++k)
+      if (std::find(swap->resident.begin(), swap->resident.end(), k) == swap->resident.end())
+        each_stored(k, [](const torch::Tensor& t) { block_store::release(t); });
+  }
+
+  torch::Tensor swapped_forward(std::uint64_t mb, const torch::Tensor& input) {
+    auto y = input;
+    for (std::size_t k = 0; k < segments.size(); ++k) {
+      prefetch(k + 1); // read ahead while block k computes
+      y = segments[k].forward(mb, y, true);
+      touch(k);
+    }
+    return y;
+  }
+
+  outcome<torch::Tensor> swapped_backward(std::uint64_t mb, const torch::Tensor& grad_output) {
+    auto g = grad_output;
+    for (std::size_t k = segments.size(); k-- > 0;) {
+      if (k > 0)
+        prefetch(k - 1);
+      auto r = segments[k].backward(mb, g, true);
+      if (auto* e = std::get_if<std::string>(&r))
+        return *e;
+      g = std::get<torch::Tensor>(r);
+      touch(k);
+    }
+    return g;
+  }
+
+  torch::Tensor swapped_evaluate(const torch::Tensor& input) const {
+    auto y = input;
+    for (std::size_t k = 0; k < segments.size(); ++k) {
+      prefetch(k + 1);
+      y = segments[k].evaluate(y);
+      touch(k);
+    }
+    return y;
   }
 
   std::vector<named_parameter> all_parameters() const {
@@ -143,9 +273,10 @@ struct stage::impl {
   }
 };
 
-stage::stage(const model_config& model, const training_config& training, int index, bool rematerialize)
-  : impl_(std::make_unique<impl>(model, training, index)) {
-  if (index > 0) // relays; stage 0's entry keeps its (small) stash
+stage::stage(const model_config& model, const training_config& training, int index, bool rematerialize,
+             const swap_options& swap)
+  : impl_(std::make_unique<impl>(model, training, index, swap)) {
+  if (index > 0 && !impl_->swap) // relays (swapped: every block rematerialises); stage 0's entry keeps its (small) stash
     impl_->segments[0].set_rematerialize(rematerialize);
   for (auto& s : impl_->segments)
     s.set_sum_order(training.reproducible_sums);
@@ -165,18 +296,24 @@ std::vector<named_parameter> stage::parameters() const {
 outcome<torch::Tensor> stage::forward(std::uint64_t mb, const torch::Tensor& input) {
   if (auto e = impl_->require(true))
     return *e;
+  if (impl_->swap)
+    return impl_->swapped_forward(mb, input);
   return impl_->segments[0].forward(mb, input, true);
 }
 
 outcome<torch::Tensor> stage::backward(std::uint64_t mb, const torch::Tensor& grad_output) {
   if (auto e = impl_->require(true))
     return *e;
+  if (impl_->swap)
+    return impl_->swapped_backward(mb, grad_output);
   return impl_->segments[0].backward(mb, grad_output, true);
 }
 
 outcome<torch::Tensor> stage::forward_only(const torch::Tensor& input) const {
   if (auto e = impl_->require(true))
     return *e;
+  if (impl_->swap)
+    return impl_->swapped_evaluate(input);
   return impl_->segments[0].evaluate(input);
 }
 
@@ -184,6 +321,10 @@ outcome<torch::Tensor> stage::recompute_backward(std::uint64_t mb, const torch::
                                                  const torch::Tensor& grad_output) {
   if (auto e = impl_->require(true))
     return *e;
+  if (impl_->swap) { // each block's input, then the backward block by block
+    impl_->swapped_forward(mb, input);
+    return impl_->swapped_backward(mb, grad_output);
+  }
   impl_->segments[0].keep_input(mb, input, true);
   return impl_->segments[0].backward(mb, grad_output, true);
 }
@@ -241,6 +382,8 @@ void stage::add_next_twice() {
 }
 
 std::int64_t stage::duplicates() const {
+  if (impl_->swap) // one segment per block: a duplicate is discarded by each
+    return impl_->segments.back().duplicates();
   std::int64_t n = 0;
   for (auto& s : impl_->segments)
     n += s.duplicates();
@@ -318,8 +461,19 @@ outcome<bool> stage::apply(const std::vector<torch::Tensor>& averaged, std::int6
   for (std::size_t i = 0; i < params.size(); ++i)
     if (!averaged[i].sizes().equals(params[i].tensor.sizes()))
       return "apply: gradient of " + params[i].name + " has the wrong shape";
+  std::function<void(std::size_t)> before;
+  if (impl_->swap) // block by block: the next one read ahead while this one steps
+    before = [this, at = std::size_t{0}, first = true](std::size_t i) mutable {
+      auto k = impl_->swap->block_of.at(i);
+      if (!first && k == at)
+        return;
+      first = false;
+      at = k;
+      impl_->prefetch(k + 1);
+      impl_->touch(k);
+    };
   impl_->optimizer->step(averaged, learning_rate(impl_->training, iteration),
-                         clip_coefficient(global_norm, impl_->training.grad_clip));
+                         clip_coefficient(global_norm, impl_->training.grad_clip), before);
   for (auto& s : impl_->segments) {
     s.reset_through(static_cast<std::uint64_t>(iteration));
     s.new_weights();
@@ -357,6 +511,7 @@ std::vector<std::uint8_t> stage::export_state(const pending_update* pending) con
   }
   w.put<std::uint8_t>(with ? 1 : 0);
   w.put<std::uint64_t>(fast_hash(w.out.data(), w.out.size()));
+  impl_->trim();
   return std::move(w.out);
 }
 
@@ -453,6 +608,7 @@ outcome<bool> stage::import_state(const std::uint8_t* data, std::size_t size, st
     std::memcpy(v[i].data_ptr<float>(), sources[3 * i + 2], n);
   }
   impl_->optimizer->set_steps(steps);
+  impl_->trim();
   // Gradients and stashes computed with the replaced weights belong to another iteration
   // or to weights the peers do not have: none may reach a share of the imported state.
   for (auto& s : impl_->segments) {
@@ -486,7 +642,19 @@ std::uint64_t stage::weights_hash() const {
     h = fast_hash(static_cast<const std::uint8_t*>(c.data_ptr()),
               static_cast<std::size_t>(c.numel()) * sizeof(float), h);
   }
+  impl_->trim();
   return h;
+}
+
+int stage::resident_blocks() const {
+  return impl_->swap ? static_cast<int>(impl_->swap->pool) : 0;
+}
+
+std::int64_t stage::state_bytes() const {
+  std::int64_t n = 0;
+  for (auto& p : impl_->all_parameters())
+    n += p.tensor.numel() * state_bytes_per_parameter;
+  return n;
 }
 
 } // namespace gwtf::model

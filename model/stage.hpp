@@ -51,6 +51,18 @@ struct head_result {
   torch::Tensor grad_input;
 };
 
+/// Layer swapping (docs/model.md, "Layer swapping"): a relay stage whose state does not fit
+/// `budget_bytes` keeps its blocks (weights, optimizer moments, gradient sums) in a file in
+/// `dir` and streams them through a pool of resident blocks.
+struct swap_options {
+  std::int64_t budget_bytes = 0; ///< 0: no budget (everything in memory)
+  std::string dir;               ///< where the swap file goes (empty: the working directory)
+};
+
+/// Bytes of state per parameter a budget is held against: fp32 weight, AdamW's two moments
+/// and one gradient sum.
+constexpr std::int64_t state_bytes_per_parameter = 16;
+
 /// Stage s of the model. Stage 0 (data holders) has an entry and an exit part; relay
 /// stages have blocks. Microbatches are identified by `microbatch_id::key()`.
 class stage {
@@ -58,8 +70,12 @@ public:
   /// Builds stage `index` with weights initialised from training.seed (identical to the
   /// same parameters of any other partition). Requires valid configs. `rematerialize`: a
   /// forward keeps only its input and the backward recomputes it (less memory per
-  /// microbatch in flight, one more forward of compute; same results).
-  stage(const model_config& model, const training_config& training, int index, bool rematerialize = false);
+  /// microbatch in flight, one more forward of compute; same results). `swap`: a relay
+  /// stage whose state (state_bytes_per_parameter per parameter) exceeds the budget swaps
+  /// its blocks (bit-identical results, one more forward per backward); throws
+  /// std::runtime_error when its swap file cannot be made.
+  stage(const model_config& model, const training_config& training, int index, bool rematerialize = false,
+        const swap_options& swap = {});
   ~stage();
   stage(stage&&) noexcept;
   stage& operator=(stage&&) noexcept;
@@ -153,6 +169,11 @@ public:
   std::int64_t steps() const;
   /// Content hash of the weights (replica agreement checks).
   std::uint64_t weights_hash() const;
+
+  /// Blocks kept resident at once when the stage swaps; 0 when it does not.
+  int resident_blocks() const;
+  /// Bytes of this stage's state (state_bytes_per_parameter per parameter).
+  std::int64_t state_bytes() const;
 
 private:
   struct impl;
