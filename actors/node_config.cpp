@@ -99,6 +99,8 @@ tls_config tls_config::for_host(const std::string& name) const {
 
 void node_config::validate(const issue_sink& report) const {
   check_endpoint(report, "listen", listen, true);
+  check_real(report, "memory_budget_mb", memory_budget_mb, 0, bound::closed, 1e9, bound::closed,
+             "MiB, 0 = the host's hosts[].memory_budget_mb");
   if (tls)
     tls->validate([&](const std::string& k, const std::string& e) { report("tls." + k, e); });
   // Plain TCP on a reachable address lets anyone speak to the middleman or the shell's
@@ -156,6 +158,7 @@ void host_config::validate(int stages, const issue_sink& report) const {
              "a slowdown factor");
   check_real(report, "uplink_mbit", uplink_mbit, 0, bound::closed, 1e7, bound::closed, "Mbit/s, 0 = no limit");
   check_real(report, "downlink_mbit", downlink_mbit, 0, bound::closed, 1e7, bound::closed, "Mbit/s, 0 = no limit");
+  check_real(report, "memory_budget_mb", memory_budget_mb, 0, bound::closed, 1e9, bound::closed, "MiB, 0 = no budget");
 }
 
 void fault_event::validate(const issue_sink& report) const {

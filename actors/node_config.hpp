@@ -73,6 +73,8 @@ struct node_config {
   /// the most is closed. At least max_message_bytes.
   std::int64_t max_partial_bytes = 128 << 20;
   std::string data_dir;                    ///< checkpoints (docs/checkpoints.md); empty = none
+  /// This host's memory budget in MiB (overrides its hosts[].memory_budget_mb); 0 = that one.
+  double memory_budget_mb = 0;
 
   /// Reports every invalid field.
   void validate(const issue_sink& report) const;
@@ -101,6 +103,9 @@ struct host_config {
   /// limit beyond the links'. Node mode honours the uplink only (each host emulates its sends).
   double uplink_mbit = 0;
   double downlink_mbit = 0;
+  /// MiB its relay stage's state may keep resident; a stage above it swaps its blocks
+  /// through a file (docs/model.md, "Layer swapping"). 0 = no budget.
+  double memory_budget_mb = 0;
 
   /// Reports invalid fields; `stages` is the model's number of pipeline stages.
   void validate(int stages, const issue_sink& report) const;
@@ -199,6 +204,7 @@ void visit_fields(F& f, node_config& x) {
   f("idle_timeout_ms", x.idle_timeout_ms);
   f("max_partial_bytes", x.max_partial_bytes);
   f("data_dir", x.data_dir);
+  f("memory_budget_mb", x.memory_budget_mb);
 }
 
 template <class F>
@@ -218,6 +224,7 @@ void visit_fields(F& f, host_config& x) {
   f("stage", x.stage);
   f("capacity", x.capacity);
   f("compute_scale", x.compute_scale);
+  f("memory_budget_mb", x.memory_budget_mb);
   f("uplink_mbit", x.uplink_mbit);
   f("downlink_mbit", x.downlink_mbit);
 }

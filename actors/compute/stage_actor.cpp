@@ -4,6 +4,7 @@
 #include "actors/core/catch_up.hpp"
 #include "actors/compute/compute_internal.hpp"
 
+#include <filesystem>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -380,6 +381,35 @@ void catch_up(self_ptr self, const std::string& id, std::int32_t stage) {
         send_share_chunks(self, {id}, share_chunk(st, i, mine->second));
 }
 
+// The stage's model; over hosts[].memory_budget_mb a relay swaps its blocks through a file
+// in node.data_dir/HOST (the temporary directory without one). A swap file that cannot be
+// made is reported and the stage runs in memory.
+void make_model(self_ptr self) {
+  auto& st = self->state;
+  auto& ctx = st.ctx;
+  bool remat = routing::rematerialises(ctx->spec->routing.gwtf.backward, false);
+  model::swap_options swap;
+  swap.budget_bytes = static_cast<std::int64_t>(ctx->host.memory_budget_mb * 1024 * 1024);
+  if (swap.budget_bytes > 0) {
+    std::error_code ec;
+    swap.dir = ctx->spec->data_dir.empty() ? std::filesystem::temp_directory_path(ec).string()
+                                           : ctx->spec->data_dir + "/" + ctx->host.name;
+    std::filesystem::create_directories(swap.dir, ec);
+    try {
+      st.model.emplace(ctx->spec->model, ctx->spec->training, ctx->stage, remat, swap);
+      if (st.model->resident_blocks() > 0)
+        report_note(self, "layer swapping: stage " + std::to_string(ctx->stage) + " state "
+                            + std::to_string(st.model->state_bytes() >> 20) + " MiB over a budget of "
+                            + std::to_string(swap.budget_bytes >> 20) + " MiB: " + std::to_string(st.model->resident_blocks())
+                            + " block(s) resident, the rest in " + swap.dir);
+      return;
+    } catch (const std::exception& e) {
+      report_failure(self, std::string{"hosts[].memory_budget_mb: "} + e.what() + ": the stage runs in memory");
+    }
+  }
+  st.model.emplace(ctx->spec->model, ctx->spec->training, ctx->stage, remat);
+}
+
 // --- the behaviour ---------------------------------------------------------------
 
 compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_actor supervisor) {
@@ -387,8 +417,7 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
   auto& st = self->state;
   st.ctx = ctx;
   st.supervisor = std::move(supervisor);
-  st.model.emplace(ctx->spec->model, ctx->spec->training, ctx->stage,
-                   routing::rematerialises(ctx->spec->routing.gwtf.backward, false));
+  make_model(self);
   st.ledger = std::make_unique<hop_ledger>(ctx->host.name);
   st.barrier = std::make_unique<iteration_barrier>(ctx->spec->model.stages);
   std::uint64_t share_elements = 0; // a share holds one value per parameter of this stage

@@ -397,6 +397,17 @@ void validate_cluster(cluster_config& cfg, reader& r, const fs::path& base_dir,
                     + std::to_string(holders) + " data holders x " + std::to_string(cfg.training.microbatches_per_holder)
                     + " microbatches_per_holder = " + std::to_string(per_iteration));
   }
+  if (cfg.training.reproducible_sums == model::sum_order::key_order) {
+    // A swapped stage keeps its gradient sums in its file; key_order's copy per microbatch
+    // would stay in memory (docs/model.md, "Layer swapping").
+    bool budget = cfg.node.memory_budget_mb > 0;
+    for (auto& h : cfg.hosts)
+      budget = budget || h.memory_budget_mb > 0;
+    if (budget)
+      r.error_for("training.reproducible_sums",
+                  "expected off or exact with a memory budget (hosts[].memory_budget_mb or node.memory_budget_mb): "
+                  "key_order keeps a gradient copy per microbatch in memory, which a swapped stage cannot swap");
+  }
   if (node_mode) {
     // One host per process: the roster of data holders cannot be read off hosts.
     auto& h = cfg.hosts.front();

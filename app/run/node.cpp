@@ -194,6 +194,8 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
   // make_spec places a stage-less relay from the declared hosts; here only this host is
   // declared: it places itself from its membership view once it has met the cluster.
   spec->hosts.front().stage = cfg.hosts.front().stage;
+  if (cfg.node.memory_budget_mb > 0)
+    spec->hosts.front().memory_budget_mb = cfg.node.memory_budget_mb;
   spec->until = opts.until;
   if (opts.resume && !opts.join) {
     if (cfg.node.data_dir.empty()) {

@@ -228,6 +228,36 @@ TEST_CASE("cluster: relays that rematerialise train as the reference does, throu
   run_two_crashes(routing::gwtf_backward::rematerialize);
 }
 
+// Layer swapping (hosts[].memory_budget_mb, docs/model.md "Layer swapping"): every relay's
+// stage (2 blocks of d=128, 3 MiB of state) over a budget of 1 MiB keeps its blocks in a
+// file, one resident; with a crash in a forward, one in a backward and a joiner whose
+// downloaded state lands in its file, the run is the reference's within the churn band.
+TEST_CASE("cluster: relays over their memory budget swap their blocks and train as the reference does, through crashes and a join") {
+  auto cfg = local(12, {fault(3, actors::fault_action::crash, "r1-london", actors::fault_phase::forward),
+                        fault(4, actors::fault_action::join, "r2-tokyo"),
+                        fault(7, actors::fault_action::crash, "r2-ireland", actors::fault_phase::backward)});
+  cfg.routing.gwtf.reroute_gain = 0; // as run_two_crashes: the armed hosts keep their flows
+  int relays = 0;
+  for (auto& h : cfg.hosts)
+    if (h.role == actors::host_role::relay) {
+      h.memory_budget_mb = 1;
+      ++relays;
+    }
+  std::ostringstream log;
+  auto r = app::run_embedded(cfg, log, 120);
+  INFO(log.str());
+  REQUIRE(r.completed);
+  CHECK(r.crashes == 2);
+  check_churn_run(cfg, r);
+  check_replicas_agree(r);
+  std::size_t swapped = 0;
+  for (auto at = log.str().find("layer swapping: stage "); at != std::string::npos;
+       at = log.str().find("layer swapping: stage ", at + 1))
+    ++swapped;
+  CHECK(swapped == static_cast<std::size_t>(relays)); // the joiner too
+  CHECK(log.str().find("1 block(s) resident") != std::string::npos);
+}
+
 // No frame is bounded by the model (node.chunk_bytes): with a frame limit below an activation
 // (4 x 64 x 128 float32: 128 KiB) and a relay stage's gradient share (2 blocks of d=128: 1.6
 // MB), the activations and their gradients cross in pieces, the shares, the joiner's state and

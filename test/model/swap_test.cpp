@@ -3,16 +3,17 @@
 // grows by no more than the budget plus one block's state.
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "model/stage.hpp"
+#include "resident_set.hpp"
 
 #include <doctest/doctest.h> // after torch headers: glog redefines CHECK (toolchain.md)
 
 using namespace gwtf::model;
+using gwtf::test::reset_peak;
+using gwtf::test::status_bytes;
 
 namespace {
 
@@ -24,24 +25,6 @@ T ok(outcome<T> r) {
 
 std::uint64_t key(std::uint64_t iteration, std::uint32_t holder, std::uint32_t index) {
   return iteration << 24 | static_cast<std::uint64_t>(holder) << 12 | index;
-}
-
-// One line of /proc/self/status in bytes ("VmRSS", "VmHWM").
-std::int64_t status_bytes(const std::string& field) {
-  std::ifstream f{"/proc/self/status"};
-  for (std::string line; std::getline(f, line);)
-    if (line.rfind(field + ":", 0) == 0) {
-      std::istringstream in{line.substr(field.size() + 1)};
-      std::int64_t kb = 0;
-      in >> kb;
-      return kb * 1024;
-    }
-  return -1;
-}
-
-// Starts a new peak: VmHWM is the resident set now, then its high-water mark.
-void reset_peak() {
-  std::ofstream{"/proc/self/clear_refs"} << "5";
 }
 
 std::string tmp() {
