@@ -118,12 +118,22 @@ torch::Tensor block_store::allocate(at::IntArrayRef sizes, torch::ScalarType typ
 torch::Tensor block_store::adopt(const torch::Tensor& t) {
   torch::NoGradGuard no_grad;
   auto out = allocate(t.sizes(), t.scalar_type());
+  populate(out, true); // every page is written next
   out.copy_(t);
   return out;
 }
 
 void block_store::prefetch(const torch::Tensor& t) {
   advise(t, MADV_WILLNEED);
+}
+
+void block_store::populate(const torch::Tensor& t, bool write) {
+#if defined(MADV_POPULATE_READ) && defined(MADV_POPULATE_WRITE)
+  advise(t, write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
+#else
+  (void)t;
+  (void)write;
+#endif
 }
 
 void block_store::release(const torch::Tensor& t) {

@@ -30,6 +30,10 @@ public:
 
   /// Asks the kernel to read a stored tensor's pages ahead (asynchronously).
   static void prefetch(const torch::Tensor& t);
+  /// Maps a stored tensor's pages into the process in one call (readable, or writable when
+  /// `write`) rather than one page fault at a time; waits for pages still on disk. Without
+  /// MADV_POPULATE_* (Linux before 5.14) the pages fault in as they are used.
+  static void populate(const torch::Tensor& t, bool write);
   /// Drops a stored tensor's pages from the process (its values stay in the file).
   static void release(const torch::Tensor& t);
 

@@ -130,4 +130,60 @@ outcome<bool> run_reference(const model_config& model, const training_config& tr
   return true;
 }
 
+outcome<bool> run_atom_reference(const model_config& model, const training_config& training,
+                                 const data_config& data, int peers, int sync_every,
+                                 const std::function<void(const reference_report&)>& on_iteration) {
+  if (peers < 1 || sync_every < 1)
+    return "atom reference: " + std::to_string(peers) + " peers, sync_every " + std::to_string(sync_every)
+           + ": both must be at least 1";
+  auto opened = corpus::open(data, model.vocab, model.seq_len);
+  if (auto* err = std::get_if<std::string>(&opened))
+    return *err;
+  auto& text = std::get<corpus>(opened);
+  std::vector<std::unique_ptr<reference_model>> peer;
+  for (int p = 0; p < peers; ++p)
+    peer.push_back(std::make_unique<reference_model>(model, training)); // same seed: identical starts
+  // The peers' parameters, each replaced by their mean (summed in peer order).
+  auto average_parameters = [&] {
+    torch::NoGradGuard no_grad;
+    std::vector<std::vector<named_parameter>> params;
+    for (auto& r : peer)
+      params.push_back(r->parameters());
+    for (std::size_t k = 0; k < params[0].size(); ++k) {
+      auto mean = params[0][k].tensor.clone();
+      for (std::size_t p = 1; p < params.size(); ++p)
+        mean.add_(params[p][k].tensor);
+      mean.div_(static_cast<double>(params.size()));
+      for (auto& ps : params)
+        ps[k].tensor.copy_(mean);
+    }
+  };
+  using clock = std::chrono::steady_clock;
+  for (std::int64_t it = 0; it < training.iterations; ++it) {
+    auto start = clock::now();
+    double loss_sum = 0, norm_sum = 0;
+    int count = 0;
+    for (int p = 0; p < peers; ++p) {
+      for (int i = 0; i < training.microbatches_per_holder; ++i) {
+        microbatch_id id{static_cast<std::uint64_t>(it), static_cast<std::uint32_t>(p), static_cast<std::uint32_t>(i)};
+        loss_sum += peer[static_cast<std::size_t>(p)]->accumulate(
+          id.key(), sample(text, training.seed, id, training.microbatch_size, model.seq_len));
+        ++count;
+      }
+      norm_sum += peer[static_cast<std::size_t>(p)]->apply(it);
+    }
+    if (peers > 1 && ((it + 1) % sync_every == 0 || it + 1 == training.iterations))
+      average_parameters();
+    reference_report rep;
+    rep.iteration = it;
+    rep.lr = learning_rate(training, it);
+    rep.grad_norm = norm_sum / peers;
+    rep.loss = loss_sum / count;
+    double secs = std::chrono::duration<double>(clock::now() - start).count();
+    rep.tokens_per_s = static_cast<double>(count) * training.microbatch_size * model.seq_len / secs;
+    on_iteration(rep);
+  }
+  return true;
+}
+
 } // namespace gwtf::model

@@ -65,4 +65,15 @@ outcome<bool> run_reference(const model_config& model, const training_config& tr
                             const std::function<void(const reference_report&)>& on_iteration,
                             averaging_mode averaging = averaging_mode::sync);
 
+/// ATOM's training semantics in one process (docs/atom.md): `peers` whole-model peers, peer p
+/// training on data holder p's microbatches (the same samples the pipeline's holder p
+/// takes), each with its own AdamW step per iteration (a local step), and every `sync_every`
+/// iterations (and after the last) the peers' parameters replaced by their mean (the
+/// optimizer moments stay each peer's own, as ATOM's). A report's loss is the mean over every
+/// peer's microbatches of the iteration (the same tokens as run_reference's iteration with
+/// holders = peers) and its grad_norm the peers' mean. One peer is run_reference.
+outcome<bool> run_atom_reference(const model_config& model, const training_config& training,
+                                 const data_config& data, int peers, int sync_every,
+                                 const std::function<void(const reference_report&)>& on_iteration);
+
 } // namespace gwtf::model

@@ -101,7 +101,8 @@ struct swap_plan {
   std::shared_ptr<block_store> store;
   std::size_t pool = 1;
   std::list<std::size_t> resident;                 // most recently used first
-  std::vector<std::vector<torch::Tensor>> tensors; // per block: weights, first and second moments
+  std::vector<std::vector<torch::Tensor>> weights; // per block
+  std::vector<std::vector<torch::Tensor>> moments; // per block: AdamW's first and second
   std::vector<std::size_t> block_of;               // parameter index -> block
 };
 
@@ -163,7 +164,8 @@ struct stage::impl {
     auto per_block = state / static_cast<std::int64_t>(n);
     plan.pool = static_cast<std::size_t>(
       std::clamp<std::int64_t>(opts.budget_bytes / std::max<std::int64_t>(per_block, 1), 1, static_cast<std::int64_t>(n)));
-    plan.tensors.resize(n);
+    plan.weights.resize(n);
+    plan.moments.resize(n);
     blocks.reserve(n);
     for (std::size_t k = 0; k < n; ++k) {
       blocks.emplace_back(model, span.first_layer + static_cast<int>(k));
@@ -171,7 +173,7 @@ struct stage::impl {
       for (auto& p : blocks.back().parameters()) {
         p.tensor.set_data(plan.store->adopt(p.tensor));
         block_store::release(p.tensor);
-        plan.tensors[k].push_back(p.tensor);
+        plan.weights[k].push_back(p.tensor);
         plan.block_of.push_back(k);
       }
       segments.emplace_back(blocks[k].parameters(), [this, k](const torch::Tensor& x) { return blocks[k].forward(x); });
@@ -184,8 +186,8 @@ struct stage::impl {
     auto& m = optimizer->first_moments();
     auto& v = optimizer->second_moments();
     for (std::size_t i = 0; i < plan.block_of.size(); ++i)
-      plan.tensors[plan.block_of[i]].insert(plan.tensors[plan.block_of[i]].end(), {m[i], v[i]});
-    for (auto& block : plan.tensors)
+      plan.moments[plan.block_of[i]].insert(plan.moments[plan.block_of[i]].end(), {m[i], v[i]});
+    for (auto& block : plan.moments)
       for (auto& t : block)
         block_store::release(t);
   }
@@ -193,9 +195,25 @@ struct stage::impl {
   // Every stored tensor of block k: weights, moments and the gradient sums held.
   template <class F>
   void each_stored(std::size_t k, F&& f) const {
-    for (auto& t : swap->tensors[k])
+    for (auto& t : swap->weights[k])
+      f(t);
+    for (auto& t : swap->moments[k])
       f(t);
     segments[k].each_sum(f);
+  }
+  // Block k is about to compute: its weights mapped in at once (and its sums writable for a
+  // backward, its moments and weights writable for a step), not a page fault at a time.
+  enum class use { forward, backward, step };
+  void bring(std::size_t k, use u) const {
+    if (!swap)
+      return;
+    for (auto& t : swap->weights[k])
+      block_store::populate(t, u == use::step);
+    if (u == use::backward)
+      segments[k].each_sum([](const torch::Tensor& t) { block_store::populate(t, true); });
+    if (u == use::step)
+      for (auto& t : swap->moments[k])
+        block_store::populate(t, true);
   }
   void prefetch(std::size_t k) const {
     if (swap && k < segments.size())
@@ -227,6 +245,7 @@ struct stage::impl {
     auto y = input;
     for (std::size_t k = 0; k < segments.size(); ++k) {
       prefetch(k + 1); // read ahead while block k computes
+      bring(k, use::forward);
       y = segments[k].forward(mb, y, true);
       touch(k);
     }
@@ -238,6 +257,7 @@ struct stage::impl {
     for (std::size_t k = segments.size(); k-- > 0;) {
       if (k > 0)
         prefetch(k - 1);
+      bring(k, use::backward);
       auto r = segments[k].backward(mb, g, true);
       if (auto* e = std::get_if<std::string>(&r))
         return *e;
@@ -251,6 +271,7 @@ struct stage::impl {
     auto y = input;
     for (std::size_t k = 0; k < segments.size(); ++k) {
       prefetch(k + 1);
+      bring(k, use::forward);
       y = segments[k].evaluate(y);
       touch(k);
     }
@@ -470,6 +491,7 @@ outcome<bool> stage::apply(const std::vector<torch::Tensor>& averaged, std::int6
       first = false;
       at = k;
       impl_->prefetch(k + 1);
+      impl_->bring(k, impl::use::step);
       impl_->touch(k);
     };
   impl_->optimizer->step(averaged, learning_rate(impl_->training, iteration),

@@ -3,7 +3,9 @@
 // default), in memory rematerialising (the same compute as a swapped stage), and swapped
 // through budgets of 1/2, 1/3 and 1/4 of its state. Rounds rotate which setting goes first so
 // that machine noise hits all alike; the figures are the medians of the rounds' ratios
-// against the in-memory stage, and the resident-set growth of each setting's first round.
+// against the in-memory stage and against the in-memory rematerialising one (a swapped stage
+// computes as that one does: the second ratio is the cost of the swapping itself), and the
+// resident-set growth of each setting's first round (the step's averaged gradient included).
 //
 // usage: gwtf-bench-swap [LAYERS] [HIDDEN] [MICROBATCHES_PER_STEP] [ROUNDS] [DIR]
 #include <algorithm>
@@ -16,25 +18,12 @@
 #include <vector>
 
 #include "../resident_set.hpp"
+#include "bench_args.hpp"
 #include "bench_stats.hpp"
 #include "model/stage.hpp"
 #include "model/torch_runtime.hpp"
 
 using namespace gwtf;
-
-namespace {
-
-int positive(const char* text, const char* what) {
-  char* end = nullptr;
-  long v = std::strtol(text, &end, 10);
-  if (end == text || *end != '\0' || v < 1 || v > 100000) {
-    std::fprintf(stderr, "gwtf-bench-swap: %s: expected a positive integer, got '%s'\n", what, text);
-    std::exit(2);
-  }
-  return static_cast<int>(v);
-}
-
-} // namespace
 
 int main(int argc, char** argv) {
   if (argc > 6) {
@@ -42,14 +31,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   model::model_config m;
-  m.layers = argc > 1 ? positive(argv[1], "LAYERS") : 8;
-  m.hidden = argc > 2 ? positive(argv[2], "HIDDEN") : 512;
+  m.layers = argc > 1 ? bench::positive_arg("gwtf-bench-swap", "LAYERS", argv[1]) : 8;
+  m.hidden = argc > 2 ? bench::positive_arg("gwtf-bench-swap", "HIDDEN", argv[2]) : 512;
   m.heads = 8;
   m.seq_len = 128;
   m.vocab = 256;
   m.stages = 2; // stage 1 holds every block
-  int microbatches = argc > 3 ? positive(argv[3], "MICROBATCHES_PER_STEP") : 4;
-  int rounds = argc > 4 ? positive(argv[4], "ROUNDS") : 5;
+  int microbatches = argc > 3 ? bench::positive_arg("gwtf-bench-swap", "MICROBATCHES_PER_STEP", argv[3]) : 4;
+  int rounds = argc > 4 ? bench::positive_arg("gwtf-bench-swap", "ROUNDS", argv[4]) : 5;
   std::string dir = argc > 5 ? argv[5] : std::filesystem::temp_directory_path().string();
   if (m.hidden % m.heads != 0) {
     std::fprintf(stderr, "gwtf-bench-swap: HIDDEN must be a multiple of %d\n", m.heads);
@@ -68,7 +57,7 @@ int main(int argc, char** argv) {
     int divisor = 0; // budget = state / divisor; 0: in memory
     std::unique_ptr<model::stage> stage;
     std::int64_t growth = 0;
-    std::vector<double> seconds, ratios;
+    std::vector<double> seconds, ratios, remat_ratios;
     std::int64_t iteration = 0;
   };
   std::vector<setting> settings;
@@ -117,21 +106,24 @@ int main(int argc, char** argv) {
       if (r == 0)
         s.growth = test::status_bytes("VmHWM") - before;
     }
-    for (auto& s : settings)
+    for (auto& s : settings) {
       s.ratios.push_back(settings[0].seconds.back() / s.seconds.back());
+      s.remat_ratios.push_back(settings[1].seconds.back() / s.seconds.back());
+    }
   }
   double tokens = static_cast<double>(microbatches) * t.microbatch_size * m.seq_len;
   std::printf("gwtf-bench-swap: GPT stage of %d blocks, d=%d, state %.1f MiB, %d microbatches of %d x %d tokens "
               "a step, %d rounds, swap files in %s\n",
               m.layers, m.hidden, static_cast<double>(state) / (1 << 20), microbatches, t.microbatch_size, m.seq_len,
               rounds, dir.c_str());
-  std::printf("| setting | resident blocks | tokens/s (median) | / in memory (median of the rounds' ratios) | rounds' ratios | resident growth, first step |\n");
+  std::printf("| setting | resident blocks | tokens/s (median) | / in memory | / in memory, rematerialising (rounds) | "
+              "resident growth, first step |\n");
   std::printf("|---|---|---|---|---|---|\n");
   for (auto& s : settings) {
-    auto lo = *std::min_element(s.ratios.begin(), s.ratios.end());
-    auto hi = *std::max_element(s.ratios.begin(), s.ratios.end());
-    std::printf("| %s | %d | %.0f | %.3f | %.2f-%.2f | %.1f MiB |\n", s.name.c_str(), s.stage->resident_blocks(),
-                tokens / bench::median(s.seconds), bench::median(s.ratios), lo, hi,
+    auto lo = *std::min_element(s.remat_ratios.begin(), s.remat_ratios.end());
+    auto hi = *std::max_element(s.remat_ratios.begin(), s.remat_ratios.end());
+    std::printf("| %s | %d | %.0f | %.3f | %.3f (%.2f-%.2f) | %.1f MiB |\n", s.name.c_str(), s.stage->resident_blocks(),
+                tokens / bench::median(s.seconds), bench::median(s.ratios), bench::median(s.remat_ratios), lo, hi,
                 static_cast<double>(s.growth) / (1 << 20));
   }
   return 0;
