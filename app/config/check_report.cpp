@@ -49,9 +49,24 @@ void memory_report(std::ostringstream& out, const cluster_config& cfg, std::uint
     for (auto& o : cfg.hosts)
       replicas += o.stage == h.stage ? 1 : 0;
     replicas = std::max(replicas, h.stage == 0 ? holders : 2); // node mode: assume a replicated stage
-    auto m = model::estimate_memory(cfg.model, spans[static_cast<std::size_t>(h.stage)],
-                                    cfg.training.microbatch_size, h.capacity, replicas, holders, remat, sums,
-                                    cfg.training.microbatches_per_holder);
+    auto& span = spans[static_cast<std::size_t>(h.stage)];
+    auto blocks = span.end_layer - span.first_layer;
+    auto block_state = static_cast<double>(model::block_parameters(cfg.model)) * 16; // weights, moments, a sum
+    double budget = h.memory_budget_mb * 1024 * 1024;
+    bool swapped = h.stage > 0 && budget > 0 && blocks > 0 && block_state * blocks > budget;
+    // A swapped stage rematerialises block by block: its activations as a rematerialising relay's.
+    auto m = model::estimate_memory(cfg.model, span, cfg.training.microbatch_size, h.capacity, replicas, holders,
+                                    remat || swapped, sums, cfg.training.microbatches_per_holder);
+    if (swapped) { // docs/model.md, "Layer swapping": the state in a file, a pool of blocks resident
+      auto pool = std::clamp(static_cast<int>(budget / block_state), 1, blocks);
+      auto in_file = m.weights + m.optimizer + m.gradients;
+      auto resident = pool * block_state;
+      total += resident + m.shares + m.activations;
+      out << "#   " << h.name << ": " << megabytes(resident + m.shares + m.activations) << " (swapped: " << pool << " of "
+          << blocks << " blocks resident, " << megabytes(resident) << " + " << megabytes(m.shares) << " + "
+          << megabytes(m.activations) << "; " << megabytes(in_file) << " in its swap file)\n";
+      continue;
+    }
     total += m.total();
     out << "#   " << h.name << ": " << megabytes(m.total()) << " (" << megabytes(m.weights) << " + "
         << megabytes(m.optimizer) << " + " << megabytes(m.gradients) << " + " << megabytes(m.shares) << " + "

@@ -69,6 +69,24 @@ TEST_CASE("--check derivations for the embedded cluster: partition, bottleneck, 
   }
 }
 
+TEST_CASE("--check counts a swapped relay's resident blocks, not its whole state") {
+  auto cfg = load(src / "test/app/good_configs/minimal.yaml");
+  // Stage 1: 2 blocks of 198272 parameters, 3.2 MB of state each (16 bytes a parameter):
+  // a budget of 2 MiB keeps one resident, the rest in the swap file.
+  cfg.hosts[1].memory_budget_mb = 2;
+  auto text = derived_report(cfg);
+  INFO(text);
+  auto line = text.substr(text.find("#   r1: "));
+  line = line.substr(0, line.find('\n'));
+  CHECK(line.find("(swapped: 1 of 2 blocks resident, 3 + ") != std::string::npos);
+  CHECK(line.find(" in its swap file)") != std::string::npos);
+  auto r2 = text.substr(text.find("#   r2: "));
+  CHECK(r2.substr(0, r2.find('\n')).find("swapped") == std::string::npos);
+  cfg.hosts[1].memory_budget_mb = 7; // above its state: in memory
+  auto whole = derived_report(cfg);
+  CHECK(whole.find("swapped") == std::string::npos);
+}
+
 TEST_CASE("--check on one host of a real cluster does not pretend to know the flows") {
   auto cfg = load(src / "configs/cluster.yaml");
   auto text = derived_report(cfg);
