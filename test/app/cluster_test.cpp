@@ -229,7 +229,7 @@ TEST_CASE("cluster: relays that rematerialise train as the reference does, throu
 }
 
 // Layer swapping (hosts[].memory_budget_mb, docs/model.md "Layer swapping"): every relay's
-// stage (2 blocks of d=128, 3 MiB of state) over a budget of 1 MiB keeps its blocks in a
+// stage (2 blocks of d=128, 6 MiB of state) over a budget of 1 MiB keeps its blocks in a
 // file, one resident; with a crash in a forward, one in a backward and a joiner whose
 // downloaded state lands in its file, the run is the reference's within the churn band.
 TEST_CASE("cluster: relays over their memory budget swap their blocks and train as the reference does, through crashes and a join") {

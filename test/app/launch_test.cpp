@@ -191,6 +191,26 @@ TEST_CASE("launch: 5 processes over mutual TLS without churn train exactly like 
   fs::remove_all(dir);
 }
 
+// Layer swapping across processes (hosts[].memory_budget_mb, docs/model.md "Layer
+// swapping"): r2's stage (2 blocks of d=128, 6 MiB of state) over a 1 MiB budget keeps its
+// blocks in a swap file, one resident; the swapped stage computes bit for bit what the
+// in-memory one does, so the run is the reference's within 1e-4 as without swapping.
+TEST_CASE("launch: a relay process over its memory budget swaps its blocks and trains as the reference does") {
+  auto dir = workdir("swap");
+  auto hosts = five_hosts;
+  hosts.replace(hosts.find("stage: 2, capacity: 4}"), 22, "stage: 2, capacity: 4, memory_budget_mb: 1}");
+  auto l = launch_and_reference(dir, hosts, 10, "");
+  INFO(findings(l.r.out) << l.r.out << l.logs);
+  REQUIRE(l.r.code == 0);
+  CHECK(has(l.r.out, "exactly-once violations 0; replica disagreements 0; handled peer errors 0"));
+  auto r2 = gwtf::test::read_file(dir / "logs" / "r2.log");
+  CHECK(has(r2, "layer swapping: stage 2 state 6 MiB over a budget of 1 MiB: 1 block(s) resident"));
+  CHECK_FALSE(has(gwtf::test::read_file(dir / "logs" / "r1.log"), "layer swapping"));
+  REQUIRE(l.loss.size() == 10);
+  check_band(l, 1e-4);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("launch: sparse top-k activations and gradients cross TCP between processes and the model trains") {
   // compression.mode adaptive forced on every link: every activation and gradient travels
   // between processes as its 10% largest values per token with their positions (the codec's
