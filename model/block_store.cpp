@@ -26,15 +26,32 @@ std::size_t round_up(std::size_t n) {
   return (n + p - 1) / p * p;
 }
 
-// The mapping of a stored tensor: page-aligned at its start, its length rounded up.
+// Every live region of every store in the process, by its mapped address: advice goes only
+// to those (MADV_DONTNEED on another tensor's private memory would zero it).
+struct region_registry {
+  std::mutex mtx;
+  std::map<const void*, std::size_t> live; // address -> mapped length
+};
+region_registry& regions() {
+  static region_registry r;
+  return r;
+}
+
+// Advice for the region holding a stored tensor; nothing for any other tensor.
 void advise(const torch::Tensor& t, int advice) {
   if (!t.defined() || t.numel() == 0)
     return;
-  auto* p = static_cast<char*>(t.storage().data());
-  auto n = round_up(t.storage().nbytes());
-  if (reinterpret_cast<std::uintptr_t>(p) % page_size() != 0)
-    return; // not one of the store's tensors
-  ::madvise(p, n, advice);
+  const void* p = t.storage().data();
+  std::size_t length = 0;
+  {
+    auto& r = regions();
+    std::lock_guard<std::mutex> guard{r.mtx};
+    auto it = r.live.find(p);
+    if (it == r.live.end())
+      return; // not one of the stores' tensors
+    length = it->second;
+  }
+  ::madvise(const_cast<void*>(p), length, advice);
 }
 
 } // namespace
@@ -72,6 +89,9 @@ struct block_store::file {
       give(offset, length);
       throw std::runtime_error(std::string{"block store: cannot map its file: "} + std::strerror(errno));
     }
+    auto& r = regions();
+    std::lock_guard<std::mutex> guard{r.mtx};
+    r.live[p] = length;
     return {p, offset};
   }
 
@@ -109,6 +129,11 @@ torch::Tensor block_store::allocate(at::IntArrayRef sizes, torch::ScalarType typ
   return torch::from_blob(
     p, sizes,
     [owner, offset = offset, length](void* q) {
+      {
+        auto& r = regions();
+        std::lock_guard<std::mutex> guard{r.mtx};
+        r.live.erase(q);
+      }
       ::munmap(q, length);
       owner->give(offset, length);
     },

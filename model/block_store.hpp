@@ -28,6 +28,9 @@ public:
   /// A copy of `t` (contiguous, same sizes and type) in the file.
   torch::Tensor adopt(const torch::Tensor& t);
 
+  // The advice below goes to a region of a store only (a registry of live regions); any other
+  // tensor is left alone.
+
   /// Asks the kernel to read a stored tensor's pages ahead (asynchronously).
   static void prefetch(const torch::Tensor& t);
   /// Maps a stored tensor's pages into the process in one call (readable, or writable when

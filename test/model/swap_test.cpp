@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "model/block_store.hpp"
 #include "model/stage.hpp"
 #include "resident_set.hpp"
 
@@ -162,4 +163,23 @@ TEST_CASE("layer swapping: with a budget of a third of its state a relay's resid
   });
   INFO("in memory: " << memory_growth << " B");
   CHECK(memory_growth > 2 * budget + block_state);
+}
+
+TEST_CASE("block store: advice reaches only its own regions, a released region keeps its values, a freed one is reused as zeros") {
+  // MADV_DONTNEED on private memory would zero it: the store advises its own regions only.
+  auto plain = torch::ones({512, 1024});
+  block_store::release(plain);
+  block_store::populate(plain, true);
+  CHECK(plain.sum().item<double>() == 512.0 * 1024.0);
+  block_store store{tmp()};
+  auto a = store.adopt(torch::full({1000}, 3.0f));
+  block_store::release(a); // its pages leave the process, its values stay in the file
+  CHECK(a.sum().item<double>() == 3000.0);
+  auto held = store.bytes_in_use();
+  CHECK(held >= 4000);
+  a = torch::Tensor();
+  CHECK(store.bytes_in_use() == 0); // freed
+  auto b = store.allocate({1000}, torch::kFloat); // the same region again, punched out
+  CHECK(store.bytes_in_use() == held);
+  CHECK(b.abs().sum().item<double>() == 0.0);
 }
