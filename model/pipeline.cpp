@@ -17,9 +17,9 @@ bool failed(const outcome<T>& r, std::string& why) {
 
 } // namespace
 
-local_pipeline::local_pipeline(const model_config& model, const training_config& training) {
+local_pipeline::local_pipeline(const model_config& model, const training_config& training, const swap_options& relays) {
   for (int s = 0; s < model.stages; ++s)
-    stages_.emplace_back(model, training, s);
+    stages_.emplace_back(model, training, s, false, s == 0 ? swap_options{} : relays);
 }
 
 outcome<double> local_pipeline::run_microbatch(std::uint64_t mb, const microbatch_tokens& tokens) {

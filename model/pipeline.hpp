@@ -14,7 +14,11 @@ namespace gwtf::model {
 /// Stages 0..S-1 with one replica each.
 class local_pipeline {
 public:
-  local_pipeline(const model_config& model, const training_config& training);
+  /// `relays`: the relay stages' layer swapping (stage 0 ignores a budget).
+  local_pipeline(const model_config& model, const training_config& training, const swap_options& relays = {});
+
+  /// Stages 0..S-1.
+  int stages() const { return static_cast<int>(stages_.size()); }
 
   /// Stage s.
   stage& at(int s) { return stages_.at(static_cast<std::size_t>(s)); }

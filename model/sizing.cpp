@@ -1,6 +1,7 @@
 #include "model/sizing.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace gwtf::model {
 
@@ -89,6 +90,32 @@ memory_estimate estimate_memory(const model_config& cfg, const stage_span& span,
   else
     m.activations = capacity * blocks * per_block;
   return m;
+}
+
+budget_plan plan_budget(const model_config& cfg, const stage_span& span, int microbatch_size, int capacity,
+                    double budget_bytes, bool rematerialize) {
+  budget_plan p;
+  p.capacity = std::max(1, capacity);
+  int blocks = span.blocks();
+  if (budget_bytes <= 0 || span.stage == 0 || blocks == 0)
+    return p;
+  double block_state = static_cast<double>(block_parameters(cfg)) * 16; // weights, two moments, one sum
+  double b = microbatch_size, s = cfg.seq_len, h = cfg.hidden, a = cfg.heads;
+  double input = b * s * h * 4;
+  auto fit = [&](double room, double per_microbatch) {
+    return static_cast<int>(std::clamp(std::floor(room / per_microbatch), 1.0, static_cast<double>(p.capacity)));
+  };
+  if (block_state * blocks > budget_bytes) {
+    p.swapped = true;
+    double stash = blocks * input; // one rematerialising segment per block: each keeps its input
+    p.capacity = fit(budget_bytes - block_state, stash);
+    p.pool = static_cast<int>(
+      std::clamp(std::floor((budget_bytes - p.capacity * stash) / block_state), 1.0, static_cast<double>(blocks)));
+    return p;
+  }
+  double per_block = b * s * h * (68 + 10 * a * s / h);
+  p.capacity = fit(budget_bytes - block_state * blocks, rematerialize ? input : blocks * per_block);
+  return p;
 }
 
 } // namespace gwtf::model

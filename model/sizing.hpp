@@ -67,4 +67,21 @@ memory_estimate estimate_memory(const model_config& cfg, const stage_span& span,
                                 int replicas, int holders, bool rematerialize, sum_order sums = sum_order::off,
                                 int microbatches_per_holder = 1);
 
+/// What a relay host under a memory budget keeps and holds at once (docs/model.md, "Layer
+/// swapping"): the one rule the stage, the runtime's capacity, placement and `--check` use.
+struct budget_plan {
+  bool swapped = false; ///< the stage's state (16 B a parameter) exceeds the budget: its blocks live in a file
+  int pool = 0;         ///< swapped: blocks resident at once (at least one)
+  int capacity = 0;     ///< microbatches in flight the budget leaves room for (1..the host's capacity)
+};
+
+/// The plan for `span`'s host with `capacity` microbatches in flight and `budget_bytes` (0:
+/// none). Swapped, the stashed inputs (each block's, per microbatch in flight) and the pool
+/// share the budget: the capacity drops until the stash leaves room for one block, the pool
+/// takes what the stash leaves. In memory, the capacity drops until the state plus the
+/// activations in flight (`rematerialize`: each microbatch's input; else every block's
+/// activations) fit, never below one. Stage 0 and a host without a budget keep `capacity`.
+budget_plan plan_budget(const model_config& cfg, const stage_span& span, int microbatch_size, int capacity,
+                    double budget_bytes, bool rematerialize);
+
 } // namespace gwtf::model

@@ -127,9 +127,10 @@ struct stage::impl {
       segments.emplace_back(entry->parameters(), [this](const torch::Tensor& x) { return entry->forward(x); });
       segments.emplace_back(exit->parameters(), [this](const torch::Tensor& x) { return exit->forward(x); });
     } else {
-      auto state = block_parameters(model) * (span.end_layer - span.first_layer) * state_bytes_per_parameter;
-      if (swap_opts.budget_bytes > 0 && state > swap_opts.budget_bytes && span.end_layer > span.first_layer) {
-        swap_in_file(swap_opts, state);
+      auto plan = plan_budget(model, span, training.microbatch_size, swap_opts.capacity,
+                            static_cast<double>(swap_opts.budget_bytes), false);
+      if (plan.swapped) {
+        swap_in_file(swap_opts, plan.pool);
         return;
       }
       std::vector<named_parameter> params;
@@ -151,9 +152,9 @@ struct stage::impl {
   // Builds the blocks one at a time straight into a swap file (weights, then the optimizer's
   // moments there too) and makes the gradient sums grow there; one segment per block, each
   // rematerialising: a backward recomputes one block's forward from its input, so only that
-  // block's activations and gradients are out. A pool of budget / (one block's state)
-  // blocks, at least one, stays resident.
-  void swap_in_file(const swap_options& opts, std::int64_t state) {
+  // block's activations and gradients are out. A pool of `pool` blocks (model::plan_budget:
+  // what the budget leaves after the inputs stashed for its capacity) stays resident.
+  void swap_in_file(const swap_options& opts, int pool) {
     if (training.reproducible_sums == sum_order::key_order)
       throw std::runtime_error("stage " + std::to_string(span.stage)
                                + ": training.reproducible_sums key_order keeps a gradient copy per microbatch in "
@@ -161,9 +162,7 @@ struct stage::impl {
     auto& plan = swap.emplace();
     plan.store = std::make_shared<block_store>(opts.dir);
     auto n = static_cast<std::size_t>(span.end_layer - span.first_layer);
-    auto per_block = state / static_cast<std::int64_t>(n);
-    plan.pool = static_cast<std::size_t>(
-      std::clamp<std::int64_t>(opts.budget_bytes / std::max<std::int64_t>(per_block, 1), 1, static_cast<std::int64_t>(n)));
+    plan.pool = static_cast<std::size_t>(pool);
     plan.weights.resize(n);
     plan.moments.resize(n);
     blocks.reserve(n);

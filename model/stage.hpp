@@ -57,6 +57,7 @@ struct head_result {
 struct swap_options {
   std::int64_t budget_bytes = 0; ///< 0: no budget (everything in memory)
   std::string dir;               ///< where the swap file goes (empty: the working directory)
+  int capacity = 1;              ///< microbatches in flight whose stashed inputs share the budget (model::plan_budget)
 };
 
 /// Bytes of state per parameter a budget is held against: fp32 weight, AdamW's two moments

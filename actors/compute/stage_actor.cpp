@@ -390,6 +390,7 @@ void make_model(self_ptr self) {
   bool remat = routing::rematerialises(ctx->spec->routing.gwtf.backward, false);
   model::swap_options swap;
   swap.budget_bytes = static_cast<std::int64_t>(ctx->host.memory_budget_mb * 1024 * 1024);
+  swap.capacity = ctx->host.capacity; // already what the budget leaves room for (app/config/derive.cpp)
   if (swap.budget_bytes > 0) {
     std::error_code ec;
     swap.dir = ctx->spec->data_dir.empty() ? std::filesystem::temp_directory_path(ec).string()
@@ -401,7 +402,8 @@ void make_model(self_ptr self) {
         report_note(self, "layer swapping: stage " + std::to_string(ctx->stage) + " state "
                             + std::to_string(st.model->state_bytes() >> 20) + " MiB over a budget of "
                             + std::to_string(swap.budget_bytes >> 20) + " MiB: " + std::to_string(st.model->resident_blocks())
-                            + " block(s) resident, the rest in " + swap.dir);
+                            + " block(s) resident, the rest in " + swap.dir + "; capacity "
+                            + std::to_string(ctx->host.capacity) + " microbatch(es) in flight");
       return;
     } catch (const std::exception& e) {
       report_failure(self, std::string{"hosts[].memory_budget_mb: "} + e.what() + ": the stage runs in memory");

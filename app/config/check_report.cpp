@@ -52,25 +52,29 @@ void memory_report(std::ostringstream& out, const cluster_config& cfg, std::uint
     auto& span = spans[static_cast<std::size_t>(h.stage)];
     auto blocks = span.end_layer - span.first_layer;
     auto block_state = static_cast<double>(model::block_parameters(cfg.model)) * 16; // weights, moments, a sum
-    double budget = h.memory_budget_mb * 1024 * 1024;
-    bool swapped = h.stage > 0 && budget > 0 && blocks > 0 && block_state * blocks > budget;
+    // A budget lowers the capacity (what is in flight) and, swapped, sets the resident pool.
+    auto plan = model::plan_budget(cfg.model, span, cfg.training.microbatch_size, h.capacity,
+                                 h.memory_budget_mb * 1024 * 1024, remat);
+    std::string lowered = plan.capacity < h.capacity ? "; capacity " + std::to_string(plan.capacity) + " of "
+                                                         + std::to_string(h.capacity) + " in its budget"
+                                                     : "";
     // A swapped stage rematerialises block by block: its activations as a rematerialising relay's.
-    auto m = model::estimate_memory(cfg.model, span, cfg.training.microbatch_size, h.capacity, replicas, holders,
-                                    remat || swapped, sums, cfg.training.microbatches_per_holder);
-    if (swapped) { // docs/model.md, "Layer swapping": the state in a file, a pool of blocks resident
-      auto pool = std::clamp(static_cast<int>(budget / block_state), 1, blocks);
+    auto m = model::estimate_memory(cfg.model, span, cfg.training.microbatch_size, plan.capacity, replicas, holders,
+                                    remat || plan.swapped, sums, cfg.training.microbatches_per_holder);
+    if (plan.swapped) { // docs/model.md, "Layer swapping": the state in a file, a pool of blocks resident
+      auto pool = plan.pool;
       auto in_file = m.weights + m.optimizer + m.gradients;
       auto resident = pool * block_state;
       total += resident + m.shares + m.activations;
       out << "#   " << h.name << ": " << megabytes(resident + m.shares + m.activations) << " (swapped: " << pool << " of "
           << blocks << " blocks resident, " << megabytes(resident) << " + " << megabytes(m.shares) << " + "
-          << megabytes(m.activations) << "; " << megabytes(in_file) << " in its swap file)\n";
+          << megabytes(m.activations) << "; " << megabytes(in_file) << " in its swap file" << lowered << ")\n";
       continue;
     }
     total += m.total();
     out << "#   " << h.name << ": " << megabytes(m.total()) << " (" << megabytes(m.weights) << " + "
         << megabytes(m.optimizer) << " + " << megabytes(m.gradients) << " + " << megabytes(m.shares) << " + "
-        << megabytes(m.activations) << ")\n";
+        << megabytes(m.activations) << lowered << ")\n";
   }
   if (machine_bytes == 0)
     return;
@@ -107,7 +111,7 @@ std::string derived_report(const cluster_config& cfg, std::uint64_t machine_byte
     for (auto& h : cfg.hosts)
       if (h.stage == span.stage) {
         out << " " << h.name;
-        capacity += h.capacity;
+        capacity += budget_capacity(cfg, h); // what its memory budget leaves room for
         ++count;
       }
     if (count == 0)
@@ -151,7 +155,7 @@ std::string derived_report(const cluster_config& cfg, std::uint64_t machine_byte
   std::vector<std::size_t> host_of;
   for (std::size_t i = 0; i < cfg.hosts.size(); ++i)
     if (cfg.hosts[i].stage >= 0) {
-      nodes.push_back(routing::flow_node{cfg.hosts[i].stage, cfg.hosts[i].capacity});
+      nodes.push_back(routing::flow_node{cfg.hosts[i].stage, budget_capacity(cfg, cfg.hosts[i])});
       host_of.push_back(i);
     }
   auto network_cost = [&](std::size_t a, std::size_t b) -> double {

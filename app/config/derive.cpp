@@ -6,6 +6,7 @@
 #include "model/partition.hpp"
 #include "model/sizing.hpp"
 #include "routing/placement.hpp"
+#include "routing/routing_config.hpp"
 
 namespace gwtf::app {
 
@@ -54,8 +55,20 @@ std::uint64_t cluster_hash(const cluster_config& cfg) {
   return h == 0 ? 1 : h;
 }
 
+int budget_capacity(const cluster_config& cfg, const actors::host_config& h) {
+  if (h.role != actors::host_role::relay || h.memory_budget_mb <= 0)
+    return h.capacity;
+  auto span = h.stage >= 1 && h.stage < cfg.model.stages ? model::partition(cfg.model).at(static_cast<std::size_t>(h.stage))
+                                                        : model::heaviest_relay_stage(cfg.model);
+  return model::plan_budget(cfg.model, span, cfg.training.microbatch_size, h.capacity, h.memory_budget_mb * 1024 * 1024,
+                          routing::rematerialises(cfg.routing.gwtf.backward, false))
+    .capacity;
+}
+
 std::vector<actors::host_config> placed_hosts(const cluster_config& cfg) {
   auto hosts = cfg.hosts;
+  for (auto& h : hosts) // what a budget leaves room for is what the placement sees
+    h.capacity = budget_capacity(cfg, h);
   if (cfg.placement.policy == placement_policy::dtfm && cfg.placement_network) {
     // The founding stage-less relays together, as each of them computes it from the same view.
     auto req = dtfm_request_for(cfg);
@@ -82,6 +95,12 @@ std::vector<actors::host_config> placed_hosts(const cluster_config& cfg) {
       h.stage = routing::place_unstaged(known, cfg.model.stages, h.capacity);
     }
   }
+  for (std::size_t i = 0; i < hosts.size(); ++i) // placed: its own stage's blocks
+    if (cfg.hosts[i].stage < 1 && hosts[i].stage >= 1) {
+      auto h = cfg.hosts[i];
+      h.stage = hosts[i].stage;
+      hosts[i].capacity = budget_capacity(cfg, h);
+    }
   return hosts;
 }
 

@@ -20,7 +20,12 @@ std::uint64_t cluster_hash(const cluster_config& cfg);
 /// number of iterations, loss_out or the checkpoint settings.
 std::uint64_t checkpoint_hash(const cluster_config& cfg);
 
-/// `cfg.hosts` with relays declared without a stage placed as node-mode hosts place
+/// The microbatches host `h` can hold at once under its `memory_budget_mb`
+/// (model::plan_budget for its stage; a relay without one for the heaviest relay stage):
+/// `h.capacity` for a data holder or a host without a budget.
+int budget_capacity(const cluster_config& cfg, const actors::host_config& h);
+
+/// `cfg.hosts` with each capacity as budget_capacity() says, and relays declared without a stage placed as node-mode hosts place
 /// themselves from their membership view: with placement.policy gwtf one by one, in
 /// declaration order (routing::place_unstaged); with dtfm the founding ones (not joining by
 /// the fault script) together by DT-FM (routing::dtfm_founding_stages), the late joiners then by the gwtf rule.

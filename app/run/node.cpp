@@ -194,8 +194,12 @@ int run_node(const cluster_config& cfg, const node_options& opts, std::ostream& 
   // make_spec places a stage-less relay from the declared hosts; here only this host is
   // declared: it places itself from its membership view once it has met the cluster.
   spec->hosts.front().stage = cfg.hosts.front().stage;
+  // Its budget (node.memory_budget_mb overrides), and what it leaves room for in flight.
+  auto own_host = cfg.hosts.front();
   if (cfg.node.memory_budget_mb > 0)
-    spec->hosts.front().memory_budget_mb = cfg.node.memory_budget_mb;
+    own_host.memory_budget_mb = cfg.node.memory_budget_mb;
+  spec->hosts.front().memory_budget_mb = own_host.memory_budget_mb;
+  spec->hosts.front().capacity = budget_capacity(cfg, own_host);
   spec->until = opts.until;
   if (opts.resume && !opts.join) {
     if (cfg.node.data_dir.empty()) {

@@ -79,12 +79,21 @@ TEST_CASE("--check counts a swapped relay's resident blocks, not its whole state
   auto line = text.substr(text.find("#   r1: "));
   line = line.substr(0, line.find('\n'));
   CHECK(line.find("(swapped: 1 of 2 blocks resident, 3 + ") != std::string::npos);
-  CHECK(line.find(" in its swap file)") != std::string::npos);
+  // The stash of a microbatch in flight (2 blocks x 128 KiB) beside one resident block
+  // leaves room for one of its four: the capacity drops, and the stage's line and the flow
+  // bound say so.
+  CHECK(line.find(" in its swap file; capacity 1 of 4 in its budget)") != std::string::npos);
+  CHECK(text.find("blocks 0-1 (396544 parameters, 2.56 MFLOP per token forward + backward); hosts: r1 (capacity 1)")
+        != std::string::npos);
+  CHECK(text.find("at most 1 microbatches in flight (bottleneck: stage 1, capacity 1)") != std::string::npos);
   auto r2 = text.substr(text.find("#   r2: "));
   CHECK(r2.substr(0, r2.find('\n')).find("swapped") == std::string::npos);
-  cfg.hosts[1].memory_budget_mb = 7; // above its state: in memory
+  cfg.hosts[1].memory_budget_mb = 7; // above its state: in memory, but not 4 stashing microbatches beside it
   auto whole = derived_report(cfg);
   CHECK(whole.find("swapped") == std::string::npos);
+  CHECK(whole.find("capacity 1 of 4 in its budget") != std::string::npos);
+  cfg.hosts[1].memory_budget_mb = 100; // room for everything: nothing lowered
+  CHECK(derived_report(cfg).find("in its budget") == std::string::npos);
 }
 
 TEST_CASE("--check on one host of a real cluster does not pretend to know the flows") {

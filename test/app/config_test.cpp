@@ -436,3 +436,37 @@ TEST_CASE("configs stay within what a microbatch key holds: 4096 data holders an
                            "69632";
   }));
 }
+
+TEST_CASE("a relay's memory budget lowers its capacity, and placement sees the lowered capacity") {
+  // Two blocks of d = 128 per relay stage (6.3 MB of state): a 4 MiB budget swaps stage 1's
+  // r1, whose stash of 4 x 64-token microbatches (2 blocks x 128 KiB each) then fits 3 beside
+  // one resident block. Stage 1 (capacity 3) becomes the bottleneck, so the stage-less r3
+  // goes there; without the budget stage 2 (capacity 4 < 8) would get it.
+  auto text = [](const std::string& budget) {
+    return "hosts:\n"
+           "  - {name: dh-a, region: local, role: data_holder}\n"
+           "  - {name: r1, region: local, role: relay, stage: 1, capacity: 8" + budget + "}\n"
+           "  - {name: r2, region: local, role: relay, stage: 2, capacity: 4}\n"
+           "  - {name: r3, region: local, role: relay, capacity: 4}\n"
+           "model: {arch: gpt, layers: 4, hidden: 128, heads: 4, seq_len: 64, stages: 3}\n"
+           "data: {path: corpus.txt}\n"
+           "training: {seed: 42, iterations: 8, microbatch_size: 4}\n";
+  };
+  auto place = [&](const std::string& budget) {
+    auto loaded = parse_cluster_config(text(budget), "budget.yaml", test_dir / "good_configs");
+    INFO(all_errors(loaded.errors));
+    REQUIRE(loaded.config.has_value());
+    std::map<std::string, gwtf::actors::host_config> by_name;
+    for (auto& h : placed_hosts(*loaded.config))
+      by_name[h.name] = h;
+    return by_name;
+  };
+  auto free = place("");
+  CHECK(free["r1"].capacity == 8);
+  CHECK(free["r3"].stage == 2);
+  auto tight = place(", memory_budget_mb: 4");
+  CHECK(tight["r1"].capacity == 3);
+  CHECK(tight["r2"].capacity == 4);
+  CHECK(tight["r3"].stage == 1);
+  CHECK(tight["dh-a"].capacity == free["dh-a"].capacity);
+}

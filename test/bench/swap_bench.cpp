@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
       test::reset_peak();
       if (!s.stage) // built in its first round, its growth measured over it
         s.stage = std::make_unique<model::stage>(m, t, 1, s.remat,
-                                                 model::swap_options{s.divisor > 0 ? state / s.divisor : 0, dir});
+                                                 model::swap_options{s.divisor > 0 ? state / s.divisor : 0, dir, microbatches}); // a step's microbatches are in flight at once
       auto t0 = clock::now();
       one_step(s);
       s.seconds.push_back(std::chrono::duration<double>(clock::now() - t0).count());

@@ -81,3 +81,48 @@ TEST_CASE("sizing: FLOPs per token follow the textbook counts, the heaviest stag
   CHECK(size_of(c, partition(c)[2]).forward_flops_per_token
         == doctest::Approx(2 * (4 * d * d + 3 * d * 96) + 4 * t * d));
 }
+
+TEST_CASE("a memory budget: the stash of what is in flight and the resident blocks share it, and the capacity drops to fit") {
+  model_config c;
+  c.layers = 6;
+  c.hidden = 64;
+  c.heads = 4;
+  c.seq_len = 32;
+  c.vocab = 100;
+  c.stages = 2; // stage 1 holds the six blocks
+  auto relay = partition(c)[1];
+  double block_state = static_cast<double>(block_parameters(c)) * 16;
+  double input = 2.0 * 32 * 64 * 4; // microbatch 2: one block's input
+  double stash = 6 * input;         // swapped: every block keeps its input per microbatch in flight
+  // No budget, or stage 0: nothing changes.
+  auto none = plan_budget(c, relay, 2, 8, 0, false);
+  CHECK_FALSE(none.swapped);
+  CHECK(none.capacity == 8);
+  CHECK(plan_budget(c, partition(c)[0], 2, 8, 1, false).capacity == 8);
+  // A third of the state: swapped; 8 in flight leave room for one block, so all 8 stay and
+  // the pool takes the rest (at least one block).
+  double third = 2 * block_state;
+  auto p = plan_budget(c, relay, 2, 8, third, false);
+  CHECK(p.swapped);
+  CHECK(p.capacity == 8);
+  CHECK(p.pool == static_cast<int>((third - 8 * stash) / block_state));
+  CHECK(p.pool >= 1);
+  CHECK(p.pool * block_state + p.capacity * stash <= third);
+  // A budget of one block and two microbatches' stash: the capacity drops to what fits.
+  auto tight = plan_budget(c, relay, 2, 8, block_state + 2.5 * stash, false);
+  CHECK(tight.swapped);
+  CHECK(tight.capacity == 2);
+  CHECK(tight.pool == 1);
+  // Below one block: still one block and one microbatch (the least a relay can run with).
+  auto tiny = plan_budget(c, relay, 2, 8, 1000, false);
+  CHECK(tiny.capacity == 1);
+  CHECK(tiny.pool == 1);
+  // In memory (the state fits): the activations in flight must fit beside it.
+  double state = 6 * block_state;
+  double per_block = 2.0 * 32 * 64 * (68 + 10 * 4 * 32 / 64.0);
+  auto stashing = plan_budget(c, relay, 2, 8, state + 3.5 * 6 * per_block, false);
+  CHECK_FALSE(stashing.swapped);
+  CHECK(stashing.capacity == 3);
+  auto remat = plan_budget(c, relay, 2, 8, state + 3.5 * 6 * per_block, true); // inputs only
+  CHECK(remat.capacity == 8);
+}
