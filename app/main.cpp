@@ -95,21 +95,28 @@ int run_reference_mode(const cluster_config& cfg) {
               cfg.training.microbatch_size, cfg.model.seq_len,
               static_cast<unsigned long long>(cfg.training.seed),
               gwtf::model::blas_is_optimised() ? "OpenBLAS" : "reference (slow)");
+  bool atom = cfg.training.mode == gwtf::model::training_mode::atom;
+  if (atom) // docs/atom.md: ATOM's semantics in one process, the atom mode's oracle
+    std::printf("reference: training.mode atom: %d whole-model peers, a parameter average every %d local step(s)%s\n",
+                holders, cfg.training.atom.sync_every,
+                cfg.training.averaging == gwtf::model::averaging_mode::overlap ? " (synchronous here: overlap is the runtime's)"
+                                                                               : "");
   double tokens_per_s_sum = 0;
   std::int64_t reported = 0;
-  auto r = gwtf::model::run_reference(
-    cfg.model, cfg.training, cfg.data, holders, [&](const gwtf::model::reference_report& rep) {
-      std::printf("iter %5lld  loss %.4f  lr %.2e  |g| %7.3f  tokens/s %8.0f\n",
-                  static_cast<long long>(rep.iteration), rep.loss, rep.lr, rep.grad_norm,
-                  rep.tokens_per_s);
-      std::fflush(stdout);
-      if (loss_out)
-        loss_out << rep.iteration << "," << rep.loss << "," << rep.lr << "," << rep.grad_norm
-                 << "," << rep.tokens_per_s << "\n";
-      tokens_per_s_sum += rep.tokens_per_s;
-      ++reported;
-    },
-    cfg.training.averaging);
+  auto report = [&](const gwtf::model::reference_report& rep) {
+    std::printf("iter %5lld  loss %.4f  lr %.2e  |g| %7.3f  tokens/s %8.0f\n",
+                static_cast<long long>(rep.iteration), rep.loss, rep.lr, rep.grad_norm,
+                rep.tokens_per_s);
+    std::fflush(stdout);
+    if (loss_out)
+      loss_out << rep.iteration << "," << rep.loss << "," << rep.lr << "," << rep.grad_norm
+               << "," << rep.tokens_per_s << "\n";
+    tokens_per_s_sum += rep.tokens_per_s;
+    ++reported;
+  };
+  auto r = atom ? gwtf::model::run_atom_reference(cfg.model, cfg.training, cfg.data, holders, cfg.training.atom.sync_every,
+                                                  report)
+                : gwtf::model::run_reference(cfg.model, cfg.training, cfg.data, holders, report, cfg.training.averaging);
   if (auto* err = std::get_if<std::string>(&r)) {
     std::cerr << "caf-gwtf: " << *err << "\n";
     return exit_code::failure;

@@ -1,5 +1,6 @@
 #include "model/atom_peer.hpp"
 
+#include <cstring>
 #include <string>
 
 #include <torch/torch.h>
@@ -45,6 +46,64 @@ outcome<bool> atom_peer::land(const torch::Tensor& average, const torch::Tensor&
     auto sent = contributed.narrow(0, off, k).view(t.sizes());
     t.copy_(avg + (t - sent)); // t == sent (no step since): exactly avg
     off += k;
+  }
+  return true;
+}
+
+std::vector<std::uint8_t> atom_peer::export_state() const {
+  auto& p = const_cast<local_pipeline&>(pipeline_);
+  std::vector<std::uint8_t> out;
+  for (int s = 0; s < p.stages(); ++s) {
+    auto blob = p.at(s).export_state();
+    std::uint64_t n = blob.size();
+    auto at = out.size();
+    out.resize(at + 8 + blob.size());
+    std::memcpy(out.data() + at, &n, 8);
+    std::memcpy(out.data() + at + 8, blob.data(), blob.size());
+  }
+  return out;
+}
+
+namespace {
+
+// The stages' blobs of an export_state(): (offset, size) each, or why they are not.
+outcome<std::vector<std::pair<std::size_t, std::size_t>>> split_state(const std::uint8_t* data, std::size_t size,
+                                                                      int stages) {
+  std::vector<std::pair<std::size_t, std::size_t>> parts;
+  std::size_t at = 0;
+  for (int s = 0; s < stages; ++s) {
+    std::uint64_t n = 0;
+    if (size - at < 8)
+      return "atom state: stage " + std::to_string(s) + "'s size is cut off";
+    std::memcpy(&n, data + at, 8);
+    if (n > size - at - 8)
+      return "atom state: stage " + std::to_string(s) + " announces " + std::to_string(n) + " bytes, "
+             + std::to_string(size - at - 8) + " are left";
+    parts.emplace_back(at + 8, static_cast<std::size_t>(n));
+    at += 8 + static_cast<std::size_t>(n);
+  }
+  if (at != size)
+    return "atom state: " + std::to_string(size - at) + " bytes after the last stage";
+  return parts;
+}
+
+} // namespace
+
+outcome<bool> atom_peer::import_state(const std::uint8_t* data, std::size_t size) {
+  auto split = split_state(data, size, pipeline_.stages());
+  if (auto* e = std::get_if<std::string>(&split))
+    return *e;
+  auto& parts = std::get<0>(split);
+  // A stage refuses a bad blob unchanged; the stages loaded before it are put back.
+  auto before = export_state();
+  auto undo = std::get<0>(split_state(before.data(), before.size(), pipeline_.stages()));
+  for (std::size_t s = 0; s < parts.size(); ++s) {
+    auto r = pipeline_.at(static_cast<int>(s)).import_state(data + parts[s].first, parts[s].second);
+    if (auto* e = std::get_if<std::string>(&r)) {
+      for (std::size_t back = 0; back < s; ++back)
+        pipeline_.at(static_cast<int>(back)).import_state(before.data() + undo[back].first, undo[back].second);
+      return "atom state: stage " + std::to_string(s) + ": " + *e;
+    }
   }
   return true;
 }

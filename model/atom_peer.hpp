@@ -39,6 +39,13 @@ public:
   /// `average`). Both must have this peer's shape; the moments stay this peer's.
   outcome<bool> land(const torch::Tensor& average, const torch::Tensor& contributed);
 
+  /// Every stage's state (weights, optimizer moments, steps: stage::export_state), each
+  /// prefixed by its size: what a joiner takes its moments from.
+  std::vector<std::uint8_t> export_state() const;
+  /// Loads export_state() bytes of a peer of the same model; validates every stage before
+  /// changing anything (a rejected blob leaves this peer as it was).
+  outcome<bool> import_state(const std::uint8_t* data, std::size_t size);
+
   /// Parameters in all.
   std::int64_t parameter_count() const;
   /// Content hash of the weights (peers that averaged alike agree).

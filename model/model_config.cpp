@@ -51,7 +51,12 @@ void data_config::validate(int vocab, const issue_sink& report) const {
     report("format", "'text' or model.vocab <= 65536 (tokens files hold uint16 ids)");
 }
 
+void atom_config::validate(const issue_sink& report) const {
+  check_int(report, "sync_every", sync_every, 1, 100'000'000, "a number of local steps between averages");
+}
+
 void training_config::validate(const issue_sink& report) const {
+  atom.validate(nested_sink(report, "atom"));
   check_int(report, "iterations", iterations, 1, 100'000'000, "a number of iterations");
   check_int(report, "microbatch_size", microbatch_size, 1, 65536, "sequences per microbatch");
   check_int(report, "microbatches_per_holder", microbatches_per_holder, 1, max_microbatches_per_holder,

@@ -63,8 +63,29 @@ struct data_config {
   void validate(int vocab, const issue_sink& report) const;
 };
 
+/// What the hosts train as (docs/atom.md): a pipeline of stages (GWTF, SWARM), or ATOM's
+/// whole-model peers, each training the whole model on its own data.
+enum class training_mode { pipeline, atom };
+
+constexpr std::array<std::pair<training_mode, const char*>, 2> enum_names(training_mode) {
+  return {{{training_mode::pipeline, "pipeline"}, {training_mode::atom, "atom"}}};
+}
+
+/// training.mode atom: how the whole-model peers average (docs/atom.md).
+struct atom_config {
+  /// Local steps (iterations) between two parameter averages; the run's last step is always
+  /// followed by one.
+  int sync_every = 1;
+
+  /// Reports every invalid field.
+  void validate(const issue_sink& report) const;
+};
+
 /// The synchronous training loop: global batch, optimizer and schedule.
 struct training_config {
+  /// pipeline (stages over hosts) or atom (every host a whole-model peer on its own data).
+  training_mode mode = training_mode::pipeline;
+  atom_config atom; ///< training.mode atom only
   std::uint64_t seed = 1;          ///< seeds sampling, initialisation and every random choice
   int iterations = 100;            ///< optimizer steps to run
   int microbatch_size = 4;         ///< sequences per microbatch
@@ -142,7 +163,14 @@ void visit_fields(F& f, data_config& x) {
 }
 
 template <class F>
+void visit_fields(F& f, atom_config& x) {
+  f("sync_every", x.sync_every);
+}
+
+template <class F>
 void visit_fields(F& f, training_config& x) {
+  f("mode", x.mode);
+  f("atom", x.atom);
   f("seed", x.seed);
   f("iterations", x.iterations);
   f("microbatch_size", x.microbatch_size);

@@ -17,6 +17,7 @@
 #include <map>
 #include <set>
 
+#include "model/atom_peer.hpp"
 #include "model/data.hpp"
 #include "model/sizing.hpp"
 #include "model/stage.hpp"
@@ -25,6 +26,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/core/atom_rounds.hpp"
 #include "actors/core/butterfly.hpp"
 #include "actors/core/early_calls.hpp"
 #include "actors/core/hop_ledger.hpp"
@@ -200,6 +202,31 @@ struct holder_state {
   rebalance_state rebalance;
 };
 
+/// training.mode atom: this host as one of ATOM's whole-model peers (compute_atom.cpp,
+/// docs/atom.md).
+struct atom_state {
+  std::optional<model::atom_peer> peer;
+  std::optional<atom_rounds> rounds;
+  std::uint64_t next = 0;               ///< the next iteration to train
+  std::uint64_t trained_from = 0;       ///< the first iteration since this peer's last contribution
+  std::vector<std::uint64_t> keys;      ///< the microbatch keys trained since then
+  std::optional<std::uint64_t> pending; ///< the round contributed and not landed yet
+  std::map<std::uint64_t, torch::Tensor> sent; ///< its contribution, per round
+  /// The contributions' parameters per round and peer (this peer's too), until the round lands.
+  std::map<std::uint64_t, std::map<std::string, torch::Tensor>> values;
+  torch::Tensor last_average;          ///< the newest average landed (what a joiner downloads)
+  std::optional<std::uint64_t> landed; ///< its round
+  bool started = false;                ///< founding members fixed, iteration 0 begun
+  bool scheduled = false;              ///< a start_atom is on its way
+  /// Joiners this peer serves: the round each takes part from (announced with this peer's
+  /// contribution to the round before, answered with that round's average) and its transfer.
+  std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> joiners;
+  /// A joiner's download: the transfer, its bytes so far, and from whom.
+  std::uint64_t transfer = 0;
+  std::string source;
+  std::vector<std::uint8_t> download;
+};
+
 /// Checkpoints (compute_checkpoint.cpp).
 struct checkpoint_state {
   caf::actor checkpoint_writer; // detached: files are written off the compute thread
@@ -266,6 +293,7 @@ struct compute_state {
   checkpoint_state ckpt;
   compute_metrics metrics;
   wire_encoder_state encoder;
+  atom_state atom; ///< training.mode atom only
   /// Messages above the frame limit, put together piece by piece (actors/core/fragments.hpp).
   std::optional<fragment_assembler> pieces;
 };
@@ -453,6 +481,19 @@ void on_stage_move(self_ptr self, const std::string& from, const wire::stage_mov
 void swarm_forget(compute_state& st, std::uint64_t iteration);
 
 // data holder (compute_holder.cpp)
+/// A frame from a peer decoded (stage_actor.cpp): its message, or a message above the frame
+/// limit once its last piece came; nothing when refused (reported) or still in pieces.
+std::optional<wire::message> open_message(self_ptr self, const std::string& from, wire_frame&& frame);
+
+/// A host's layer swapping (hosts[].memory_budget_mb): its budget, its capacity, and its swap
+/// file's directory, node.data_dir/HOST or the temporary directory (made here).
+model::swap_options host_swap(const host_context& ctx);
+
+// training.mode atom (compute_atom.cpp)
+inline bool atom_mode(const compute_state& st) { return st.ctx->spec->training.mode == model::training_mode::atom; }
+/// The compute as a whole-model peer: its own behaviour (set up, iterations, rounds, joins).
+compute_actor::behavior_type atom_behaviour(self_ptr self);
+
 void finish_origin(self_ptr self, std::uint64_t key);
 void start_iteration(self_ptr self);
 /// Sends origin `key` again to `to` (a carrier's timeout or a dead first hop); a finished

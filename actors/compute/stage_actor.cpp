@@ -252,6 +252,13 @@ std::optional<wire::message> whole_message(self_ptr self, const std::string& fro
   return std::move(*msg);
 }
 
+std::optional<wire::message> open_message(self_ptr self, const std::string& from, wire_frame&& frame) {
+  auto msg = self->state.ctx->open(self, from, std::move(frame));
+  if (msg && std::holds_alternative<wire::fragment>(*msg))
+    msg = whole_message(self, from, std::move(std::get<wire::fragment>(*msg)));
+  return msg;
+}
+
 // --- peers going down ----------------------------------------------------------------
 
 void on_peer_down(self_ptr self, const std::string& id) {
@@ -384,18 +391,25 @@ void catch_up(self_ptr self, const std::string& id, std::int32_t stage) {
 // The stage's model; over hosts[].memory_budget_mb a relay swaps its blocks through a file
 // in node.data_dir/HOST (the temporary directory without one). A swap file that cannot be
 // made is reported and the stage runs in memory.
+model::swap_options host_swap(const host_context& ctx) {
+  model::swap_options swap;
+  swap.budget_bytes = static_cast<std::int64_t>(ctx.host.memory_budget_mb * 1024 * 1024);
+  swap.capacity = ctx.host.capacity; // already what the budget leaves room for (app/config/derive.cpp)
+  if (swap.budget_bytes > 0) {
+    std::error_code ec;
+    swap.dir = ctx.spec->data_dir.empty() ? std::filesystem::temp_directory_path(ec).string()
+                                          : ctx.spec->data_dir + "/" + ctx.host.name;
+    std::filesystem::create_directories(swap.dir, ec);
+  }
+  return swap;
+}
+
 void make_model(self_ptr self) {
   auto& st = self->state;
   auto& ctx = st.ctx;
   bool remat = routing::rematerialises(ctx->spec->routing.gwtf.backward, false);
-  model::swap_options swap;
-  swap.budget_bytes = static_cast<std::int64_t>(ctx->host.memory_budget_mb * 1024 * 1024);
-  swap.capacity = ctx->host.capacity; // already what the budget leaves room for (app/config/derive.cpp)
+  auto swap = host_swap(*ctx);
   if (swap.budget_bytes > 0) {
-    std::error_code ec;
-    swap.dir = ctx->spec->data_dir.empty() ? std::filesystem::temp_directory_path(ec).string()
-                                           : ctx->spec->data_dir + "/" + ctx->host.name;
-    std::filesystem::create_directories(swap.dir, ec);
     try {
       st.model.emplace(ctx->spec->model, ctx->spec->training, ctx->stage, remat, swap);
       if (st.model->resident_blocks() > 0)
@@ -419,6 +433,16 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
   auto& st = self->state;
   st.ctx = ctx;
   st.supervisor = std::move(supervisor);
+  { // Messages in pieces: bounded by the largest this model makes (a SWARM backward call, two
+    // activations), 4 under way per peer and 4 of the largest for all peers together.
+    auto& m = ctx->spec->model;
+    auto values = static_cast<std::uint64_t>(ctx->spec->training.microbatch_size) * m.seq_len * m.hidden;
+    auto largest = largest_message_bytes(values, static_cast<std::uint64_t>(ctx->spec->max_message_bytes));
+    st.pieces.emplace(fragment_limits{largest, 4, 4 * largest});
+  }
+  st.run_origin = ctx->incarnation;
+  if (atom_mode(st))
+    return atom_behaviour(self); // training.mode atom: a whole-model peer (compute_atom.cpp)
   make_model(self);
   st.ledger = std::make_unique<hop_ledger>(ctx->host.name);
   st.barrier = std::make_unique<iteration_barrier>(ctx->spec->model.stages);
@@ -429,15 +453,7 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
   // averaged while the next computes).
   st.agg.incoming.emplace(share_elements, overlapped(st) ? 3 : 2, 256, ctx->spec->training.reproducible_sums == model::sum_order::exact);
   st.agg.share_elements = share_elements;
-  { // Messages in pieces: bounded by the largest this model makes (a SWARM backward call, two
-    // activations), 4 under way per peer and 4 of the largest for all peers together.
-    auto& m = ctx->spec->model;
-    auto values = static_cast<std::uint64_t>(ctx->spec->training.microbatch_size) * m.seq_len * m.hidden;
-    auto largest = largest_message_bytes(values, static_cast<std::uint64_t>(ctx->spec->max_message_bytes));
-    st.pieces.emplace(fragment_limits{largest, 4, 4 * largest});
-  }
   st.ready = !ctx->joining;
-  st.run_origin = ctx->incarnation;
   if (ctx->awaits_cut()) {
     // Node mode, plain --resume: which of its checkpoints is the cluster's cut is decided by
     // the hosts together (membership); the process then starts again with --resume-at. Until
@@ -465,9 +481,7 @@ compute_actor::behavior_type compute(self_ptr self, ctx_ptr ctx, supervisor_acto
   return {
     [self](deliver_atom, const std::string& from, wire_frame& frame) {
       auto& st = self->state;
-      auto msg = st.ctx->open(self, from, std::move(frame));
-      if (msg && std::holds_alternative<wire::fragment>(*msg))
-        msg = whole_message(self, from, std::move(std::get<wire::fragment>(*msg)));
+      auto msg = open_message(self, from, std::move(frame));
       if (!msg)
         return;
       std::visit(

@@ -28,16 +28,34 @@ void atom_rounds::member(const std::string& who, std::uint64_t from) {
   if (std::find(roster_.begin(), roster_.end(), who) == roster_.end())
     return;
   members_[who] = from;
+  down_.erase(who);
 }
 
 void atom_rounds::down(const std::string& who) {
-  if (who != me_)
-    members_.erase(who);
+  if (who == me_)
+    return;
+  members_.erase(who);
+  down_.insert(who);
+}
+
+std::optional<std::uint64_t> atom_rounds::member_from(const std::string& who) const {
+  auto m = members_.find(who);
+  return m == members_.end() ? std::nullopt : std::optional<std::uint64_t>{m->second};
 }
 
 bool atom_rounds::contributed(const std::string& who, std::uint64_t r, const contribution& c) {
-  if (r < open_from_ || std::find(roster_.begin(), roster_.end(), who) == roster_.end())
+  if (r < open_from_ || down_.count(who) > 0 || std::find(roster_.begin(), roster_.end(), who) == roster_.end())
     return false;
+  auto m = members_.find(who);
+  if (who != me_) {
+    bool earlier = false; // a contribution to an open round before r
+    for (auto round = in_.lower_bound(open_from_); round != in_.end() && round->first < r; ++round)
+      earlier = earlier || round->second.count(who) > 0;
+    if (m == members_.end() || (!earlier && m->second < r))
+      members_[who] = r;
+    else if (m->second > r)
+      return false;
+  }
   in_[r][who] = c;
   return true;
 }

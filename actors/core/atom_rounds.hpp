@@ -44,12 +44,19 @@ public:
   /// `who` is live and a member from round `from` on (the founding peers: 0). Unknown names
   /// (not in the roster) are ignored.
   void member(const std::string& who, std::uint64_t from);
-  /// `who` went down: no round waits for it; what it contributed stays.
+  /// `who` went down: no round waits for it; what it contributed stays; it takes part again
+  /// only through member().
   void down(const std::string& who);
 
   /// A contribution of `who` (this peer's own too) to round `r`; the latest of a peer counts.
-  /// Ignored and false when `who` is not in the roster or `r` was closed.
+  /// A live peer with no contribution to an open round before `r` is a member from `r` on (a
+  /// joiner served elsewhere whose first round is later than announced is not waited for
+  /// before it). Ignored and false when `who` is not in the roster, was declared down, is a
+  /// member only from a later round (it would count at some peers and not at others), or
+  /// `r` was closed.
   bool contributed(const std::string& who, std::uint64_t r, const contribution& c);
+  /// Whether `who` is a live member, and from which round.
+  std::optional<std::uint64_t> member_from(const std::string& who) const;
 
   /// The live members of round `r` whose contribution is not in (this peer's own included).
   std::vector<std::string> waiting(std::uint64_t r) const;
@@ -75,6 +82,7 @@ private:
   std::uint64_t iterations_;
   int per_iteration_;
   std::map<std::string, std::uint64_t> members_; ///< live peers and the first round they are in
+  std::set<std::string> down_;                    ///< declared down since they were last members
   std::map<std::uint64_t, std::map<std::string, contribution>> in_;
   std::uint64_t open_from_ = 0;
 };

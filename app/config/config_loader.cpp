@@ -320,6 +320,12 @@ void validate_cluster(cluster_config& cfg, reader& r, const fs::path& base_dir,
   for (std::size_t i = 0; i < cfg.hosts.size(); ++i) {
     auto& h = cfg.hosts[i];
     std::string at = "hosts[" + std::to_string(i) + "]";
+    // training.mode atom: every host is a whole-model peer training on data of its own
+    // (docs/atom.md): a data holder of the one "stage" it runs, whatever hosts[] says.
+    if (cfg.training.mode == model::training_mode::atom) {
+      h.role = actors::host_role::data_holder;
+      h.stage = 0;
+    }
     h.validate(cfg.model.stages, section(at));
     if (!h.name.empty() && !names.insert(h.name).second)
       r.error_for(at + ".name", "expected a unique host name, got '" + h.name + "' twice");
@@ -431,8 +437,21 @@ void validate_cluster(cluster_config& cfg, reader& r, const fs::path& base_dir,
       r.error_for("training.data_holders", "expected exactly the data holders declared in hosts, in any order");
   }
 
-  // Without bootstrap peers nothing else can join: this process must hold a whole pipeline.
-  if (!node_mode && cfg.node.bootstrap.empty() && !cfg.hosts.empty()) {
+  if (cfg.training.mode == model::training_mode::atom) { // docs/atom.md, "What atom mode leaves out"
+    if (cfg.training.checkpoint_every > 0)
+      r.error_for("training.checkpoint_every", "expected 0 with training.mode atom (its peers write no checkpoints)");
+    for (std::size_t i = 0; i < cfg.faults.script.size(); ++i) {
+      auto a = cfg.faults.script[i].action;
+      if (a == actors::fault_action::double_count || a == actors::fault_action::actor_failure)
+        r.error_for("faults.script[" + std::to_string(i) + "].action",
+                    "expected crash, join, leave, slow_link or hang with training.mode atom");
+    }
+  }
+
+  // Without bootstrap peers nothing else can join: this process must hold a whole pipeline
+  // (atom mode: every host holds the whole model).
+  if (!node_mode && cfg.node.bootstrap.empty() && !cfg.hosts.empty()
+      && cfg.training.mode == model::training_mode::pipeline) {
     std::set<std::string> late; // hosts that only come online through a join event
     for (auto& ev : cfg.faults.script)
       if (ev.action == actors::fault_action::join)

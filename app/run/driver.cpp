@@ -60,6 +60,7 @@ struct driver_state {
   std::map<std::pair<std::uint32_t, std::uint64_t>, std::pair<std::vector<std::string>, std::vector<std::uint64_t>>>
     contributors;
   std::set<std::uint64_t> checked; // iterations whose exactly-once check ran
+  std::map<std::string, std::uint64_t> starts_at; // atom mode: the first iteration a joiner trains
   std::map<std::pair<std::uint32_t, std::uint64_t>, std::map<std::string, std::uint64_t>> hashes;
   std::set<std::uint64_t> injected;
   std::map<std::string, std::uint64_t> doomed; // armed with a random crash: the iteration it was drawn at
@@ -211,6 +212,26 @@ void check_exactly_once(driver_ptr self, std::uint64_t i, bool last_chance) {
   auto& st = self->state;
   if (st.checked.count(i) > 0)
     return;
+  if (st.spec->training.mode == model::training_mode::atom) { // i ends a round
+    auto c = st.contributors.find({0, i});
+    if (c == st.contributors.end())
+      return;
+    stage_counts counts{c->second.first, st.share_keys[c->first], c->second.second};
+    if (!last_chance && !reports_settled(counts, st.hosts))
+      return;
+    st.checked.insert(i);
+    for (auto& who : counts.contributors)
+      st.result.carried[who] += static_cast<std::int64_t>(counts.reports[who].size());
+    auto every = static_cast<std::uint64_t>(st.spec->training.atom.sync_every);
+    std::set<std::string> lived; // trained the round's last iteration and landed the round, alive
+    for (auto& [h, a] : st.result.last_applied)
+      if (a >= i && st.hosts.count(h) > 0 && st.reports[i].count(h) > 0)
+        lived.insert(h);
+    for (auto& v : atom_exactly_once_violations(i / every * every, i + 1, st.spec->holders,
+                                                st.spec->training.microbatches_per_holder, counts, lived))
+      st.result.exactly_once_violations.push_back(v);
+    return;
+  }
   std::map<std::uint32_t, stage_counts> stages;
   for (auto c = st.contributors.lower_bound({0, i}); c != st.contributors.end(); ++c) {
     if (c->first.second != i)
@@ -262,8 +283,12 @@ void maybe_print(driver_ptr self) {
     if (it == st.reports.end())
       return;
     std::size_t live_holders = 0;
-    for (auto& h : st.spec->holders)
-      live_holders += st.hosts.count(h);
+    bool atom = st.spec->training.mode == model::training_mode::atom;
+    for (auto& h : st.spec->holders) { // atom mode: a joiner reports from the iteration it starts at
+      auto from = st.starts_at.find(h);
+      bool starting = atom && (st.joined_at.count(h) > 0 || (from != st.starts_at.end() && from->second > i));
+      live_holders += st.hosts.count(h) > 0 && !starting;
+    }
     if (it->second.size() < std::max<std::size_t>(1, live_holders))
       return;
     std::uint32_t mbs = 0, flows = 0;
@@ -540,6 +565,8 @@ caf::behavior driver(driver_ptr self, const cluster_config* cfg, std::shared_ptr
     [self](joined_atom, const std::string& host, std::uint64_t steps, std::uint64_t bytes) {
       auto& st = self->state;
       st.result.joined.push_back(host);
+      if (st.spec->training.mode == model::training_mode::atom) // it reports from that iteration on
+        st.starts_at[host] = steps;
       *st.out << "# " << host << " loaded its stage state (" << steps << " steps applied, " << bytes << " bytes";
       if (auto j = st.joined_at.find(host); j != st.joined_at.end()) {
         auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - j->second).count();

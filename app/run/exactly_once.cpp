@@ -1,5 +1,7 @@
 #include "app/run/exactly_once.hpp"
 
+#include <algorithm>
+
 #include "actors/core/key_digest.hpp"
 #include "model/data.hpp"
 
@@ -74,6 +76,44 @@ std::vector<std::string> exactly_once_violations(std::uint64_t iteration, const 
       line += ", " + std::to_string(elsewhere) + " counted by another stage but not here";
     out.push_back(line);
   }
+  return out;
+}
+
+std::vector<std::string> atom_exactly_once_violations(std::uint64_t first, std::uint64_t end,
+                                                      const std::vector<std::string>& holders, int per_iteration,
+                                                      const stage_counts& round, const std::set<std::string>& lived) {
+  std::vector<std::string> out;
+  auto where = "atom round [" + std::to_string(first) + ", " + std::to_string(end) + "): ";
+  for (auto& who : round.contributors) {
+    auto at = std::find(holders.begin(), holders.end(), who);
+    auto r = round.reports.find(who);
+    if (at == holders.end() || r == round.reports.end())
+      continue;
+    auto index = static_cast<std::uint32_t>(at - holders.begin());
+    std::map<std::uint64_t, std::set<std::uint32_t>> per; // iteration -> indices
+    std::string wrong;
+    for (auto key : r->second) {
+      model::microbatch_id id{key >> 24, static_cast<std::uint32_t>(key >> 12 & 0xfff),
+                              static_cast<std::uint32_t>(key & 0xfff)};
+      if (id.holder != index)
+        wrong = "a microbatch of data holder " + std::to_string(id.holder);
+      else if (id.iteration < first || id.iteration >= end)
+        wrong = "a microbatch of iteration " + std::to_string(id.iteration);
+      else if (id.index >= static_cast<std::uint32_t>(per_iteration) || !per[id.iteration].insert(id.index).second)
+        wrong = "microbatch " + std::to_string(id.index) + " of iteration " + std::to_string(id.iteration) + " twice";
+      if (!wrong.empty())
+        break;
+    }
+    for (auto& [i, indices] : per)
+      if (wrong.empty() && indices.size() != static_cast<std::size_t>(per_iteration))
+        wrong = std::to_string(indices.size()) + " of iteration " + std::to_string(i) + "'s " + std::to_string(per_iteration)
+                + " microbatches";
+    if (!wrong.empty())
+      out.push_back(where + who + "'s parameters count " + wrong);
+  }
+  for (auto& who : lived)
+    if (std::find(round.contributors.begin(), round.contributors.end(), who) == round.contributors.end())
+      out.push_back(where + who + " landed it but its microbatches are not in the average");
   return out;
 }
 

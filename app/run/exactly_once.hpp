@@ -46,4 +46,14 @@ std::vector<std::string> exactly_once_violations(std::uint64_t iteration, const 
                                                  const std::set<std::string>& lived,
                                                  const std::map<std::uint32_t, stage_counts>& stages);
 
+/// training.mode atom (docs/atom.md): what the average of the round of iterations [first,
+/// end) got wrong, one line per peer at fault; empty when nothing. Each contributor's report
+/// must hold its own microbatches only (data-holder index = its place in `holders`), of
+/// iterations inside the round, every index below `per_iteration` of each such iteration
+/// once; a contributor whose report is missing (killed before it left) is not checked; every
+/// peer in `lived` (it landed the round) must be a contributor: its microbatches count.
+std::vector<std::string> atom_exactly_once_violations(std::uint64_t first, std::uint64_t end,
+                                                      const std::vector<std::string>& holders, int per_iteration,
+                                                      const stage_counts& round, const std::set<std::string>& lived);
+
 } // namespace gwtf::app

@@ -1129,3 +1129,60 @@ TEST_CASE("cluster: a host with compute_scale 3 takes about three times as long 
   CHECK(slow / fast < 9.0);
   check_replicas_agree(r);
 }
+
+// training.mode atom (docs/atom.md): every host of the demo a whole-model peer on its own
+// data, averaging every two local steps.
+app::cluster_config atom_local(int iterations, std::vector<actors::fault_event> script) {
+  auto cfg = local(iterations, std::move(script));
+  cfg.training.mode = model::training_mode::atom;
+  cfg.training.atom.sync_every = 2;
+  for (auto& h : cfg.hosts) { // as the config loader makes them (app/config/config_loader.cpp)
+    h.role = actors::host_role::data_holder;
+    h.stage = 0;
+  }
+  return cfg;
+}
+
+TEST_CASE("cluster: atom mode trains as run_atom_reference's peers do within 1e-4, every peer landing the same averages") {
+  auto cfg = atom_local(6, {});
+  std::ostringstream log;
+  auto r = app::run_embedded(cfg, log, 120);
+  INFO(log.str());
+  REQUIRE(r.completed);
+  CHECK(r.failures.empty());
+  for (auto& v : r.exactly_once_violations)
+    FAIL_CHECK(v);
+  CHECK(r.replica_disagreements.empty());
+  std::vector<double> ref;
+  auto peers = static_cast<int>(cfg.hosts.size());
+  REQUIRE(std::holds_alternative<bool>(model::run_atom_reference(
+    cfg.model, cfg.training, cfg.data, peers, 2, [&](const model::reference_report& rep) { ref.push_back(rep.loss); })));
+  REQUIRE(r.rows.size() == ref.size());
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    INFO("iteration " << i << ": cluster " << r.rows[i].loss << ", atom reference " << ref[i]);
+    CHECK(std::abs(r.rows[i].loss - ref[i]) <= 1e-4 * std::abs(ref[i]));
+  }
+  check_replicas_agree(r); // the last average's hash, at every peer
+  REQUIRE(r.final_hashes.count(0) == 1);
+  CHECK(r.final_hashes.at(0).size() == cfg.hosts.size());
+}
+
+TEST_CASE("cluster: atom mode goes on without a crashed peer and with a joiner that downloads the average, exactly once") {
+  auto cfg = atom_local(12, {fault(3, actors::fault_action::crash, "r1-london", actors::fault_phase::forward),
+                             fault(4, actors::fault_action::join, "r2-tokyo"),
+                             fault(7, actors::fault_action::crash, "r2-ireland", actors::fault_phase::backward)});
+  cfg.training.averaging = model::averaging_mode::overlap;
+  std::ostringstream log;
+  auto r = app::run_embedded(cfg, log, 180);
+  INFO(log.str());
+  REQUIRE(r.completed);
+  CHECK(r.crashes == 2);
+  for (auto& v : r.exactly_once_violations)
+    FAIL_CHECK(v);
+  CHECK(r.replica_disagreements.empty());
+  REQUIRE(std::count(r.joined.begin(), r.joined.end(), "r2-tokyo") >= 1);
+  CHECK(r.last_applied.at("r2-tokyo") == 11);
+  check_replicas_agree(r);
+  REQUIRE(r.rows.size() == 12);
+  CHECK(r.rows.back().loss < 0.9 * r.rows.front().loss);
+}

@@ -949,3 +949,40 @@ TEST_CASE("node mode: the only host of a stage started again with its old argume
   check_holder_losses(dir, cut);
   fs::remove_all(dir);
 }
+
+// training.mode atom over processes (docs/atom.md): the five hosts are five whole-model peers
+// averaging every two local steps, their parameters crossing TCP in chunks.
+void write_atom(const fs::path& dir, const std::string& script) {
+  auto atom = [](std::string text) {
+    text.replace(text.find("training: {"), 11, "training: {mode: atom, atom: {sync_every: 2}, ");
+    return text;
+  };
+  std::ofstream{dir / "cluster.yaml"} << atom(config(dir, five_hosts, 8, script, "launch-loss.csv"));
+  std::ofstream{dir / "reference.yaml"} << atom(config(dir, five_hosts, 8, "", "reference-loss.csv"));
+}
+
+TEST_CASE("launch: atom mode's five whole-model peers in five processes train as run_atom_reference does") {
+  auto dir = workdir("atom");
+  write_atom(dir, "");
+  auto l = launch_written(dir);
+  INFO(findings(l.r.out) << l.r.out << l.logs);
+  REQUIRE(l.r.code == 0);
+  CHECK(has(l.r.out, "exactly-once violations 0; replica disagreements 0; handled peer errors 0"));
+  REQUIRE(l.loss.size() == 8);
+  check_band(l, 1e-4);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("launch: atom mode goes on without a peer SIGKILLed mid-round, exactly once") {
+  auto dir = workdir("atom-kill");
+  write_atom(dir, "{at_iteration: 3, action: crash, host: r2, phase: forward}");
+  auto l = launch_written(dir);
+  INFO(findings(l.r.out) << l.r.out << l.logs);
+  REQUIRE(l.r.code == 0);
+  CHECK(has(l.r.out, "crashes 1"));
+  CHECK(has(l.r.out, "# exited: r2: signal 9"));
+  CHECK(has(l.r.out, "exactly-once violations 0; replica disagreements 0"));
+  REQUIRE(l.loss.size() == 8);
+  CHECK(l.loss.back() < 0.9 * l.loss.front());
+  fs::remove_all(dir);
+}
