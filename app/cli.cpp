@@ -39,7 +39,7 @@ std::string usage_text() {
   return "usage: caf-gwtf --config FILE [--set KEY=VALUE]... [--check] [--join] [--resume | --resume-at N] [--until N]\n"
          "       caf-gwtf launch --config FILE [--set KEY=VALUE]... [--logs DIR] [--resume | --resume-at N] [--until N]\n"
          "       caf-gwtf reference --config FILE [--set KEY=VALUE]...\n"
-         "       caf-gwtf compare --config FILE [--set KEY=VALUE]... [--routers gwtf,swarm] [--seeds N] [--launch] [--out DIR]\n"
+         "       caf-gwtf compare --config FILE [--set KEY=VALUE]... [--routers gwtf,swarm,atom] [--seeds N] [--launch] [--out DIR]\n"
          "       caf-gwtf sim --scenario FILE [--router NAME|all] [--seed N] [--out DIR]\n"
          "       caf-gwtf sim --from-config FILE [--set KEY=VALUE]... [--compute-ms H,R] [--router NAME|all] [--seed N] [--out DIR]\n"
          "       caf-gwtf shell HOST:PORT [-c COMMAND] [--json] [--timeout-ms N] [--cert F --key F --ca F]\n"
@@ -68,7 +68,8 @@ std::string usage_text() {
          "                  logs in DIR (default launch-logs/)\n"
          "  reference       train the unpartitioned model of FILE in this process: the\n"
          "                  oracle of distributed runs (prints loss and tokens/s)\n"
-         "  compare         train FILE once per router and seed in the real trainer (embedded,\n"
+         "  compare         train FILE once per router (gwtf, swarm; atom: every host a whole-\n"
+         "                  model peer, training.mode atom) and seed in the real trainer (embedded,\n"
          "                  or one process per host with --launch; seeds: training.seed, +1, ..):\n"
          "                  prints a table per router, writes compare.csv, plots and every run's\n"
          "                  log and loss series to DIR (default compare-results/<FILE's name>)\n"
@@ -334,19 +335,20 @@ std::variant<cli_options, cli_error> parse_compare(const std::vector<std::string
       if (has_routers)
         return cli_error{"--routers given twice"};
       has_routers = true;
-      auto v = value("--routers", "a comma-separated list of gwtf and swarm");
+      auto v = value("--routers", "a comma-separated list of gwtf, swarm and atom");
       if (auto* e = std::get_if<cli_error>(&v))
         return *e;
       std::stringstream list{std::get<std::string>(v)};
       for (std::string r; std::getline(list, r, ',');) {
-        if (r != "gwtf" && r != "swarm")
-          return cli_error{"--routers: expected gwtf or swarm, got '" + r + "' (the simulator's other routers: caf-gwtf sim)"};
+        if (r != "gwtf" && r != "swarm" && r != "atom")
+          return cli_error{"--routers: expected gwtf, swarm or atom, got '" + r
+                           + "' (the simulator's other routers: caf-gwtf sim)"};
         if (std::find(out.routers.begin(), out.routers.end(), r) != out.routers.end())
           return cli_error{"--routers: '" + r + "' given twice"};
         out.routers.push_back(r);
       }
       if (out.routers.empty())
-        return cli_error{"--routers needs a comma-separated list of gwtf and swarm"};
+        return cli_error{"--routers needs a comma-separated list of gwtf, swarm and atom"};
     } else if (is_option(a, "--seeds")) {
       if (has_seeds)
         return cli_error{"--seeds given twice"};

@@ -5,6 +5,8 @@
 //   compute_holder.cpp      a data holder's iteration loop and its microbatch carriers
 //   compute_aggregation.cpp the iteration boundary (share, average, apply), state download,
 //                           the replica vote and the stall report
+//   compute_atom.cpp        training.mode atom: the host as a whole-model peer (its own
+//                           behaviour; docs/atom.md)
 // The aggregation never calls back into the relay or the holder: its steps return a
 // `boundary`, and the behaviour resumes the role (resume()).
 #pragma once

@@ -6,9 +6,10 @@
 // of round r (every `sync_every`, and the run's last) each sends its parameters with what it
 // trained since its last average; the round is complete at a peer once its own and every
 // live member's contribution are in. A crashed peer is not waited for (what it sent stays
-// in); a joiner is a member from the round after the average it downloaded. Peers that
-// completed a round over different contributors (a death or a join seen at different
-// moments) are told apart by the average's hash (replica_vote) and repaired by a download.
+// in); a joiner is a member from the round a serving peer named (compute_atom.cpp). Peers
+// that completed a round over different contributors (a death seen at different moments)
+// hold different averages: the driver tells them apart by the average's hash; no repair yet
+// (docs/atom.md, "What atom mode leaves out").
 #pragma once
 
 #include <cstdint>

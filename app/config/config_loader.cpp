@@ -313,6 +313,8 @@ void validate_cluster(cluster_config& cfg, reader& r, const fs::path& base_dir,
   cfg.compression.validate(section("compression"));
   cfg.placement.validate(section("placement"));
 
+  if (cfg.training.mode == model::training_mode::atom)
+    make_atom(cfg); // every host a whole-model peer (docs/atom.md)
   if (cfg.hosts.empty())
     r.error_for("hosts", "expected a non-empty list of the virtual hosts this process runs");
   std::set<std::string> names;
@@ -320,12 +322,6 @@ void validate_cluster(cluster_config& cfg, reader& r, const fs::path& base_dir,
   for (std::size_t i = 0; i < cfg.hosts.size(); ++i) {
     auto& h = cfg.hosts[i];
     std::string at = "hosts[" + std::to_string(i) + "]";
-    // training.mode atom: every host is a whole-model peer training on data of its own
-    // (docs/atom.md): a data holder of the one "stage" it runs, whatever hosts[] says.
-    if (cfg.training.mode == model::training_mode::atom) {
-      h.role = actors::host_role::data_holder;
-      h.stage = 0;
-    }
     h.validate(cfg.model.stages, section(at));
     if (!h.name.empty() && !names.insert(h.name).second)
       r.error_for(at + ".name", "expected a unique host name, got '" + h.name + "' twice");
@@ -437,16 +433,9 @@ void validate_cluster(cluster_config& cfg, reader& r, const fs::path& base_dir,
       r.error_for("training.data_holders", "expected exactly the data holders declared in hosts, in any order");
   }
 
-  if (cfg.training.mode == model::training_mode::atom) { // docs/atom.md, "What atom mode leaves out"
-    if (cfg.training.checkpoint_every > 0)
-      r.error_for("training.checkpoint_every", "expected 0 with training.mode atom (its peers write no checkpoints)");
-    for (std::size_t i = 0; i < cfg.faults.script.size(); ++i) {
-      auto a = cfg.faults.script[i].action;
-      if (a == actors::fault_action::double_count || a == actors::fault_action::actor_failure)
-        r.error_for("faults.script[" + std::to_string(i) + "].action",
-                    "expected crash, join, leave, slow_link or hang with training.mode atom");
-    }
-  }
+  if (cfg.training.mode == model::training_mode::atom)
+    for (auto& [key, expected] : atom_refusals(cfg))
+      r.error_for(key, "expected " + expected);
 
   // Without bootstrap peers nothing else can join: this process must hold a whole pipeline
   // (atom mode: every host holds the whole model).

@@ -55,6 +55,33 @@ std::uint64_t cluster_hash(const cluster_config& cfg) {
   return h == 0 ? 1 : h;
 }
 
+void make_atom(cluster_config& cfg) {
+  cfg.training.mode = model::training_mode::atom;
+  auto& roster = cfg.training.data_holders;
+  for (auto& h : cfg.hosts) {
+    h.role = actors::host_role::data_holder;
+    h.stage = 0;
+    // A roster listed for the pipeline's data holders grows by the former relays (after
+    // them: the holders keep their data); node mode's one host cannot know the others: its
+    // roster must list every peer.
+    if (cfg.hosts.size() > 1 && !roster.empty() && std::find(roster.begin(), roster.end(), h.name) == roster.end())
+      roster.push_back(h.name);
+  }
+}
+
+std::vector<std::pair<std::string, std::string>> atom_refusals(const cluster_config& cfg) {
+  std::vector<std::pair<std::string, std::string>> out; // docs/atom.md, "What atom mode leaves out"
+  if (cfg.training.checkpoint_every > 0)
+    out.emplace_back("training.checkpoint_every", "0 with training.mode atom (its peers write no checkpoints)");
+  for (std::size_t i = 0; i < cfg.faults.script.size(); ++i) {
+    auto a = cfg.faults.script[i].action;
+    if (a == actors::fault_action::double_count || a == actors::fault_action::actor_failure)
+      out.emplace_back("faults.script[" + std::to_string(i) + "].action",
+                       "crash, join, leave, slow_link or hang with training.mode atom");
+  }
+  return out;
+}
+
 int budget_capacity(const cluster_config& cfg, const actors::host_config& h) {
   if (h.role != actors::host_role::relay || h.memory_budget_mb <= 0)
     return h.capacity;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "app/config/cluster_config.hpp"
@@ -34,6 +35,12 @@ std::vector<actors::host_config> placed_hosts(const cluster_config& cfg);
 /// DT-FM's request for this config without its hosts: relay stages, an activation's and a
 /// relay stage's gradient bytes (fp32, 12 hidden^2 parameters per block), training.seed.
 routing::dtfm_request dtfm_request_for(const cluster_config& cfg);
+
+/// training.mode atom (docs/atom.md): every host becomes a whole-model peer training on data
+/// of its own, a data holder of the one stage it runs, whatever hosts[] declared.
+void make_atom(cluster_config& cfg);
+/// What atom mode cannot run in `cfg`, as (key, expectation) pairs; empty when nothing.
+std::vector<std::pair<std::string, std::string>> atom_refusals(const cluster_config& cfg);
 
 /// A host that comes online only through a join of the fault script, after iteration 0.
 bool joins_by_script(const cluster_config& cfg, const std::string& host);

@@ -5,6 +5,7 @@
 #include <iomanip>
 
 #include "app/cli.hpp"
+#include "app/config/derive.hpp"
 #include "app/run/compare_report.hpp"
 #include "app/run/embedded.hpp"
 #include "app/run/launch.hpp"
@@ -21,19 +22,33 @@ std::optional<routing::router_kind> router_named(const std::string& name) {
   return std::nullopt;
 }
 
+// The config as run `name`: a router of the pipeline, or atom (training.mode atom: every host
+// a whole-model peer, docs/atom.md).
+cluster_config variant(const cluster_config& cfg, const std::string& name) {
+  auto c = cfg;
+  if (name == "atom")
+    make_atom(c);
+  else
+    c.routing.router = *router_named(name);
+  return c;
+}
+
 } // namespace
 
 int run_compare(const cluster_config& cfg, const compare_options& opts, std::ostream& out, std::ostream& err) {
   namespace fs = std::filesystem;
   // Every router must be able to run the config, before any run starts.
   for (auto& name : opts.routers) {
-    auto kind = router_named(name);
-    if (!kind) {
+    if (name != "atom" && !router_named(name)) {
       err << "caf-gwtf: compare: unknown router '" << name << "'\n";
       return exit_code::usage;
     }
-    auto c = cfg;
-    c.routing.router = *kind;
+    auto c = variant(cfg, name);
+    if (auto refused = atom_refusals(c); name == "atom" && !refused.empty()) {
+      err << "caf-gwtf: compare: the config cannot run as atom: " << refused.front().first << ": expected "
+          << refused.front().second << "\n";
+      return exit_code::failure;
+    }
     if (auto why = runtime_refusal(c); !why.empty()) {
       err << "caf-gwtf: compare: the config cannot run with routing.router " << name << ": " << why << "\n";
       return exit_code::failure;
@@ -49,8 +64,7 @@ int run_compare(const cluster_config& cfg, const compare_options& opts, std::ost
   int total = static_cast<int>(opts.routers.size()) * opts.seeds, n = 0;
   for (int k = 0; k < opts.seeds; ++k) {
     for (auto& name : opts.routers) {
-      auto c = cfg;
-      c.routing.router = *router_named(name);
+      auto c = variant(cfg, name);
       c.training.seed = cfg.training.seed + static_cast<std::uint64_t>(k);
       auto stem = (fs::path(opts.out) / (name + "-seed" + std::to_string(c.training.seed))).string();
       c.training.loss_out = stem + ".csv";

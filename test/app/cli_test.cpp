@@ -122,10 +122,11 @@ TEST_CASE("cli: compare takes a config, its overrides, routers, seeds, --launch 
   CHECK(b.out == "d");
   CHECK(b.sets == std::vector<std::string>{"training.iterations=8", "faults.crash_rate=0.1"});
   CHECK(ok({"compare", "--config", "c", "--routers", "swarm"}).routers == std::vector<std::string>{"swarm"});
+  CHECK(ok({"compare", "--config", "c", "--routers", "gwtf,atom"}).routers == std::vector<std::string>{"gwtf", "atom"});
   CHECK(ok({"compare", "--help"}).action == cli_action::help);
   CHECK(fails({"compare"}) == "compare needs --config FILE (a cluster config: configs/compare.yaml)");
   CHECK(fails({"compare", "--config", "c", "--routers", "gwtf,centralized"})
-        == "--routers: expected gwtf or swarm, got 'centralized' (the simulator's other routers: caf-gwtf sim)");
+        == "--routers: expected gwtf, swarm or atom, got 'centralized' (the simulator's other routers: caf-gwtf sim)");
   CHECK(fails({"compare", "--config", "c", "--routers", "gwtf,gwtf"}) == "--routers: 'gwtf' given twice");
   CHECK(fails({"compare", "--config", "c", "--routers", "gwtf", "--routers", "swarm"}) == "--routers given twice");
   CHECK(fails({"compare", "--config", "c", "--seeds", "0"}) == "--seeds: expected a number of seeds from 1 to 100, got '0'");
