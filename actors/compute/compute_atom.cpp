@@ -53,10 +53,10 @@ void try_land(self_ptr self) {
   for (auto& who : *contributors) {
     auto v = a.values[r].find(who);
     auto* c = a.rounds->of(r, who);
+    digests.push_back(c ? c->keys_digest : 0); // one per contributor, as the driver reads them
     if (v == a.values[r].end() || !c || c->microbatches < 1)
       continue; // an empty contribution (a peer that trained nothing) weighs nothing
     in.emplace_back(c->microbatches, v->second);
-    digests.push_back(c->keys_digest);
   }
   auto last = a.rounds->iterations_of(r).second - 1;
   if (auto why = a.rounds->check(r, *contributors); !why.empty()) {
@@ -149,7 +149,8 @@ void atom_iteration(self_ptr self) {
         return;
       }
     for (auto& [id, stage] : st.peers)
-      a.rounds->member(id, a.rounds->round_of(a.next));
+      if (stage == 0) // a joiner still loading (-1) is named by the peer that serves it
+        a.rounds->member(id, a.rounds->round_of(a.next));
     a.started = true;
   }
   if (a.pending && (!overlapped(st) || a.rounds->ends_round(a.next) || a.next + 1 >= spec.end_iteration()))
@@ -256,12 +257,18 @@ void serve_average(self_ptr self, const std::string& from, const wire::state_req
   auto& a = st.atom;
   auto next = a.pending ? *a.pending + 1 : a.landed ? *a.landed + 1 : 0; // the next round it contributes
   auto last = a.rounds->round_of(st.ctx->spec->end_iteration() - 1);
-  if (!st.ready || r.checkpoint || r.stage != 0 || next >= last) { // none here, or no round left to join
+  if (!st.ready || r.checkpoint || r.stage != 0) { // none here
     st.ctx->send(self, from, service::stage, wire::state_chunk{r.transfer_id, r.stage, 0, 0, {}});
     return;
   }
+  if (next > last) { // the run's last average landed here: the joiner takes it and is done
+    send_state(self, from, r.transfer_id);
+    return;
+  }
+  // No round left to train after `next` (the last): the joiner gets its average all the same.
   a.joiners[from] = {next + 1, r.transfer_id};
-  a.rounds->member(from, next + 1);
+  if (next < last)
+    a.rounds->member(from, next + 1);
 }
 
 void ask_average(self_ptr self) {
@@ -307,8 +314,8 @@ void on_average_chunk(self_ptr self, const std::string& from, const wire::state_
   std::memcpy(&magic, a.download.data(), 4);
   std::memcpy(&round, a.download.data() + 8, 8);
   auto rounds_total = a.rounds->round_of(st.ctx->spec->end_iteration() - 1);
-  if (magic != atom_state_magic || round >= rounds_total) {
-    report_failure(self, "atom average from " + from + ": not an average of a round before the last");
+  if (magic != atom_state_magic || round > rounds_total) {
+    report_failure(self, "atom average from " + from + ": not an average of one of the run's rounds");
     a.source.clear();
     self->delayed_send(self, std::chrono::milliseconds(200), fetch_atom::value);
     return;
@@ -331,12 +338,16 @@ void on_average_chunk(self_ptr self, const std::string& from, const wire::state_
   st.current = a.next;
   a.started = true;
   for (auto& [id, stage] : st.peers)
-    a.rounds->member(id, round + 1);
+    if (stage == 0) // another joiner still loading is named by the peer that serves it
+      a.rounds->member(id, round + 1);
   st.ready = true;
   self->send(st.supervisor, stage_atom::value, std::int32_t{0}); // its peers see it loaded
   tell(self, st.ctx->reporter, joined_atom::value, me(st), a.next, static_cast<std::uint64_t>(a.download.size()));
   a.download.clear();
   a.download.shrink_to_fit();
+  if (round == a.rounds->round_of(st.ctx->spec->end_iteration() - 1)) // the run's last average: nothing left to train
+    tell(self, st.ctx->reporter, applied_atom::value, me(st), std::uint32_t{0}, st.ctx->spec->end_iteration() - 1,
+         average_hash(avg));
   schedule(self);
 }
 
