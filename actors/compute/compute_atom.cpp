@@ -261,11 +261,15 @@ void serve_average(self_ptr self, const std::string& from, const wire::state_req
     st.ctx->send(self, from, service::stage, wire::state_chunk{r.transfer_id, r.stage, 0, 0, {}});
     return;
   }
-  if (next > last) { // the run's last average landed here: the joiner takes it and is done
+  if (!a.pending && a.landed && *a.landed == last) { // the run's last average landed here: take it, done
     send_state(self, from, r.transfer_id);
     return;
   }
-  // No round left to train after `next` (the last): the joiner gets its average all the same.
+  if (next > last) { // the last round is contributed and lands soon: its average is the joiner's
+    a.joiners[from] = {last + 1, r.transfer_id};
+    return;
+  }
+  // No round left to train after `next` if it is the last: the joiner gets its average all the same.
   a.joiners[from] = {next + 1, r.transfer_id};
   if (next < last)
     a.rounds->member(from, next + 1);
