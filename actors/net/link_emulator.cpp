@@ -54,34 +54,42 @@ std::optional<routing::link_params> link_emulator::link(const std::string& from,
   return p;
 }
 
-std::optional<double> link_emulator::deliver_at(const std::string& from, const std::string& to,
-                                                std::size_t bytes, double now) {
+double link_emulator::queue::carry(double bits, double mbps, double now, peer_framing::lane lane) {
+  auto bps = mbps * 1e6;
+  auto t = bits / bps;
+  if (lane == peer_framing::bulk) {
+    bulk_until = std::max({now, bulk_until, control_until}) + t;
+    return bulk_until;
+  }
+  // The bulk fragment on the wire finishes first (node mode's sender interleaves the lanes at
+  // fragment boundaries, control first); the bulk still queued waits for these bytes.
+  auto fragment = std::min(static_cast<double>(peer_framing::fragment_bytes) * 8.0 / bps, std::max(0.0, bulk_until - now));
+  control_until = std::max(now + fragment, control_until) + t;
+  bulk_until = bulk_until > now ? bulk_until + t : control_until;
+  return control_until;
+}
+
+std::optional<double> link_emulator::deliver_at(const std::string& from, const std::string& to, std::size_t bytes,
+                                                double now, peer_framing::lane lane) {
   auto p = path(from, to);
   if (!p)
     return std::nullopt;
   auto bits = static_cast<double>(bytes) * 8.0;
   // Each of the link and the two cards is a queue of its own (0 Mbit/s: unlimited).
-  auto carry = [&](double& busy, double mbps) {
-    if (!(mbps > 0))
-      return now;
-    busy = std::max(now, busy) + bits / (mbps * 1e6);
-    return busy;
-  };
-  double end = carry(busy_until_[{from, to}], p->bandwidth_mbps);
+  auto carry = [&](queue& q, double mbps) { return mbps > 0 ? q.carry(bits, mbps, now, lane) : now; };
+  double end = carry(links_[{from, to}], p->bandwidth_mbps);
   if (auto c = cards_.find(from); c != cards_.end())
-    end = std::max(end, carry(c->second.up_busy_until, c->second.uplink_mbps));
+    end = std::max(end, carry(c->second.up, c->second.uplink_mbps));
   if (auto c = cards_.find(to); c != cards_.end())
-    end = std::max(end, carry(c->second.down_busy_until, c->second.downlink_mbps));
+    end = std::max(end, carry(c->second.down, c->second.downlink_mbps));
   return end + p->latency_ms / 1000.0;
 }
 
-double link_emulator::receive_at(const std::string& host, std::size_t bytes, double now) {
+double link_emulator::receive_at(const std::string& host, std::size_t bytes, double now, peer_framing::lane lane) {
   auto c = cards_.find(host);
   if (c == cards_.end() || !(c->second.downlink_mbps > 0))
     return now;
-  auto& busy = c->second.down_busy_until;
-  busy = std::max(now, busy) + static_cast<double>(bytes) * 8.0 / (c->second.downlink_mbps * 1e6);
-  return busy;
+  return c->second.down.carry(static_cast<double>(bytes) * 8.0, c->second.downlink_mbps, now, lane);
 }
 
 } // namespace gwtf::actors

@@ -1,6 +1,7 @@
 // The emulated network of the embedded cluster: every inter-host frame waits for its link
-// (actors/net/link_emulator.hpp), scaled by emulation.time_scale, then reaches the registered
-// actor of its destination. Frames to hosts that are gone are dropped, as TCP would.
+// (actors/net/link_emulator.hpp) in its lane (peer_framing::lane_of: the stages' frames bulk,
+// heartbeats, probes and flows control, as node mode's connections carry them), scaled by
+// emulation.time_scale, then reaches the registered actor of its destination. Frames to hosts that are gone are dropped, as TCP would.
 #include <chrono>
 #include <map>
 
@@ -59,7 +60,8 @@ link_actor::behavior_type link_layer(link_actor::stateful_pointer<link_state> se
       }
       double now_emu = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.start).count()
                        / st.time_scale;
-      auto at = st.emu->deliver_at(from, to, frame.bytes.size(), now_emu);
+      auto lane = lane_of(svc, frame);
+      auto at = st.emu->deliver_at(from, to, frame.bytes.size(), now_emu, lane);
       if (!at) {
         self->send(it->second, deliver_atom::value, from, std::move(frame));
         return;

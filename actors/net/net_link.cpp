@@ -153,16 +153,11 @@ void forward(self_ptr self, const std::string& to, std::int32_t svc, wire_frame&
   if (!conn)
     return; // not connected (down, or not yet found): lost, as on a real network
   auto& me = st.opts.self.name;
-  // A LEAVE or a RESTORE must not overtake what this host sent the peer before it (its last
-  // gradient share: a peer that heard the LEAVE first would wait for that share in vain).
-  bool behind_bulk = false;
-  if (svc == static_cast<std::int32_t>(service::membership)) {
-    auto kind = wire::peek_kind(frame.bytes.data(), frame.bytes.size());
-    behind_bulk = kind == "leave" || kind == "restore";
-  }
+  auto lane = lane_of(svc, frame);
+  bool behind_bulk = lane == peer_framing::bulk && peer_framing::lane_of(svc) == peer_framing::control; // a LEAVE, a RESTORE
   if (st.emu && st.opts.time_scale > 0) {
     double now = std::chrono::duration<double>(clock::now() - st.start).count() / st.opts.time_scale;
-    if (auto at = st.emu->deliver_at(me, to, frame.bytes.size(), now)) {
+    if (auto at = st.emu->deliver_at(me, to, frame.bytes.size(), now, lane)) {
       auto delay = std::chrono::microseconds(
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>((*at - now) * st.opts.time_scale)));
       if (behind_bulk)
@@ -259,7 +254,8 @@ net_link_actor::behavior_type running(self_ptr self) {
         return; // that service is restarting: lost, and recovered like any lost frame
       if (st.emu && st.opts.time_scale > 0) { // this host's emulated downlink (hosts[0].downlink_mbit)
         double now = std::chrono::duration<double>(clock::now() - st.start).count() / st.opts.time_scale;
-        double at = st.emu->receive_at(st.opts.self.name, frame.bytes.size(), now);
+        auto lane = lane_of(svc, frame);
+        double at = st.emu->receive_at(st.opts.self.name, frame.bytes.size(), now, lane);
         if (at > now) {
           auto delay = std::chrono::duration_cast<std::chrono::microseconds>(
             std::chrono::duration<double>((at - now) * st.opts.time_scale));

@@ -1,8 +1,18 @@
 #include "actors/net/wire_frame.hpp"
 
+#include "actors/atoms.hpp"
 #include "actors/errors.hpp"
 
 namespace gwtf::actors {
+
+peer_framing::lane lane_of(std::int32_t svc, const wire_frame& frame) {
+  if (svc == static_cast<std::int32_t>(service::membership)) {
+    auto kind = wire::peek_kind(frame.bytes.data(), frame.bytes.size());
+    if (kind == "leave" || kind == "restore")
+      return peer_framing::bulk;
+  }
+  return peer_framing::lane_of(svc);
+}
 
 wire_frame make_frame(const wire::message& msg) {
   return wire_frame{wire::encode(msg)};

@@ -10,6 +10,7 @@
 #include <caf/expected.hpp>
 #include <caf/meta/type_name.hpp>
 
+#include "actors/net/peer_framing.hpp"
 #include "messages/codec.hpp"
 
 namespace gwtf::actors {
@@ -24,6 +25,12 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, wire_frame& x) {
   return f(caf::meta::type_name("gwtf::wire_frame"), x.bytes);
 }
+
+/// The lane of one frame of `service` (peer_framing::lane_of), except a membership LEAVE or
+/// RESTORE, which goes bulk so that it does not overtake what its host sent the peer before
+/// it (its last gradient share: a peer that heard the LEAVE first would wait for that share
+/// in vain). The transport and the emulated network (actors/net/link_emulator.hpp) both ask.
+peer_framing::lane lane_of(std::int32_t service, const wire_frame& frame);
 
 /// Encodes a message into a frame.
 wire_frame make_frame(const wire::message& msg);

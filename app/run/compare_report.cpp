@@ -99,8 +99,39 @@ compare_stats stats_of(const compare_run& r) {
   return s;
 }
 
+namespace {
+// The mean loss of rows [end - loss_window, end) (fewer at the start).
+double trailing_loss(const std::vector<iteration_row>& rows, std::size_t end) {
+  auto begin = end > loss_window ? end - loss_window : 0;
+  double sum = 0;
+  for (auto k = begin; k < end; ++k)
+    sum += rows[k].loss;
+  return end > begin ? sum / static_cast<double>(end - begin) : 0;
+}
+} // namespace
+
+double common_loss(const std::vector<compare_run>& runs) {
+  double out = 0;
+  for (auto& r : runs)
+    if (!r.rows.empty())
+      out = std::max(out, trailing_loss(r.rows, r.rows.size()));
+  return out;
+}
+
+double seconds_to_loss(const compare_run& r, double target) {
+  double t = 0;
+  for (std::size_t k = 0; k < r.rows.size(); ++k) {
+    if (r.rows[k].iteration >= 1)
+      t += r.rows[k].seconds;
+    if (trailing_loss(r.rows, k + 1) <= target)
+      return t;
+  }
+  return -1;
+}
+
 std::vector<router_summary> summarize(const std::vector<compare_run>& runs) {
   std::vector<router_summary> out;
+  auto target = common_loss(runs);
   for (auto& name : routers_of(runs)) {
     router_summary s;
     s.router = name;
@@ -115,6 +146,7 @@ std::vector<router_summary> summarize(const std::vector<compare_run>& runs) {
       s.tokens_per_s += st.tokens_per_s;
       s.final_loss += st.final_loss;
       s.averaging_fraction += st.averaging_fraction;
+      s.to_loss_s += seconds_to_loss(r, target);
       s.crashes += r.crashes;
       compute += r.compute_s;
       wasted += r.wasted_s;
@@ -126,6 +158,8 @@ std::vector<router_summary> summarize(const std::vector<compare_run>& runs) {
     s.tokens_per_s /= s.runs;
     s.final_loss /= s.runs;
     s.averaging_fraction /= s.runs;
+    s.target_loss = target;
+    s.to_loss_s /= s.runs;
     s.crashes /= s.runs;
     s.wasted_fraction = compute > 0 ? wasted / compute : 0;
     s.p50_s = quantile(secs, 0.5);
@@ -139,22 +173,27 @@ std::string compare_table(const std::vector<router_summary>& s) {
   std::ostringstream o;
   o << std::left << std::setw(8) << "router" << std::right << std::setw(6) << "runs" << std::setw(11) << "tokens/s"
     << std::setw(10) << "p50 s" << std::setw(10) << "p90 s" << std::setw(11) << "averaging" << std::setw(10)
-    << "wasted" << std::setw(9) << "crashes" << std::setw(12) << "final loss" << std::setw(12) << "violations" << "\n";
+    << "wasted" << std::setw(9) << "crashes" << std::setw(12) << "final loss" << std::setw(11) << "to loss s"
+    << std::setw(12) << "violations" << "\n";
   for (auto& r : s)
     o << std::left << std::setw(8) << r.router << std::right << std::setw(6)
       << (std::to_string(r.completed) + "/" + std::to_string(r.runs)) << std::fixed << std::setprecision(0)
       << std::setw(11) << r.tokens_per_s << std::setprecision(3) << std::setw(10) << r.p50_s << std::setw(10)
       << r.p90_s << std::setprecision(1) << std::setw(10) << 100 * r.averaging_fraction << "%" << std::setprecision(2)
       << std::setw(9) << 100 * r.wasted_fraction << "%" << std::setprecision(1)
-      << std::setw(9) << r.crashes << std::setprecision(4) << std::setw(12) << r.final_loss << std::setw(12)
-      << r.violations + r.disagreements << "\n";
+      << std::setw(9) << r.crashes << std::setprecision(4) << std::setw(12) << r.final_loss << std::setprecision(1)
+      << std::setw(11) << r.to_loss_s << std::setw(12) << r.violations + r.disagreements << "\n";
+  if (!s.empty())
+    o << std::setprecision(4) << "to loss s: wall seconds (iterations 1..) until the mean loss of " << loss_window
+      << " iterations first is at most " << s[0].target_loss << ", the highest any run ended at\n";
   for (std::size_t k = 1; k < s.size(); ++k) {
     auto& a = s[0];
     auto& b = s[k];
     o << std::setprecision(2) << a.router << " / " << b.router << ": tokens/s "
       << (b.tokens_per_s > 0 ? a.tokens_per_s / b.tokens_per_s : 0) << "x, p50 iteration time "
       << (b.p50_s > 0 ? a.p50_s / b.p50_s : 0) << "x, final loss " << std::setprecision(4)
-      << (b.final_loss > 0 ? a.final_loss / b.final_loss : 0) << "x\n";
+      << (b.final_loss > 0 ? a.final_loss / b.final_loss : 0) << "x, time to loss " << std::setprecision(2)
+      << (b.to_loss_s > 0 ? a.to_loss_s / b.to_loss_s : 0) << "x\n";
   }
   return o.str();
 }
@@ -162,13 +201,15 @@ std::string compare_table(const std::vector<router_summary>& s) {
 std::string compare_csv(const std::vector<compare_run>& runs) {
   std::ostringstream o;
   o << "router,seed,completed,iterations,train_s,tokens_per_s,iteration_p50_s,iteration_p90_s,wasted_fraction,"
-       "crashes,final_loss,exactly_once_violations,replica_disagreements,averaging_fraction\n";
+       "crashes,final_loss,exactly_once_violations,replica_disagreements,averaging_fraction,seconds_to_common_loss\n";
   o << std::setprecision(9);
+  auto target = common_loss(runs);
   for (auto& r : runs) {
     auto s = stats_of(r);
     o << r.router << "," << r.seed << "," << (r.completed ? 1 : 0) << "," << r.rows.size() << "," << s.train_s
       << "," << s.tokens_per_s << "," << s.p50_s << "," << s.p90_s << "," << s.wasted_fraction << "," << r.crashes
-      << "," << s.final_loss << "," << r.violations << "," << r.disagreements << "," << s.averaging_fraction << "\n";
+      << "," << s.final_loss << "," << r.violations << "," << r.disagreements << "," << s.averaging_fraction << ","
+      << seconds_to_loss(r, target) << "\n";
   }
   return o.str();
 }

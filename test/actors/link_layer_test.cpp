@@ -8,7 +8,9 @@
 
 #include <caf/all.hpp>
 
+#include "actors/atoms.hpp"
 #include "actors/net/link_layer.hpp"
+#include "actors/net/wire_frame.hpp"
 #include "doctest/doctest.h"
 
 using namespace gwtf::actors;
@@ -62,4 +64,17 @@ TEST_CASE("the embedded link layer delivers to the registered (host, service) on
     .receive([&](const std::string& answer) { why = answer; }, [&](caf::error& e) { why = "error: " + to_string(e); });
   CHECK(why.find("front") != std::string::npos);
   caf::anon_send_exit(link, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("a host's LEAVE and RESTORE travel in the bulk lane behind its shares, its gossip in the control lane ahead of them") {
+  auto membership = static_cast<std::int32_t>(service::membership);
+  CHECK(lane_of(membership, make_frame(gwtf::wire::leave{"r2", 7, true})) == peer_framing::bulk);
+  gwtf::wire::restore r;
+  r.stage = 1;
+  r.restorer = "r1";
+  r.decided_by = "r2";
+  CHECK(lane_of(membership, make_frame(r)) == peer_framing::bulk);
+  CHECK(lane_of(membership, make_frame(gwtf::wire::gossip{})) == peer_framing::control);
+  CHECK(lane_of(static_cast<std::int32_t>(service::probe), make_frame(gwtf::wire::gossip{})) == peer_framing::control);
+  CHECK(lane_of(static_cast<std::int32_t>(service::stage), make_frame(gwtf::wire::gossip{})) == peer_framing::bulk);
 }

@@ -480,6 +480,35 @@ TEST_CASE("link emulator: in node mode a host emulates its own downlink on what 
   CHECK(e.receive_at("nobody", 1'000'000, 9.0) == 9.0);
 }
 
+TEST_CASE("link emulator: a control frame waits for one bulk fragment, not for the shares queued before it") {
+  // x -> y at 8 Mbit/s (1 MB/s) through x's 8 Mbit/s card. 2 MB of bulk (a gradient share)
+  // go at 0; a 100-byte heartbeat at 0.5 s waits for the 64 KiB fragment on the wire (at most
+  // 0.065536 s) and its own bytes, on the link and the card alike; the bulk behind it yields
+  // both for its 100 bytes, and what is sent after it queues as before.
+  routing::network_matrix m;
+  m.name = "t";
+  m.regions = {"a", "b"};
+  m.latency_ms = {{0, 10}, {10, 0}};
+  m.bandwidth_mbps = {{1000, 8}, {8, 1000}};
+  link_emulator e{m};
+  REQUIRE(e.place("x", "a"));
+  REQUIRE(e.place("y", "b"));
+  e.limit("x", 8, 0);
+  const double fragment = 65536.0 / 1e6, beat = 100.0 / 1e6;
+  CHECK(*e.deliver_at("x", "y", 2'000'000, 0.0) == doctest::Approx(2.0 + 0.010));
+  auto hb = *e.deliver_at("x", "y", 100, 0.5, peer_framing::control);
+  CHECK(hb == doctest::Approx(0.5 + fragment + beat + 0.010));
+  CHECK(*e.deliver_at("x", "y", 100, 0.5, peer_framing::control) == doctest::Approx(hb + beat)); // control keeps its order
+  CHECK(*e.deliver_at("x", "y", 1'000'000, 0.5) == doctest::Approx(3.0 + 2 * beat + 0.010));
+  // An idle link: a control frame goes at once, and bulk after it waits for it.
+  CHECK(*e.deliver_at("y", "x", 1'000'000, 10.0, peer_framing::control) == doctest::Approx(11.0 + 0.010));
+  CHECK(*e.deliver_at("y", "x", 1'000'000, 10.0) == doctest::Approx(12.0 + 0.010));
+  // Node mode's downlink has the same two lanes.
+  e.limit("y", 0, 8);
+  CHECK(e.receive_at("y", 1'000'000, 20.0) == doctest::Approx(21.0));
+  CHECK(e.receive_at("y", 100, 20.1, peer_framing::control) == doctest::Approx(20.1 + fragment + beat));
+}
+
 TEST_CASE("state download: chunks of the transfer in progress fill the blob, others are ignored") {
   using outcome = state_download::outcome;
   state_download d;

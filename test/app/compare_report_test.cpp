@@ -63,7 +63,7 @@ TEST_CASE("compare: the averaging's share is the aggregation of iterations 0.. o
   auto sum = summarize({r, run("gwtf", 2, {1, 1}, 2.0)});
   CHECK(sum[0].averaging_fraction == doctest::Approx((3.0 / 8 + 0) / 2));
   CHECK(compare_table(sum).find("  18.8%") != std::string::npos);
-  CHECK(compare_csv({r}).find(",0.375\n") != std::string::npos);
+  CHECK(compare_csv({r}).find(",0.375,8\n") != std::string::npos); // its own loss: reached at its end
 }
 
 TEST_CASE("compare: routers are summed over their seeds in the order the runs name them, with ratios to the first") {
@@ -91,7 +91,34 @@ TEST_CASE("compare: routers are summed over their seeds in the order the runs na
   CHECK(table.find("\nswarm      1/2") != std::string::npos);
   auto csv = compare_csv(runs);
   CHECK(count(csv, "\n") == 5);
-  CHECK(csv.find("\nswarm,2,0,3,8,250,2,6,0.1,2,2.8,1,0,0\n") != std::string::npos);
+  // the common loss: swarm 2's last 3 (5, 5, 2.8) average 4.2667; every run's first
+  // iteration (loss 5, window of 1) is above it, its second (window 5, 5) too
+  CHECK(csv.find("\nswarm,2,0,3,8,250,2,6,0.1,2,2.8,1,0,0,8\n") != std::string::npos);
+}
+
+TEST_CASE("compare: routers that update on different batches compare by their time to the loss every run reached") {
+  auto with_losses = [](const std::string& router, std::vector<double> seconds, std::vector<double> losses) {
+    auto r = run(router, 1, seconds, 0);
+    for (std::size_t i = 0; i < losses.size(); ++i)
+      r.rows[i].loss = losses[i];
+    return r;
+  };
+  // Means of the last 5 losses: a 5, 4.5, 4, 3.5, 3, 2.2, 1.6; b 5 x 5, 4.6, 4.2.
+  auto a = with_losses("gwtf", {9, 1, 1, 1, 1, 1, 1}, {5, 4, 3, 2, 1, 1, 1});
+  auto b = with_losses("atom", {9, 2, 2, 2, 2, 2, 2}, {5, 5, 5, 5, 5, 3, 3});
+  CHECK(common_loss({a, b}) == doctest::Approx(4.2));
+  CHECK(seconds_to_loss(a, 4.2) == doctest::Approx(2));  // its third iteration: 4; iteration 0 not counted
+  CHECK(seconds_to_loss(b, 4.2) == doctest::Approx(12)); // its last
+  CHECK(seconds_to_loss(a, 1.0) == -1);                  // never
+  CHECK(seconds_to_loss(a, 5.0) == 0);                   // at iteration 0
+  auto s = summarize({a, b});
+  CHECK(s[0].target_loss == doctest::Approx(4.2));
+  CHECK(s[0].to_loss_s == doctest::Approx(2));
+  CHECK(s[1].to_loss_s == doctest::Approx(12));
+  auto table = compare_table(s);
+  CHECK(table.find("time to loss 0.17x") != std::string::npos);
+  CHECK(table.find("at most 4.2000") != std::string::npos);
+  CHECK(compare_csv({a, b}).find(",12\n") != std::string::npos);
 }
 
 TEST_CASE("compare: the plots draw one line per run and one legend entry per router") {
