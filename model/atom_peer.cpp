@@ -18,7 +18,7 @@ outcome<double> atom_peer::step(std::int64_t iteration) { return pipeline_.apply
 
 std::vector<torch::Tensor> atom_peer::tensors() const {
   std::vector<torch::Tensor> out;
-  auto& p = const_cast<local_pipeline&>(pipeline_); // at() is not const; nothing changes here
+  auto& p = pipeline_;
   for (int s = 0; s < p.stages(); ++s)
     for (auto& n : p.at(s).parameters())
       out.push_back(n.tensor);
@@ -51,7 +51,7 @@ outcome<bool> atom_peer::land(const torch::Tensor& average, const torch::Tensor&
 }
 
 std::vector<std::uint8_t> atom_peer::export_state() const {
-  auto& p = const_cast<local_pipeline&>(pipeline_);
+  auto& p = pipeline_;
   std::vector<std::uint8_t> out;
   for (int s = 0; s < p.stages(); ++s) {
     auto blob = p.at(s).export_state();
@@ -116,7 +116,7 @@ std::int64_t atom_peer::parameter_count() const {
 }
 
 std::uint64_t atom_peer::weights_hash() const {
-  auto& p = const_cast<local_pipeline&>(pipeline_);
+  auto& p = pipeline_;
   std::uint64_t h = 1469598103934665603ull;
   for (int s = 0; s < p.stages(); ++s) {
     h ^= p.at(s).weights_hash();
@@ -126,7 +126,7 @@ std::uint64_t atom_peer::weights_hash() const {
 }
 
 int atom_peer::resident_blocks() const {
-  auto& p = const_cast<local_pipeline&>(pipeline_);
+  auto& p = pipeline_;
   int n = 0;
   for (int s = 1; s < p.stages(); ++s)
     n += p.at(s).resident_blocks();

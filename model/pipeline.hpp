@@ -22,6 +22,7 @@ public:
 
   /// Stage s.
   stage& at(int s) { return stages_.at(static_cast<std::size_t>(s)); }
+  const stage& at(int s) const { return stages_.at(static_cast<std::size_t>(s)); }
 
   /// Forward 0 -> 1 -> ... -> S-1 -> head, then backward back to the embedding.
   outcome<double> run_microbatch(std::uint64_t mb, const microbatch_tokens& tokens);

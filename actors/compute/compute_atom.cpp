@@ -3,9 +3,10 @@
 // budget) on the microbatches of its own data-holder index, one local step per iteration, and
 // at the end of each round (actors/core/atom_rounds: every training.atom.sync_every steps)
 // sends its parameters to every live peer as a whole GRADIENT_CHUNK share (fp32, in chunks).
-// A round lands once every live member's parameters are in: their average, weighted by
-// microbatches, plus this peer's steps since it sent (training.averaging overlap: the next
-// round trains meanwhile; sync: it waits). A joiner asks a peer for the state (STATE_REQUEST);
+// A round is complete once every live member's parameters are in; the peer tells the others
+// whose it holds (NORM_SHARE), and lands what every live contributor holds: their average,
+// weighted by microbatches, plus this peer's steps since it sent (training.averaging
+// overlap: the next round trains meanwhile; sync: it waits). A joiner asks a peer for the state (STATE_REQUEST);
 // the peer names it as a member from the round after its next contribution (in that
 // contribution: every peer learns it before it can complete that round), and answers once
 // that round landed: its average and the peer's optimizer state (STATE_CHUNKs).
@@ -38,16 +39,37 @@ void schedule(self_ptr self) {
   self->send(self, start_atom::value);
 }
 
-// Round r is complete here: its average lands (exactly-once checked, reported, hashed).
+// Round r is complete here: this peer tells every peer whose parameters it holds (a NORM_SHARE
+// of stage 0: the round's last iteration, the contributors as holders), then lands what
+// every live contributor holds: its average (exactly-once checked, reported, hashed).
 void try_land(self_ptr self) {
   auto& st = self->state;
   auto& a = st.atom;
   if (!a.pending)
     return;
   auto r = *a.pending;
-  auto contributors = a.rounds->complete(r);
+  auto last = a.rounds->iterations_of(r).second - 1;
+  if (!a.announced) {
+    auto complete = a.rounds->complete(r);
+    if (!complete)
+      return;
+    a.announced = *complete;
+    wire::norm_share holds{last, 0, 0, {}};
+    for (auto& who : *complete) {
+      auto* c = a.rounds->of(r, who);
+      holds.holders.push_back({who, static_cast<std::uint32_t>(c ? std::max<std::int64_t>(0, c->microbatches) : 0)});
+    }
+    for (auto& [id, stage] : st.peers) // the live peers that train (a loading joiner is in later rounds)
+      if (stage == 0)
+        st.ctx->send(self, id, service::stage, holds);
+  }
+  auto contributors = a.rounds->agreed(r, *a.announced);
   if (!contributors)
     return;
+  for (auto& who : *a.announced)
+    if (!std::binary_search(contributors->begin(), contributors->end(), who))
+      report_note(self, "atom round " + std::to_string(r) + ": " + who
+                          + "'s parameters are left out (it went down before every live peer had them)");
   std::vector<std::pair<std::int64_t, torch::Tensor>> in;
   std::vector<std::uint64_t> digests;
   for (auto& who : *contributors) {
@@ -58,7 +80,6 @@ void try_land(self_ptr self) {
       continue; // an empty contribution (a peer that trained nothing) weighs nothing
     in.emplace_back(c->microbatches, v->second);
   }
-  auto last = a.rounds->iterations_of(r).second - 1;
   if (auto why = a.rounds->check(r, *contributors); !why.empty()) {
     ++st.metrics.exactly_once_violations;
     report_failure(self, "exactly-once: atom round " + std::to_string(r) + ": " + why);
@@ -77,6 +98,7 @@ void try_land(self_ptr self) {
   a.last_average = average;
   a.landed = r;
   a.pending.reset();
+  a.announced.reset();
   a.rounds->close(r);
   a.values.erase(a.values.begin(), a.values.upper_bound(r));
   a.sent.erase(a.sent.begin(), a.sent.upper_bound(r));
@@ -120,6 +142,12 @@ void contribute(self_ptr self, std::uint64_t r) {
   for (auto& [id, stage] : st.peers)
     if (st.gone.count(id) == 0)
       to.push_back(id);
+  if (st.armed == "averaging") { // an injected crash while sending: only the first half get them
+    to.resize(to.size() / 2);
+    send_share_chunks(self, to, whole);
+    crash_now(self, "averaging");
+    return;
+  }
   send_share_chunks(self, to, whole);
   a.keys.clear();
   a.trained_from = a.next;
@@ -355,6 +383,19 @@ void on_average_chunk(self_ptr self, const std::string& from, const wire::state_
   schedule(self);
 }
 
+// What a peer holds for a round it completed (try_land).
+void on_holds(self_ptr self, const std::string& from, const wire::norm_share& m) {
+  auto& st = self->state;
+  auto& a = st.atom;
+  if (m.stage != 0 || !a.rounds->ends_round(m.iteration) || m.holders.size() > roster(st).size())
+    return;
+  std::vector<std::string> names;
+  for (auto& h : m.holders)
+    names.push_back(h.holder);
+  a.rounds->holds(from, a.rounds->round_of(m.iteration), std::move(names));
+  try_land(self);
+}
+
 // A peer is down: no round waits for it, a joiner it was is served no more, a download
 // from it goes to another peer.
 void peer_gone(self_ptr self, const std::string& id) {
@@ -415,6 +456,8 @@ compute_actor::behavior_type atom_behaviour(self_ptr self) {
         serve_average(self, from, *r);
       else if (auto* sc = std::get_if<wire::state_chunk>(&*msg))
         on_average_chunk(self, from, *sc);
+      else if (auto* n = std::get_if<wire::norm_share>(&*msg))
+        on_holds(self, from, *n);
       else if (!std::holds_alternative<wire::iteration_done>(*msg) && !std::holds_alternative<wire::replica_hash>(*msg))
         report_failure(self, std::string{"unexpected "} + wire::kind_name(*msg) + " from " + from + " (atom mode)");
     },

@@ -213,6 +213,9 @@ struct atom_state {
   std::uint64_t trained_from = 0;       ///< the first iteration since this peer's last contribution
   std::vector<std::uint64_t> keys;      ///< the microbatch keys trained since then
   std::optional<std::uint64_t> pending; ///< the round contributed and not landed yet
+  /// The contributors this peer holds for the pending round, told to its peers once complete
+  /// (atom_rounds::holds: what every live peer holds is what lands).
+  std::optional<std::vector<std::string>> announced;
   std::map<std::uint64_t, torch::Tensor> sent; ///< its contribution, per round
   /// The contributions' parameters per round and peer (this peer's too), until the round lands.
   std::map<std::uint64_t, std::map<std::string, torch::Tensor>> values;

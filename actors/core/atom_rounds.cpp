@@ -1,6 +1,7 @@
 #include "actors/core/atom_rounds.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 #include "actors/core/key_digest.hpp"
 
@@ -109,9 +110,37 @@ std::string atom_rounds::check(std::uint64_t r, const std::vector<std::string>& 
   return {};
 }
 
+void atom_rounds::holds(const std::string& who, std::uint64_t r, std::vector<std::string> contributors) {
+  if (r < open_from_ || r > open_from_ + 2 || std::find(roster_.begin(), roster_.end(), who) == roster_.end())
+    return;
+  std::sort(contributors.begin(), contributors.end());
+  contributors.erase(std::unique(contributors.begin(), contributors.end()), contributors.end());
+  holds_[r][who] = std::move(contributors);
+}
+
+std::optional<std::vector<std::string>> atom_rounds::agreed(std::uint64_t r, const std::vector<std::string>& mine) const {
+  if (r < open_from_)
+    return std::nullopt;
+  auto out = mine;
+  std::sort(out.begin(), out.end());
+  auto round = holds_.find(r);
+  for (auto& who : mine) {
+    if (who == me_ || members_.count(who) == 0)
+      continue; // down since it contributed: not waited for, its announcement not needed
+    if (round == holds_.end() || round->second.count(who) == 0)
+      return std::nullopt;
+    auto& theirs = round->second.at(who);
+    std::vector<std::string> both;
+    std::set_intersection(out.begin(), out.end(), theirs.begin(), theirs.end(), std::back_inserter(both));
+    out = std::move(both);
+  }
+  return out;
+}
+
 void atom_rounds::close(std::uint64_t r) {
   open_from_ = std::max(open_from_, r + 1);
   in_.erase(in_.begin(), in_.upper_bound(r));
+  holds_.erase(holds_.begin(), holds_.upper_bound(r));
 }
 
 } // namespace gwtf::actors

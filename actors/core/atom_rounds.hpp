@@ -5,11 +5,12 @@
 // peer's index in the roster) and take a local step per iteration; after the last iteration
 // of round r (every `sync_every`, and the run's last) each sends its parameters with what it
 // trained since its last average; the round is complete at a peer once its own and every
-// live member's contribution are in. A crashed peer is not waited for (what it sent stays
-// in); a joiner is a member from the round a serving peer named (compute_atom.cpp). Peers
-// that completed a round over different contributors (a death seen at different moments)
-// hold different averages: the driver tells them apart by the average's hash; no repair yet
-// (docs/atom.md, "What atom mode leaves out").
+// live member's contribution are in. A crashed peer is not waited for; a joiner is a member
+// from the round a serving peer named (compute_atom.cpp). A peer that crashed while sending
+// reached some peers and not others: so before a round lands every peer tells the others
+// whose parameters it holds, and each lands the contributors that every live contributor
+// holds (agreed(): the crashed peer's parameters that reached only some are left out
+// everywhere, as a crashed peer is from the next round on).
 #pragma once
 
 #include <cstdint>
@@ -71,6 +72,15 @@ public:
   /// else what is wrong, naming the peer.
   std::string check(std::uint64_t r, const std::vector<std::string>& contributors) const;
 
+  /// `who` holds the parameters of `contributors` for round `r` (what it announced once the
+  /// round was complete there). Ignored when `who` is not in the roster or `r` is not among
+  /// the open rounds (at most three: the one landing, the next, one more).
+  void holds(const std::string& who, std::uint64_t r, std::vector<std::string> contributors);
+  /// Round `r` as every live peer lands it: `mine` (this peer's complete(r), which it
+  /// announced) once each live member among them announced its own; then the contributors
+  /// every one of those holds, in name order. nullopt while one is waited for.
+  std::optional<std::vector<std::string>> agreed(std::uint64_t r, const std::vector<std::string>& mine) const;
+
   /// Round `r` landed here: it and every older round are forgotten.
   void close(std::uint64_t r);
   /// Rounds below this are closed.
@@ -85,6 +95,7 @@ private:
   std::map<std::string, std::uint64_t> members_; ///< live peers and the first round they are in
   std::set<std::string> down_;                    ///< declared down since they were last members
   std::map<std::uint64_t, std::map<std::string, contribution>> in_;
+  std::map<std::uint64_t, std::map<std::string, std::vector<std::string>>> holds_; ///< announcements by round
   std::uint64_t open_from_ = 0;
 };
 

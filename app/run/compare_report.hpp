@@ -43,10 +43,11 @@ compare_stats stats_of(const compare_run& r);
 /// Iterations a loss is averaged over for the time to a loss (one iteration's loss is the
 /// mean of a few microbatches: noisy).
 constexpr std::size_t loss_window = 5;
-/// The loss every run reached: the highest of the runs' last losses, each the mean of their
-/// last `loss_window` iterations. Routers that update on different batches (atom mode's
-/// peers, one local batch each) compare by the time they take to it, not by tokens/s.
-double common_loss(const std::vector<compare_run>& runs);
+/// The loss every run of `seed` reached: the highest of their last losses, each the mean of
+/// their last `loss_window` iterations (0: no run of that seed). Routers that update on
+/// different batches (atom mode's peers, one local batch each) compare by the time they take
+/// to it, not by tokens/s; per seed, as each seed draws its own data and crashes.
+double common_loss(const std::vector<compare_run>& runs, std::uint64_t seed);
 /// Wall seconds of iterations 1.. until the mean loss of the last `loss_window` iterations
 /// first is at most `target` (the iteration that reaches it counted); -1 if it never is.
 double seconds_to_loss(const compare_run& r, double target);
@@ -61,8 +62,7 @@ struct router_summary {
   double crashes = 0;          ///< mean per run
   double final_loss = 0;       ///< mean over its runs
   double averaging_fraction = 0; ///< mean over its runs
-  double target_loss = 0;        ///< common_loss of all the runs summarized
-  double to_loss_s = 0;          ///< seconds_to_loss(target_loss), mean over its runs
+  double to_loss_s = 0;          ///< seconds_to_loss(its seed's common_loss), mean over its runs
   std::size_t violations = 0, disagreements = 0;
 };
 
@@ -74,7 +74,7 @@ std::vector<router_summary> summarize(const std::vector<compare_run>& runs);
 std::string compare_table(const std::vector<router_summary>& s);
 
 /// One line per run: router, seed, completed, iterations, the figures of stats_of and the
-/// seconds to the runs' common loss.
+/// seconds to its seed's common loss.
 std::string compare_csv(const std::vector<compare_run>& runs);
 
 /// Loss over wall time, one line per run, coloured by router.

@@ -86,6 +86,45 @@ TEST_CASE("atom rounds: a round waits for every live member, not for a crashed o
   CHECK(r.waiting(3) == std::vector<std::string>{"a", "b"});
 }
 
+TEST_CASE("atom rounds: a peer that crashed while sending is left out of the round at every live peer") {
+  // d sent its parameters of round 0 to a and b, then crashed before c got them: a and b
+  // completed {a, b, c, d}, c completed {a, b, c}. Each lands what every live contributor
+  // holds: {a, b, c}, whichever order the announcements come in.
+  atom_rounds r{roster, "a", 1, 10, 2};
+  for (auto& p : {"b", "c", "d"})
+    r.member(p, 0);
+  for (std::uint32_t k = 0; k < 4; ++k)
+    REQUIRE(r.contributed(roster[k], 0, trained(k, 0, 1, 2)));
+  r.down("d");
+  auto mine = r.complete(0);
+  REQUIRE(mine);
+  CHECK(*mine == roster);
+  CHECK_FALSE(r.agreed(0, *mine)); // b and c have not said what they hold
+  r.holds("b", 0, {"d", "c", "b", "a"});
+  CHECK_FALSE(r.agreed(0, *mine));
+  r.holds("stranger", 0, {"a"}); // not in the roster: ignored
+  r.holds("c", 5, {"a"});        // not an open round: ignored
+  CHECK_FALSE(r.agreed(0, *mine));
+  r.holds("c", 0, {"a", "b", "c"});
+  auto landed = r.agreed(0, *mine);
+  REQUIRE(landed);
+  CHECK(*landed == std::vector<std::string>{"a", "b", "c"});
+  CHECK(r.check(0, *landed).empty());
+  // A contributor that dies before it announces is not waited for: the others' holdings decide.
+  r.close(0);
+  CHECK_FALSE(r.agreed(0, *mine)); // closed
+  for (std::uint32_t k = 0; k < 3; ++k)
+    REQUIRE(r.contributed(roster[k], 1, trained(k, 1, 2, 2)));
+  auto next = r.complete(1);
+  REQUIRE(next);
+  r.holds("b", 1, *next);
+  CHECK_FALSE(r.agreed(1, *next));
+  r.down("c");
+  auto without_c = r.agreed(1, *next);
+  REQUIRE(without_c);
+  CHECK(*without_c == std::vector<std::string>{"a", "b", "c"});
+}
+
 TEST_CASE("atom rounds: the exactly-once check names a peer whose contribution misses, repeats or misplaces a microbatch") {
   atom_rounds r{roster, "a", 2, 10, 2};
   r.member("b", 0);

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <set>
 #include <sstream>
 #include <tuple>
 #include <unistd.h>
@@ -1171,6 +1172,31 @@ TEST_CASE("cluster: atom mode trains as run_atom_reference's peers do within 1e-
   check_replicas_agree(r); // the last average's hash, at every peer
   REQUIRE(r.final_hashes.count(0) == 1);
   CHECK(r.final_hashes.at(0).size() == cfg.hosts.size());
+}
+
+TEST_CASE("cluster: atom mode leaves out a peer that crashed while sending its parameters, at every peer alike") {
+  // r1-london sends a round's parameters to the first half of its peers (dh-frankfurt,
+  // dh-virginia, r1-ohio) and crashes: those hold its contribution, the other four do not.
+  // Every peer lands that round without it, and the averages agree.
+  auto cfg = atom_local(8, {fault(2, actors::fault_action::crash, "r1-london", actors::fault_phase::averaging)});
+  std::ostringstream log;
+  auto r = app::run_embedded(cfg, log, 120);
+  INFO(log.str());
+  REQUIRE(r.completed);
+  CHECK(r.crashes == 1);
+  for (auto& v : r.exactly_once_violations)
+    FAIL_CHECK(v);
+  CHECK(r.replica_disagreements.empty());
+  check_replicas_agree(r);
+  std::set<std::string> told; // who said it left r1-london out
+  std::istringstream lines{log.str()};
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("# ", 0) == 0 && line.find(": atom round ") != std::string::npos
+        && line.find("r1-london's parameters are left out") != std::string::npos)
+      told.insert(line.substr(2, line.find(':') - 2));
+  CHECK(told == std::set<std::string>{"dh-frankfurt", "dh-virginia", "r1-ohio"});
+  REQUIRE(r.rows.size() == 8);
+  CHECK(r.rows.back().loss < 0.9 * r.rows.front().loss);
 }
 
 TEST_CASE("cluster: atom mode goes on without a crashed peer and with a joiner that downloads the average, exactly once") {

@@ -91,12 +91,12 @@ TEST_CASE("compare: routers are summed over their seeds in the order the runs na
   CHECK(table.find("\nswarm      1/2") != std::string::npos);
   auto csv = compare_csv(runs);
   CHECK(count(csv, "\n") == 5);
-  // the common loss: swarm 2's last 3 (5, 5, 2.8) average 4.2667; every run's first
-  // iteration (loss 5, window of 1) is above it, its second (window 5, 5) too
+  // seed 2's common loss: gwtf's last 3 (5, 5, 3) average 4.3333; swarm 2's first
+  // iteration (loss 5, window of 1) is above it, its second (5, 5) too
   CHECK(csv.find("\nswarm,2,0,3,8,250,2,6,0.1,2,2.8,1,0,0,8\n") != std::string::npos);
 }
 
-TEST_CASE("compare: routers that update on different batches compare by their time to the loss every run reached") {
+TEST_CASE("compare: routers that update on different batches compare by their time to the loss every run of the seed reached") {
   auto with_losses = [](const std::string& router, std::vector<double> seconds, std::vector<double> losses) {
     auto r = run(router, 1, seconds, 0);
     for (std::size_t i = 0; i < losses.size(); ++i)
@@ -106,18 +106,23 @@ TEST_CASE("compare: routers that update on different batches compare by their ti
   // Means of the last 5 losses: a 5, 4.5, 4, 3.5, 3, 2.2, 1.6; b 5 x 5, 4.6, 4.2.
   auto a = with_losses("gwtf", {9, 1, 1, 1, 1, 1, 1}, {5, 4, 3, 2, 1, 1, 1});
   auto b = with_losses("atom", {9, 2, 2, 2, 2, 2, 2}, {5, 5, 5, 5, 5, 3, 3});
-  CHECK(common_loss({a, b}) == doctest::Approx(4.2));
+  CHECK(common_loss({a, b}, 1) == doctest::Approx(4.2));
+  CHECK(common_loss({a, b}, 2) == 0); // no run of seed 2
   CHECK(seconds_to_loss(a, 4.2) == doctest::Approx(2));  // its third iteration: 4; iteration 0 not counted
   CHECK(seconds_to_loss(b, 4.2) == doctest::Approx(12)); // its last
   CHECK(seconds_to_loss(a, 1.0) == -1);                  // never
   CHECK(seconds_to_loss(a, 5.0) == 0);                   // at iteration 0
-  auto s = summarize({a, b});
-  CHECK(s[0].target_loss == doctest::Approx(4.2));
-  CHECK(s[0].to_loss_s == doctest::Approx(2));
-  CHECK(s[1].to_loss_s == doctest::Approx(12));
+  // Seed 2: its own common loss (a2 ends at 1.6, b2 at 2.8: 2.8), which a2 reaches at its
+  // sixth iteration (2.2: 5 s) and b2 at its end (2.8: 6 x 1 s).
+  auto a2 = with_losses("gwtf", {9, 1, 1, 1, 1, 1, 1}, {5, 4, 3, 2, 1, 1, 1});
+  auto b2 = with_losses("atom", {9, 1, 1, 1, 1, 1, 1}, {3, 3, 3, 3, 3, 3, 2});
+  a2.seed = b2.seed = 2;
+  CHECK(common_loss({a, b, a2, b2}, 2) == doctest::Approx(2.8));
+  auto s = summarize({a, b, a2, b2});
+  CHECK(s[0].to_loss_s == doctest::Approx((2 + 5) / 2.0));
+  CHECK(s[1].to_loss_s == doctest::Approx((12 + 6) / 2.0));
   auto table = compare_table(s);
-  CHECK(table.find("time to loss 0.17x") != std::string::npos);
-  CHECK(table.find("at most 4.2000") != std::string::npos);
+  CHECK(table.find("time to loss 0.39x") != std::string::npos); // 3.5 s / 9 s
   CHECK(compare_csv({a, b}).find(",12\n") != std::string::npos);
 }
 
