@@ -6,7 +6,8 @@
 // A round is complete once every live member's parameters are in; the peer tells the others
 // whose it holds (NORM_SHARE), and lands what every live contributor holds: their average,
 // weighted by microbatches, plus this peer's steps since it sent (training.averaging
-// overlap: the next round trains meanwhile; sync: it waits). A joiner asks a peer for the state (STATE_REQUEST);
+// overlap: the next round's iterations but its last train meanwhile; sync: it waits). A
+// joiner asks a peer for the state (STATE_REQUEST);
 // the peer names it as a member from the round after its next contribution (in that
 // contribution: every peer learns it before it can complete that round), and answers once
 // that round landed: its average and the peer's optimizer state (STATE_CHUNKs).
@@ -59,9 +60,10 @@ void try_land(self_ptr self) {
       auto* c = a.rounds->of(r, who);
       holds.holders.push_back({who, static_cast<std::uint32_t>(c ? std::max<std::int64_t>(0, c->microbatches) : 0)});
     }
-    for (auto& [id, stage] : st.peers) // the live peers that train (a loading joiner is in later rounds)
-      if (stage == 0)
-        st.ctx->send(self, id, service::stage, holds);
+    // Every live peer, as the contributions go: a joiner that loaded may still be stage -1
+    // here (its new stage comes by gossip) and waits for this announcement in its first round.
+    for (auto& [id, stage] : st.peers)
+      st.ctx->send(self, id, service::stage, holds);
   }
   auto contributors = a.rounds->agreed(r, *a.announced);
   if (!contributors)
