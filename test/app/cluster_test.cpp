@@ -1150,6 +1150,17 @@ app::cluster_config atom_local(int iterations, std::vector<actors::fault_event> 
   return cfg;
 }
 
+// An atom run under churn: completed with `crashes` crashes, every round exactly once, every
+// peer's averages agreeing.
+void check_atom_churn(const app::embedded_result& r, int crashes) {
+  REQUIRE(r.completed);
+  CHECK(r.crashes == crashes);
+  for (auto& v : r.exactly_once_violations)
+    FAIL_CHECK(v);
+  CHECK(r.replica_disagreements.empty());
+  check_replicas_agree(r);
+}
+
 TEST_CASE("cluster: atom mode trains as run_atom_reference's peers do within 1e-4, every peer landing the same averages") {
   auto cfg = atom_local(6, {});
   std::ostringstream log;
@@ -1182,12 +1193,7 @@ TEST_CASE("cluster: atom mode leaves out a peer that crashed while sending its p
   std::ostringstream log;
   auto r = app::run_embedded(cfg, log, 120);
   INFO(log.str());
-  REQUIRE(r.completed);
-  CHECK(r.crashes == 1);
-  for (auto& v : r.exactly_once_violations)
-    FAIL_CHECK(v);
-  CHECK(r.replica_disagreements.empty());
-  check_replicas_agree(r);
+  check_atom_churn(r, 1);
   std::set<std::string> told; // who said it left r1-london out
   std::istringstream lines{log.str()};
   for (std::string line; std::getline(lines, line);)
@@ -1207,14 +1213,9 @@ TEST_CASE("cluster: atom mode goes on without a crashed peer and with a joiner t
   std::ostringstream log;
   auto r = app::run_embedded(cfg, log, 180);
   INFO(log.str());
-  REQUIRE(r.completed);
-  CHECK(r.crashes == 2);
-  for (auto& v : r.exactly_once_violations)
-    FAIL_CHECK(v);
-  CHECK(r.replica_disagreements.empty());
+  check_atom_churn(r, 2);
   REQUIRE(std::count(r.joined.begin(), r.joined.end(), "r2-tokyo") >= 1);
   CHECK(r.last_applied.at("r2-tokyo") == 11);
-  check_replicas_agree(r);
   REQUIRE(r.rows.size() == 12);
   CHECK(r.rows.back().loss < 0.9 * r.rows.front().loss);
 }
